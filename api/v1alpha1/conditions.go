@@ -1,0 +1,34 @@
+package v1alpha1
+
+// Condition types of a FencedResource.
+const (
+	// ConditionReady is True when the bound Lease exists and the resource is fenced at its current epoch.
+	ConditionReady = "Ready"
+	// ConditionLeaseFound is True when the bound Lease exists.
+	ConditionLeaseFound = "LeaseFound"
+	// ConditionFenced is True when the resource's epoch equals the Lease's current epoch, so that no holder
+	// of an earlier epoch can write it.
+	ConditionFenced = "Fenced"
+)
+
+// Condition reasons of a FencedResource. Every reason the operator sets is listed here.
+const (
+	// ReasonLeaseFound: the bound Lease exists.
+	ReasonLeaseFound = "LeaseFound"
+	// ReasonLeaseNotFound: the bound Lease does not exist; every fenced write is refused until it does.
+	ReasonLeaseNotFound = "LeaseNotFound"
+	// ReasonLeaseInvalid: the bound Lease exists but carries no valid fencekit epoch.
+	ReasonLeaseInvalid = "LeaseInvalid"
+	// ReasonAtLeaseEpoch: the resource's epoch equals the Lease's current epoch.
+	ReasonAtLeaseEpoch = "AtLeaseEpoch"
+	// ReasonBehindLease: the Lease moved to a higher epoch and the resource has not been raised to it yet;
+	// writes at the resource's epoch are still refused by the webhook, which reads the Lease itself.
+	ReasonBehindLease = "BehindLease"
+	// ReasonAheadOfLease: the resource's epoch is above the Lease's, which happens only when the Lease was
+	// deleted and recreated; the elector resumes above it.
+	ReasonAheadOfLease = "AheadOfLease"
+	// ReasonFenced: Ready, because the Lease exists and the resource is at its epoch.
+	ReasonFenced = "Fenced"
+	// ReasonNotFenced: not Ready; the message says which condition is missing.
+	ReasonNotFenced = "NotFenced"
+)

@@ -1,0 +1,136 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+const (
+	// MaxDataBytes bounds the serialized size of spec.data. The CRD cannot measure bytes (CEL counts the
+	// keys of a free-form object, not its size), so the fencekit admission webhook enforces it; the CRD
+	// itself bounds the number of top-level keys with MaxDataKeys.
+	MaxDataBytes = 256 * 1024
+
+	// MaxDataKeys bounds the number of top-level keys of spec.data, enforced by the CRD schema.
+	MaxDataKeys = 256
+
+	// WriterAnnotation names the Lease holder identity that made the last fenced write. The fenced writer in
+	// pkg/fencing sets it on every write; the admission webhook admits a write only if it names the Lease's
+	// current holder, and the operator reports it as status.holder.
+	WriterAnnotation = "fencing.fencekit.io/writer"
+)
+
+// FencedResourceSpec is what a user declares and what the lease holder writes.
+//
+// The apiserver keeps spec.epoch monotonic on its own (the CEL rule below runs inside the apiserver's
+// update, against the stored object), so a write carrying an epoch below the stored one is rejected even
+// when no webhook is installed.
+type FencedResourceSpec struct {
+	// leaseName is the name of the coordination.k8s.io/v1 Lease, in the same namespace, whose holder may
+	// write this resource. Writes must carry that Lease's current epoch. It is a DNS-1123 subdomain and
+	// cannot be changed once set.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="leaseName is immutable: create a new FencedResource to bind another Lease"
+	LeaseName string `json:"leaseName"`
+
+	// epoch is the fencing token carried by the writer: the epoch of the Lease acquisition that authorised
+	// the write. It never decreases: the apiserver rejects any write whose epoch is below the stored one.
+	// Absent means 0, the epoch of a resource that no holder has written yet.
+	// +optional
+	// +default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:XValidation:rule="self >= oldSelf",messageExpression="'stale epoch %d: this FencedResource has already admitted epoch %d'.format([self, oldSelf])",reason=FieldValueForbidden
+	Epoch int64 `json:"epoch,omitempty"`
+
+	// data is the protected payload: a JSON object of the user's choosing, stored as is. It holds at most
+	// 256 top-level keys (enforced by the schema) and at most 262144 bytes once serialized (enforced by the
+	// fencekit admission webhook). Only the current lease holder may set or change it.
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:validation:MaxProperties=256
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Data *runtime.RawExtension `json:"data,omitempty"`
+}
+
+// FencedResourceStatus is what the fencekit operator observed. Users read it; only the operator writes it.
+type FencedResourceStatus struct {
+	// admittedEpoch is the highest epoch this resource has admitted, as last observed by the operator.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	AdmittedEpoch int64 `json:"admittedEpoch,omitempty"`
+
+	// holder is the Lease holder identity that made the write at admittedEpoch, if a holder wrote data.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Holder string `json:"holder,omitempty"`
+
+	// leaseEpoch is the bound Lease's current epoch, as last observed by the operator.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	LeaseEpoch int64 `json:"leaseEpoch,omitempty"`
+
+	// leaseHolder is the bound Lease's current holder identity, as last observed; empty when nobody holds it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	LeaseHolder string `json:"leaseHolder,omitempty"`
+
+	// observedGeneration is the metadata.generation this status was computed from.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions describe the resource's state: Ready, LeaseFound and Fenced. Their reasons are listed in
+	// conditions.go.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// FencedResource is a resource whose writes are fenced: a write that sets or changes spec.data or
+// spec.epoch is admitted only if it carries the current epoch of the bound Lease and comes from its holder.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=fr,categories=fencekit
+// +kubebuilder:selectablefield:JSONPath=`.spec.leaseName`
+// +kubebuilder:printcolumn:name="Lease",type=string,JSONPath=`.spec.leaseName`
+// +kubebuilder:printcolumn:name="Epoch",type=integer,JSONPath=`.spec.epoch`
+// +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.status.leaseHolder`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type FencedResource struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the binding to a Lease and the fenced payload.
+	// +required
+	Spec FencedResourceSpec `json:"spec"`
+
+	// status is what the fencekit operator observed.
+	// +optional
+	Status FencedResourceStatus `json:"status,omitempty"`
+}
+
+// FencedResourceList is a list of FencedResources.
+//
+// +kubebuilder:object:root=true
+type FencedResourceList struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard list metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items are the FencedResources.
+	Items []FencedResource `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&FencedResource{}, &FencedResourceList{})
+}

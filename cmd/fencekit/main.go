@@ -1,0 +1,51 @@
+// Command fencekit is the fencekit CLI:
+//
+//	fencekit devcluster   start a local control plane with fencekit installed and run the operator against it
+//	fencekit demo         the paused lock holder, fenced and unfenced
+//
+// It only parses flags and wires; the work is done in internal/devcluster and internal/demo.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func usage() {
+	fmt.Fprint(os.Stderr, `Usage: fencekit <command> [flags]
+
+Commands:
+  devcluster   start a local control plane with fencekit's CRDs and admission installed, run the operator
+               against it and print the kubeconfig path; Ctrl-C stops everything
+  demo         show the paused lock holder: a stale write rejected by fencekit, and accepted without it
+  version      print the version
+
+Run 'fencekit <command> -h' for a command's flags.
+`)
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "devcluster":
+		err = runDevcluster(os.Args[2:])
+	case "demo":
+		err = runDemo(os.Args[2:])
+	case "version":
+		printVersion()
+	case "-h", "--help", "help":
+		usage()
+	default:
+		fmt.Fprintf(os.Stderr, "fencekit: unknown command %q\n\n", os.Args[1])
+		usage()
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fencekit %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}
