@@ -1,0 +1,2 @@
+// Package controllers holds the fencekit operator's controllers.
+package controllers

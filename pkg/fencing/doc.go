@@ -1,0 +1,2 @@
+// Package fencing is what a lease holder uses to write FencedResources safely.
+package fencing
