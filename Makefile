@@ -17,6 +17,9 @@ TEST_TIMEOUT ?= 15m
 .PHONY: all
 all: build
 
+# Further targets (the Helm chart's) live in hack/*.mk.
+include $(wildcard hack/*.mk)
+
 ##@ General
 
 .PHONY: help
