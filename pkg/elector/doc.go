@@ -1,2 +1,40 @@
 // Package elector is Lease-based leader election that hands out fencing epochs.
+//
+// An Elector competes for one coordination.k8s.io/v1 Lease. It acquires and renews it only by
+// compare-and-swap (an Update carrying the resourceVersion it read or last wrote, or a Create), and every
+// acquisition writes a new epoch into the Lease's fencing.fencekit.io/epoch annotation in that same write.
+// While it leads, user code receives a Token (the epoch, the Lease and the holder) and a leadership context.
+//
+// # What is guaranteed
+//
+// The epoch. Each acquisition of a Lease gets an epoch strictly greater than every epoch ever issued under
+// that Lease's namespace and name: across holders, restarts that reuse an identity, a holder re-acquiring
+// after its own lease expired, and the Lease being deleted and recreated. Two acquisitions never share an
+// epoch, so at most one holder ever acts with a given epoch. (The next epoch is the previous one plus one;
+// a Lease without a valid epoch, including a new one, is seeded from a storage resourceVersion, which on
+// Kubernetes >= 1.35 is a comparable integer above the resourceVersion of every earlier write and hence
+// above every earlier epoch; see docs/design-elector.md.)
+//
+// # What is not guaranteed
+//
+// Like client-go's leaderelection, this package does not guarantee that only one client is acting as a
+// leader at any instant. A holder's authority ends at its safe-work deadline,
+//
+//	sent + LeaseDuration*(1-MaxClockDrift) - SafetyMargin
+//
+// (12.85s after the send time of its last successful acquire or renew request with the defaults), and the
+// leadership context is cancelled then, IsLeader turns false and Token returns the zero Token. But the
+// deadline is best-effort: a process that is paused (GC, CPU starvation, SIGSTOP) cannot observe its own
+// pause, and may resume and act after a standby took over. Mutual exclusion is therefore only as good as
+// the resource's check of the epoch: carry Token.Epoch on every guarded write and have the resource store
+// the highest epoch it has admitted and refuse lower ones (a FencedResource, see package fencing, does
+// this in the apiserver).
+//
+// # Takeover
+//
+// Standbys do not poll. Each watches its one Lease (a single-object watch, re-established on error) and
+// acquires at once when the holder releases it, or when it expires: leaseDurationSeconds (+ LockDelay)
+// after the standby itself observed the Lease's last change, on its own monotonic clock. renewTime is never
+// compared with a wall clock, so clock offsets between nodes do not matter; only drift rates do, and
+// MaxClockDrift accounts for them.
 package elector

@@ -1,0 +1,176 @@
+package elector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+type leaseClient = coordinationv1client.LeaseInterface
+
+// Elector competes for one Lease and, while it holds it, hands a fencing Token to user code. Create it with
+// New and call Run.
+type Elector struct {
+	cfg   Config
+	lease types.NamespacedName
+	clock clock.WithTicker
+
+	log           logr.Logger
+	logSet        bool
+	registerer    prometheus.Registerer
+	registererSet bool
+	recorder      record.EventRecorder
+	metrics       *metrics
+
+	running atomic.Bool
+
+	mu  sync.Mutex
+	cur *term // the current term, nil when not holding the Lease
+}
+
+// New validates cfg (after defaulting its zero values) and returns an Elector.
+func New(cfg Config, opts ...Option) (*Elector, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	e := &Elector{
+		cfg:   cfg,
+		lease: types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name},
+		clock: clock.RealClock{},
+	}
+	for _, opt := range opts {
+		opt(e)
+	}
+	if !e.registererSet {
+		e.registerer = ctrlmetrics.Registry
+	}
+	m, err := newMetrics(e.registerer)
+	if err != nil {
+		return nil, fmt.Errorf("elector: registering metrics: %w", err)
+	}
+	e.metrics = m
+	return e, nil
+}
+
+// Identity is this candidate's holder identity.
+func (e *Elector) Identity() string { return e.cfg.Identity }
+
+// Token returns the current leadership's token, or the zero Token when not leading or past the safe-work
+// deadline.
+func (e *Elector) Token() Token {
+	if t := e.validTerm(); t != nil {
+		return t.token
+	}
+	return Token{}
+}
+
+// Deadline returns the current safe-work deadline (a reading of the elector's clock), or the zero time when
+// not leading or past it. It moves forward with each renewal.
+func (e *Elector) Deadline() time.Time {
+	if t := e.validTerm(); t != nil {
+		return t.getDeadline()
+	}
+	return time.Time{}
+}
+
+// IsLeader reports whether the elector leads now: false past the safe-work deadline, even if the
+// leadership context has not been cancelled yet.
+func (e *Elector) IsLeader() bool { return e.validTerm() != nil }
+
+func (e *Elector) validTerm() *term {
+	e.mu.Lock()
+	t := e.cur
+	e.mu.Unlock()
+	if t == nil || !t.valid(e.clock.Now()) {
+		return nil
+	}
+	return t
+}
+
+func (e *Elector) setTerm(t *term) {
+	e.mu.Lock()
+	e.cur = t
+	e.mu.Unlock()
+}
+
+// Run competes for the Lease until ctx is done: it acquires, leads, and competes again after losing. When
+// ctx ends while leading, it ends the leadership context, waits (up to ReleaseTimeout) for
+// OnStartedLeading to return and, unless ReleaseOnCancel is false, releases the Lease. It returns nil when
+// ctx ends, or an error if Run is already running.
+func (e *Elector) Run(ctx context.Context) error {
+	if !e.running.CompareAndSwap(false, true) {
+		return errors.New("elector: Run is already running")
+	}
+	defer e.running.Store(false)
+	log := e.log
+	if !e.logSet {
+		log = klog.FromContext(ctx)
+	}
+	log = log.WithValues("lease", e.lease.String(), "identity", e.cfg.Identity)
+
+	rec := e.recorder
+	if rec == nil {
+		b := record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
+		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: e.cfg.Client.CoreV1().Events(e.lease.Namespace)})
+		defer b.Shutdown()
+		rec = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "fencekit-elector"})
+	}
+
+	acquirer, ok := e.whoAmI(ctx, log)
+	if !ok {
+		return nil
+	}
+	leases := e.cfg.Client.CoordinationV1().Leases(e.lease.Namespace)
+	obs := newObserver(e.lease.Name, e.clock)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	if !obs.run(watchCtx, leases) {
+		return nil
+	}
+	r := &runner{e: e, log: log, rec: rec, leases: leases, obs: obs, acquirer: acquirer}
+	r.loop(ctx)
+	return nil
+}
+
+// whoAmI learns the authenticated user name with a SelfSubjectReview, retrying every RetryPeriod.
+func (e *Elector) whoAmI(ctx context.Context, log logr.Logger) (string, bool) {
+	for {
+		ssr, err := e.cfg.Client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err == nil && ssr.Status.UserInfo.Username != "" {
+			log.V(1).Info("Learned the acquirer user name", "acquirer", ssr.Status.UserInfo.Username)
+			return ssr.Status.UserInfo.Username, true
+		}
+		if err == nil {
+			err = errors.New("the SelfSubjectReview returned no user name")
+		}
+		if ctx.Err() != nil {
+			return "", false
+		}
+		log.Error(err, "Cannot learn the acquirer user name; retrying", "retryPeriod", e.cfg.RetryPeriod)
+		t := e.clock.NewTimer(e.cfg.RetryPeriod)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return "", false
+		case <-t.C():
+		}
+	}
+}

@@ -1,0 +1,263 @@
+package elector_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fencekit/fencekit/pkg/elector"
+)
+
+func whoAmI(t *testing.T) string {
+	t.Helper()
+	ssr, err := clientset(t).AuthenticationV1().SelfSubjectReviews().Create(t.Context(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ssr.Status.UserInfo.Username
+}
+
+func TestTwoElectorsReleaseHandsOver(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	h := newHistory()
+	var cands []*candidate
+	for _, id := range ids("two", 2) {
+		cfg := shortConfig(t, ns, "lock", id)
+		cfg.OnStartedLeading = h.lead
+		cands = append(cands, start(t, cfg))
+	}
+	first := h.wait(t, 30*time.Second)
+	l := getLease(t, ns, "lock")
+	if got := holderOf(l); got != first.Holder {
+		t.Fatalf("holder = %q, want %q", got, first.Holder)
+	}
+	if got, want := l.Annotations[elector.EpochAnnotation], strconv.FormatInt(first.Epoch, 10); got != want {
+		t.Errorf("epoch annotation = %q, want %q", got, want)
+	}
+	if got, want := l.Annotations[elector.AcquirerAnnotation], whoAmI(t); got != want {
+		t.Errorf("acquirer annotation = %q, want %q", got, want)
+	}
+	if got := l.Labels[elector.FencedLabel]; got != "true" {
+		t.Errorf("fenced label = %q, want \"true\"", got)
+	}
+	var leader, standby *candidate
+	for _, c := range cands {
+		if c.e.Identity() == first.Holder {
+			leader = c
+		} else {
+			standby = c
+		}
+	}
+	if !leader.e.IsLeader() || leader.e.Token() != first || leader.e.Deadline().IsZero() {
+		t.Errorf("leader: IsLeader=%v Token=%v Deadline=%v", leader.e.IsLeader(), leader.e.Token(), leader.e.Deadline())
+	}
+	if standby.e.IsLeader() || !standby.e.Token().IsZero() || !standby.e.Deadline().IsZero() {
+		t.Errorf("standby reports leadership: %v", standby.e.Token())
+	}
+	// Renewals do not change the epoch.
+	rv := l.ResourceVersion
+	eventually(t, 10*time.Second, "a renewal", func() bool { return getLease(t, ns, "lock").ResourceVersion != rv })
+	if got := getLease(t, ns, "lock").Annotations[elector.EpochAnnotation]; got != strconv.FormatInt(first.Epoch, 10) {
+		t.Errorf("a renewal changed the epoch to %s", got)
+	}
+
+	leader.stop()
+	released := getLease(t, ns, "lock")
+	if holderOf(released) != "" && holderOf(released) != standby.e.Identity() {
+		t.Errorf("after release the holder is %q", holderOf(released))
+	}
+	second := h.wait(t, 10*time.Second)
+	if second.Holder != standby.e.Identity() || second.Epoch != first.Epoch+1 {
+		t.Errorf("after release: %v, want %s at epoch %d", second, standby.e.Identity(), first.Epoch+1)
+	}
+	if got := *getLease(t, ns, "lock").Spec.LeaseTransitions; got != 1 {
+		t.Errorf("leaseTransitions = %d, want 1", got)
+	}
+	h.check(t)
+}
+
+func TestFiveElectorsCrashFailover(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	h := newHistory()
+	cands := map[string]*candidate{}
+	for _, id := range ids("five", 5) {
+		cfg := shortConfig(t, ns, "lock", id)
+		cfg.ReleaseOnCancel = boolPtr(false) // a crash: the holder stops renewing and never releases
+		cfg.OnStartedLeading = h.lead
+		cands[id] = start(t, cfg)
+	}
+	prev := h.wait(t, 30*time.Second)
+	for round := 0; round < 3; round++ {
+		cands[prev.Holder].stop()
+		if holder := holderOf(getLease(t, ns, "lock")); holder != prev.Holder {
+			t.Fatalf("after a crash without release the holder is %q, want %q", holder, prev.Holder)
+		}
+		next := h.wait(t, 15*time.Second)
+		if next.Holder == prev.Holder || next.Epoch != prev.Epoch+1 {
+			t.Fatalf("round %d: %v after %v", round, next, prev)
+		}
+		prev = next
+	}
+	h.check(t)
+}
+
+func TestRestartWithSameIdentityRaisesEpoch(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	h := newHistory()
+	for i, release := range []bool{false, true} {
+		cfg := shortConfig(t, ns, "lock", "same")
+		cfg.ReleaseOnCancel = boolPtr(release)
+		cfg.OnStartedLeading = h.lead
+		c := start(t, cfg)
+		tok := h.wait(t, 15*time.Second)
+		c.stop()
+		if i == 0 {
+			continue
+		}
+		h.mu.Lock()
+		order := h.order
+		h.mu.Unlock()
+		if len(order) != 2 || order[1] != order[0]+1 || tok.Epoch != order[1] {
+			t.Errorf("epochs after a restart with the same identity: %v", order)
+		}
+	}
+	// A third incarnation after a release starts at once with the next epoch.
+	cfg := shortConfig(t, ns, "lock", "same")
+	cfg.OnStartedLeading = h.lead
+	start(t, cfg)
+	tok := h.wait(t, 10*time.Second)
+	if tok.Epoch != h.order[1]+1 {
+		t.Errorf("third incarnation: epoch %d, want %d", tok.Epoch, h.order[1]+1)
+	}
+	h.check(t)
+}
+
+func TestLeaseDeletedAndRecreatedEpochDoesNotFallBack(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	leases := clientset(t).CoordinationV1().Leases(ns)
+	h := newHistory()
+	cfg := shortConfig(t, ns, "lock", "a")
+	cfg.OnStartedLeading = h.lead
+	c := start(t, cfg)
+	first := h.wait(t, 15*time.Second)
+	// Deleted under a running leader: it steps down and recreates the Lease with a higher epoch.
+	if err := leases.Delete(t.Context(), "lock", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	second := h.wait(t, 15*time.Second)
+	if second.Epoch <= first.Epoch {
+		t.Errorf("after delete under a leader: epoch %d, want > %d", second.Epoch, first.Epoch)
+	}
+	c.stop()
+	// Deleted while nobody runs, then a new candidate.
+	if err := leases.Delete(t.Context(), "lock", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg = shortConfig(t, ns, "lock", "b")
+	cfg.OnStartedLeading = h.lead
+	start(t, cfg)
+	third := h.wait(t, 15*time.Second)
+	if third.Epoch <= second.Epoch {
+		t.Errorf("after delete and recreate: epoch %d, want > %d", third.Epoch, second.Epoch)
+	}
+	h.check(t)
+}
+
+// Many candidates race for every acquisition: each leader releases after a short while and a new
+// candidate replaces it. Every epoch has exactly one holder and leaderships never overlap.
+func TestConcurrentAcquisitionRaces(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	h := newHistory()
+	running := map[string]*candidate{}
+	next := 0
+	spawn := func() {
+		id := "race-" + strconv.Itoa(next)
+		next++
+		cfg := shortConfig(t, ns, "lock", id)
+		cfg.OnStartedLeading = h.lead
+		running[id] = start(t, cfg)
+	}
+	for range 5 {
+		spawn()
+	}
+	for round := 0; round < 8; round++ {
+		tok := h.wait(t, 15*time.Second)
+		running[tok.Holder].stop() // release: the other four race for it
+		delete(running, tok.Holder)
+		spawn()
+	}
+	h.check(t)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.byEpoch) != 8 && len(h.byEpoch) != 9 {
+		t.Errorf("%d distinct epochs, want 8 or 9: %v", len(h.byEpoch), h.order)
+	}
+}
+
+func TestHandEditedHolderStepsDown(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	leases := clientset(t).CoordinationV1().Leases(ns)
+	stopped := make(chan error, 1)
+	cfg := shortConfig(t, ns, "lock", "a")
+	started := make(chan elector.Token, 1)
+	cfg.OnStartedLeading = func(ctx context.Context, tok elector.Token) {
+		started <- tok
+		<-ctx.Done()
+		stopped <- context.Cause(ctx)
+	}
+	cfg.LeaseDuration = 10 * time.Second // the edit must be noticed by the watch, not by expiry
+	cfg.RenewDeadline = 5 * time.Second
+	cfg.RetryPeriod = 2 * time.Second
+	cfg.SafetyMargin = 200 * time.Millisecond
+	start(t, cfg)
+	<-started
+	l := getLease(t, ns, "lock")
+	intruder := "intruder"
+	l.Spec.HolderIdentity = &intruder
+	if _, err := leases.Update(t.Context(), l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case cause := <-stopped:
+		if want := "elector: leadership lost: holder_changed: the Lease now names holder \"intruder\""; cause == nil || cause.Error() != want {
+			t.Errorf("cause = %v, want %s", cause, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the leader did not step down after its Lease was given to another holder")
+	}
+}
+
+func TestMalformedLeaseIsTreatedAsExpired(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	leases := clientset(t).CoordinationV1().Leases(ns)
+	// The apiserver refuses a negative leaseDurationSeconds, but not a missing one (the unit tests cover
+	// both).
+	ghost := "ghost"
+	l := getLeaseTemplate(ns)
+	l.Spec.HolderIdentity = &ghost
+	l.Annotations = map[string]string{elector.EpochAnnotation: "not-a-number"}
+	created, err := leases.Create(t.Context(), l, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHistory()
+	cfg := shortConfig(t, ns, "lock", "a")
+	cfg.OnStartedLeading = h.lead
+	start(t, cfg)
+	tok := h.wait(t, 15*time.Second)
+	rv, _ := strconv.ParseInt(created.ResourceVersion, 10, 64)
+	if tok.Epoch != rv {
+		t.Errorf("epoch = %d, want the Lease's resourceVersion %d", tok.Epoch, rv)
+	}
+}

@@ -1,0 +1,75 @@
+package elector
+
+import (
+	"strconv"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// acquisition is what one acquire write sets.
+type acquisition struct {
+	identity      string
+	acquirer      string
+	epoch         int64
+	leaseDuration time.Duration
+	now           time.Time // wall clock, for acquireTime/renewTime (informational only)
+}
+
+// newLease builds the Lease that a Create acquires.
+func newLease(namespace, name string, a acquisition) *coordinationv1.Lease {
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	applyAcquisition(l, a)
+	return l
+}
+
+// applyAcquisition turns l (a copy of the Lease as last read) into the acquiring write: holder, times,
+// duration, transitions + 1, and the epoch and acquirer annotations and fenced label.
+func applyAcquisition(l *coordinationv1.Lease, a acquisition) {
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[EpochAnnotation] = strconv.FormatInt(a.epoch, 10)
+	l.Annotations[AcquirerAnnotation] = a.acquirer
+	if l.Labels == nil {
+		l.Labels = map[string]string{}
+	}
+	l.Labels[FencedLabel] = "true"
+	id := a.identity
+	secs := leaseSeconds(a.leaseDuration)
+	now := metav1.NewMicroTime(a.now)
+	var transitions int32
+	if l.Spec.LeaseTransitions != nil {
+		transitions = *l.Spec.LeaseTransitions
+	}
+	if l.CreationTimestamp.IsZero() && l.ResourceVersion == "" {
+		transitions = 0
+	} else {
+		transitions++
+	}
+	l.Spec.HolderIdentity = &id
+	l.Spec.LeaseDurationSeconds = &secs
+	l.Spec.AcquireTime = &now
+	l.Spec.RenewTime = &now
+	l.Spec.LeaseTransitions = &transitions
+}
+
+// applyRenewal turns l (the Lease as last written by this holder) into a renewal.
+func applyRenewal(l *coordinationv1.Lease, now time.Time, leaseDuration time.Duration) {
+	t := metav1.NewMicroTime(now)
+	secs := leaseSeconds(leaseDuration)
+	l.Spec.RenewTime = &t
+	l.Spec.LeaseDurationSeconds = &secs
+}
+
+// applyRelease turns l into a release: no holder, as client-go writes it (an empty holder identity and a
+// one-second duration); the epoch and acquirer annotations stay.
+func applyRelease(l *coordinationv1.Lease, now time.Time) {
+	t := metav1.NewMicroTime(now)
+	empty := ""
+	one := int32(1)
+	l.Spec.HolderIdentity = &empty
+	l.Spec.LeaseDurationSeconds = &one
+	l.Spec.RenewTime = &t
+}

@@ -1,0 +1,412 @@
+package elector
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+)
+
+// runner is one Run: a single goroutine that owns every decision. It sleeps on one timer (set for the next
+// renewal, step-down or takeover) and wakes for watch observations, the end of PostAcquire, the end of the
+// leadership context, or the end of Run.
+type runner struct {
+	e        *Elector
+	log      logr.Logger
+	rec      record.EventRecorder
+	leases   leaseClient
+	obs      *observer
+	acquirer string
+
+	term      *term                 // the Lease is held (leading or in PostAcquire), nil otherwise
+	post      chan error            // PostAcquire's result for term
+	held      *coordinationv1.Lease // the Lease as this holder last wrote it
+	lastSent  time.Time             // send time of the last successful acquire or renew
+	nextRenew time.Time
+	notBefore time.Time // do not compete before this
+	floor     int64     // highest epoch seen under this name
+
+	reportedHolder string
+	reportedEpoch  int64
+}
+
+func (r *runner) cfg() *Config { return &r.e.cfg }
+
+func (r *runner) loop(ctx context.Context) {
+	for {
+		if ctx.Err() != nil {
+			r.shutdown(ctx)
+			return
+		}
+		now := r.e.clock.Now()
+		o := r.obs.get()
+		r.noteLeader(o)
+
+		var wake time.Time
+		var termDone <-chan struct{}
+		var post chan error
+		if r.term != nil {
+			if r.checkObserved(ctx, o) {
+				continue
+			}
+			if r.term.ctx.Context.Err() != nil {
+				r.stepDown(ctx, ReasonDeadlinePassed, "the safe-work deadline passed before a renewal succeeded")
+				continue
+			}
+			stepAt := renewStepDownAt(r.lastSent, r.cfg().RenewDeadline)
+			if !now.Before(stepAt) {
+				r.stepDown(ctx, ReasonRenewDeadline, fmt.Sprintf("no successful renewal within renewDeadline (%v)", r.cfg().RenewDeadline))
+				continue
+			}
+			if !now.Before(r.nextRenew) {
+				r.renew(ctx, now, stepAt)
+				continue
+			}
+			wake = earliest(r.nextRenew, stepAt)
+			termDone = r.term.ctx.Done()
+			if !r.term.isLeading() {
+				post = r.post
+			}
+		} else {
+			tk := takeoverTime(o, r.cfg().LockDelay)
+			at := tk.at
+			if at.Before(r.notBefore) {
+				at = r.notBefore
+			}
+			if !now.Before(at) {
+				r.acquire(ctx, o, tk)
+				continue
+			}
+			wake = at
+		}
+		timer := r.e.clock.NewTimer(wake.Sub(now))
+		select {
+		case <-ctx.Done():
+		case <-r.obs.notify:
+		case <-timer.C():
+		case <-termDone:
+		case err := <-post:
+			r.postAcquired(ctx, err)
+		}
+		timer.Stop()
+	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// noteLeader calls OnNewLeader when the observed holder or epoch changes.
+func (r *runner) noteLeader(o observation) {
+	h := holder(o.lease)
+	if h == "" {
+		return
+	}
+	epoch, _ := parseEpoch(o.lease)
+	if epoch > r.floor {
+		r.floor = epoch
+	}
+	if h == r.reportedHolder && epoch == r.reportedEpoch {
+		return
+	}
+	r.reportedHolder, r.reportedEpoch = h, epoch
+	r.log.V(1).Info("Observed a new leader", "holder", h, "epoch", epoch)
+	if f := r.cfg().OnNewLeader; f != nil {
+		f(h, epoch)
+	}
+}
+
+// checkObserved steps down if the watch shows a version newer than this holder's last write with another
+// holder or epoch, or the Lease deleted. A newer version with the same holder and epoch (someone edited
+// another field) becomes the base of the next renewal. It reports whether it stepped down.
+func (r *runner) checkObserved(ctx context.Context, o observation) bool {
+	if o.lease == nil {
+		r.stepDown(ctx, ReasonLeaseDeleted, "the Lease was deleted")
+		return true
+	}
+	if o.lease.ResourceVersion == r.held.ResourceVersion {
+		return false
+	}
+	if h := holder(o.lease); h != r.e.cfg.Identity {
+		r.stepDown(ctx, ReasonHolderChanged, fmt.Sprintf("the Lease now names holder %q", h))
+		return true
+	}
+	if epoch, err := parseEpoch(o.lease); err != nil || epoch != r.term.token.Epoch {
+		detail := fmt.Sprintf("the Lease now carries epoch %q, not %d", o.lease.Annotations[EpochAnnotation], r.term.token.Epoch)
+		r.stepDown(ctx, ReasonEpochChanged, detail)
+		return true
+	}
+	r.held = o.lease
+	return false
+}
+
+// acquire tries to take the Lease by compare-and-swap on the observed version (or by Create if absent).
+func (r *runner) acquire(ctx context.Context, o observation, tk takeover) {
+	cfg := r.cfg()
+	log := r.log
+	if tk.why == "malformed" {
+		log.Info("Treating the Lease as expired", "reason", tk.detail, "holder", holder(o.lease))
+	}
+	var listRV string
+	if o.lease == nil {
+		list, err := r.leases.List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			r.retryLater(ctx, err, "Cannot list Leases to seed the epoch")
+			return
+		}
+		listRV = list.ResourceVersion
+	}
+	choice, err := nextEpoch(o.lease, listRV, r.floor)
+	if err != nil {
+		r.retryLater(ctx, err, "Not acquiring: cannot choose an epoch")
+		return
+	}
+	if choice.seed != "" {
+		log.Info("Seeding the epoch from a resourceVersion", "reason", choice.seed, "epoch", choice.epoch)
+	}
+	a := acquisition{identity: cfg.Identity, acquirer: r.acquirer, epoch: choice.epoch,
+		leaseDuration: cfg.LeaseDuration, now: r.e.clock.Now()}
+	sent := r.e.clock.Now()
+	var res *coordinationv1.Lease
+	if o.lease == nil {
+		res, err = r.leases.Create(ctx, newLease(r.e.lease.Namespace, r.e.lease.Name, a), metav1.CreateOptions{})
+	} else {
+		l := o.lease.DeepCopy()
+		applyAcquisition(l, a)
+		res, err = r.leases.Update(ctx, l, metav1.UpdateOptions{})
+	}
+	switch {
+	case err == nil:
+	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
+		log.V(1).Info("Lost an acquisition race; re-reading the Lease", "epoch", choice.epoch)
+		before := o.lease
+		if got := r.reread(ctx); got == before || (got != nil && before != nil && got.ResourceVersion == before.ResourceVersion) {
+			r.notBefore = r.e.clock.Now().Add(cfg.RetryPeriod)
+		}
+		return
+	default:
+		r.retryLater(ctx, err, "Cannot acquire the Lease")
+		return
+	}
+	r.floor = choice.epoch
+	token := Token{Epoch: choice.epoch, Lease: r.e.lease, Holder: cfg.Identity}
+	t := newTerm(context.WithoutCancel(ctx), r.e.clock, token, safeDeadline(sent, cfg.safeWindow()))
+	r.term = t
+	r.e.setTerm(t)
+	r.held = res
+	r.lastSent = sent
+	r.nextRenew = sent.Add(cfg.RetryPeriod)
+	r.obs.set(res)
+	leaseLabel := r.e.lease.String()
+	r.e.metrics.acquisitions.WithLabelValues(leaseLabel).Inc()
+	r.e.metrics.epoch.WithLabelValues(leaseLabel).Set(float64(choice.epoch))
+	r.rec.Eventf(res, corev1.EventTypeNormal, "Acquired", "acquired at epoch %d by %s", choice.epoch, cfg.Identity)
+	log.Info("Acquired the Lease", "epoch", choice.epoch, "reason", tk.why, "deadline", t.getDeadline().Sub(sent))
+
+	if cfg.PostAcquire == nil {
+		r.startLeading()
+		return
+	}
+	r.post = make(chan error, 1)
+	post := r.post
+	pctx, cancel := context.WithTimeout(t.ctx, cfg.PostAcquireTimeout)
+	go func() {
+		defer cancel()
+		post <- callPostAcquire(pctx, cfg.PostAcquire, token)
+	}()
+}
+
+// callPostAcquire runs the hook, turning a panic into an error.
+func callPostAcquire(ctx context.Context, f func(context.Context, Token) error, t Token) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("PostAcquire panicked: %v", p)
+		}
+	}()
+	return f(ctx, t)
+}
+
+func (r *runner) postAcquired(ctx context.Context, err error) {
+	if r.term == nil || r.term.isLeading() {
+		return
+	}
+	if err == nil {
+		r.startLeading()
+		return
+	}
+	r.log.Error(err, "PostAcquire failed; releasing the Lease", "epoch", r.term.token.Epoch)
+	r.endTerm(ctx, fmt.Errorf("%w: %s: %v", ErrLeadershipLost, ReasonPostAcquireFailed, err), ReasonPostAcquireFailed, err.Error(), true)
+	r.notBefore = r.e.clock.Now().Add(r.cfg().RetryPeriod)
+}
+
+func (r *runner) startLeading() {
+	t := r.term
+	t.setLeading()
+	r.e.metrics.isLeader.WithLabelValues(r.e.lease.String()).Inc()
+	r.log.Info("Started leading", "epoch", t.token.Epoch)
+	f := r.cfg().OnStartedLeading
+	go func() {
+		defer close(t.done)
+		if f != nil {
+			f(t.ctx, t.token)
+		}
+	}()
+}
+
+// renew extends the Lease by compare-and-swap on this holder's last write; no read precedes it.
+func (r *runner) renew(ctx context.Context, sent, stepAt time.Time) {
+	cfg := r.cfg()
+	l := r.held.DeepCopy()
+	applyRenewal(l, sent, cfg.LeaseDuration)
+	rctx, cancel := context.WithTimeout(ctx, stepAt.Sub(sent))
+	res, err := r.leases.Update(rctx, l, metav1.UpdateOptions{})
+	cancel()
+	switch {
+	case err == nil:
+		r.e.metrics.renew.WithLabelValues(r.e.lease.String()).Observe(r.e.clock.Since(sent).Seconds())
+		r.held = res
+		r.lastSent = sent
+		r.nextRenew = sent.Add(cfg.RetryPeriod)
+		r.obs.set(res)
+		r.term.extend(safeDeadline(sent, cfg.safeWindow()))
+	case apierrors.IsNotFound(err):
+		r.stepDown(ctx, ReasonLeaseDeleted, "the Lease was deleted")
+	case apierrors.IsConflict(err):
+		got := r.reread(ctx)
+		switch {
+		case got == nil:
+			r.nextRenew = r.e.clock.Now().Add(cfg.RetryPeriod)
+		case holder(got) != cfg.Identity:
+			r.stepDown(ctx, ReasonHolderChanged, fmt.Sprintf("the Lease now names holder %q", holder(got)))
+		default:
+			if epoch, perr := parseEpoch(got); perr != nil || epoch != r.term.token.Epoch {
+				r.stepDown(ctx, ReasonEpochChanged, fmt.Sprintf("the Lease now carries epoch %q, not %d", got.Annotations[EpochAnnotation], r.term.token.Epoch))
+				return
+			}
+			r.held = got // another field was edited: renew on top of it now
+			r.nextRenew = r.e.clock.Now()
+		}
+	default:
+		if ctx.Err() != nil {
+			return
+		}
+		r.log.Error(err, "Cannot renew the Lease; retrying", "epoch", r.term.token.Epoch, "stepDownIn", stepAt.Sub(r.e.clock.Now()))
+		r.nextRenew = r.e.clock.Now().Add(cfg.RetryPeriod)
+	}
+}
+
+// reread reads the Lease after a conflict and records what it saw; nil if absent or unreadable.
+func (r *runner) reread(ctx context.Context) *coordinationv1.Lease {
+	l, err := r.leases.Get(ctx, r.e.lease.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		r.obs.deleted("")
+		return nil
+	case err != nil:
+		if ctx.Err() == nil {
+			r.log.Error(err, "Cannot read the Lease")
+		}
+		return nil
+	}
+	r.obs.set(l)
+	return l
+}
+
+func (r *runner) retryLater(ctx context.Context, err error, msg string) {
+	if ctx.Err() != nil {
+		return
+	}
+	r.log.Error(err, msg, "retryPeriod", r.cfg().RetryPeriod)
+	r.notBefore = r.e.clock.Now().Add(r.cfg().RetryPeriod)
+}
+
+// stepDown ends the leadership involuntarily.
+func (r *runner) stepDown(ctx context.Context, reason, detail string) {
+	r.endTerm(ctx, fmt.Errorf("%w: %s: %s", ErrLeadershipLost, reason, detail), reason, detail, false)
+}
+
+// shutdown ends the leadership because Run's context ended, releasing the Lease unless ReleaseOnCancel is
+// false.
+func (r *runner) shutdown(ctx context.Context) {
+	if r.term == nil {
+		return
+	}
+	r.endTerm(ctx, ErrReleased, "", "", r.cfg().releaseOnCancel())
+}
+
+// endTerm ends the current term in the documented order: cancel the leadership context (IsLeader is false
+// from here), wait up to ReleaseTimeout for OnStartedLeading to return, release if asked (one CAS write),
+// then record and call OnStoppedLeading. reason is "" for a voluntary end.
+func (r *runner) endTerm(ctx context.Context, cause error, reason, detail string, release bool) {
+	t := r.term
+	t.cancel(cause)
+	r.e.setTerm(nil)
+	r.term = nil
+	r.post = nil
+	leading := t.isLeading()
+	if leading {
+		timer := r.e.clock.NewTimer(r.cfg().ReleaseTimeout)
+		select {
+		case <-t.done:
+		case <-timer.C():
+			r.log.Info("OnStartedLeading did not return within releaseTimeout; continuing", "releaseTimeout", r.cfg().ReleaseTimeout)
+		}
+		timer.Stop()
+		r.e.metrics.isLeader.WithLabelValues(r.e.lease.String()).Dec()
+	}
+	log := r.log.WithValues("epoch", t.token.Epoch)
+	if reason != "" {
+		r.e.metrics.lost.WithLabelValues(r.e.lease.String(), reason).Inc()
+		r.rec.Eventf(r.held, corev1.EventTypeWarning, "LeadershipLost", "%s lost epoch %d: %s (%s)", t.token.Holder, t.token.Epoch, reason, detail)
+		log.Info("Lost leadership", "reason", reason, "detail", detail)
+	}
+	if release && r.release(ctx, t) {
+		r.rec.Eventf(r.held, corev1.EventTypeNormal, "Released", "%s released epoch %d", t.token.Holder, t.token.Epoch)
+		log.Info("Released the Lease")
+	}
+	if leading {
+		if f := r.cfg().OnStoppedLeading; f != nil {
+			f()
+		}
+	}
+}
+
+// release clears the holder in one CAS write on this holder's last write (re-read once on conflict, and
+// only if the Lease is still this holder's at this epoch).
+func (r *runner) release(ctx context.Context, t *term) bool {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg().RenewDeadline)
+	defer cancel()
+	base := r.held
+	for attempt := 0; attempt < 2; attempt++ {
+		l := base.DeepCopy()
+		applyRelease(l, r.e.clock.Now())
+		res, err := r.leases.Update(rctx, l, metav1.UpdateOptions{})
+		if err == nil {
+			r.held = res
+			r.obs.set(res)
+			return true
+		}
+		if !apierrors.IsConflict(err) {
+			r.log.Error(err, "Cannot release the Lease", "epoch", t.token.Epoch)
+			return false
+		}
+		got := r.reread(rctx)
+		if got == nil || holder(got) != t.token.Holder {
+			return false
+		}
+		if epoch, err := parseEpoch(got); err != nil || epoch != t.token.Epoch {
+			return false
+		}
+		base = got
+	}
+	return false
+}

@@ -1,0 +1,137 @@
+package elector
+
+import (
+	"context"
+	"strconv"
+	"sync"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+)
+
+// observer keeps the latest version of the one Lease, fed by a single-object watch (an informer with a
+// metadata.name field selector, which re-establishes the watch on error) and by the elector's own writes
+// and reads. It records the candidate's own monotonic clock reading when it first saw each version.
+type observer struct {
+	name  string
+	clock clock.PassiveClock
+
+	mu  sync.Mutex
+	cur observation
+	rv  int64 // resourceVersion of cur (or of the deletion), 0 if unknown
+	// notify has a value when cur changed since the loop last looked.
+	notify chan struct{}
+}
+
+func newObserver(name string, clk clock.PassiveClock) *observer {
+	return &observer{name: name, clock: clk, notify: make(chan struct{}, 1)}
+}
+
+// get returns the latest observation.
+func (o *observer) get() observation {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.cur
+}
+
+// set records a version of the Lease if it is newer than the one held. Versions are ordered by
+// resourceVersion (comparable integers on Kubernetes >= 1.35), so a watch event that arrives after the
+// elector's own write of a later version does not roll the view back.
+func (o *observer) set(l *coordinationv1.Lease) {
+	if l == nil || l.Name != o.name {
+		return
+	}
+	rv, err := strconv.ParseInt(l.ResourceVersion, 10, 64)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err == nil && rv <= o.rv {
+		return
+	}
+	if err != nil && o.cur.lease != nil && o.cur.lease.ResourceVersion == l.ResourceVersion {
+		return
+	}
+	if err == nil {
+		o.rv = rv
+	}
+	o.cur = observation{lease: l, at: o.clock.Now()}
+	o.signal()
+}
+
+// deleted records that the Lease is gone. rv is the deletion's resourceVersion ("" if unknown, e.g. from a
+// fresh read that returned NotFound, which is always current).
+func (o *observer) deleted(rv string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if v, err := strconv.ParseInt(rv, 10, 64); err == nil {
+		if v < o.rv {
+			return
+		}
+		o.rv = v
+	}
+	if o.cur.lease == nil && !o.cur.at.IsZero() {
+		return
+	}
+	o.cur = observation{at: o.clock.Now()}
+	o.signal()
+}
+
+func (o *observer) signal() {
+	select {
+	case o.notify <- struct{}{}:
+	default:
+	}
+}
+
+// run starts the informer and returns once it has synced (false if ctx ended first). The informer stops
+// with ctx.
+func (o *observer) run(ctx context.Context, leases leaseClient) bool {
+	selector := fields.OneTermEqualSelector("metadata.name", o.name).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.FieldSelector = selector
+			return leases.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.FieldSelector = selector
+			return leases.Watch(ctx, opts)
+		},
+	}
+	_, informer := cache.NewInformerWithOptions(cache.InformerOptions{
+		ListerWatcher: cache.ToListWatcherWithWatchListSemantics(lw, leases),
+		ObjectType:    &coordinationv1.Lease{},
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { o.set(asLease(obj)) },
+			UpdateFunc: func(_, obj any) { o.set(asLease(obj)) },
+			DeleteFunc: func(obj any) {
+				if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					obj = d.Obj
+				}
+				if l := asLease(obj); l != nil && l.Name == o.name {
+					o.deleted(l.ResourceVersion)
+				}
+			},
+		},
+	})
+	go informer.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		return false
+	}
+	// Nothing added during the initial list: the Lease does not exist.
+	o.mu.Lock()
+	if o.cur.at.IsZero() {
+		o.cur = observation{at: o.clock.Now()}
+		o.signal()
+	}
+	o.mu.Unlock()
+	return true
+}
+
+func asLease(obj any) *coordinationv1.Lease {
+	l, _ := obj.(*coordinationv1.Lease)
+	return l
+}

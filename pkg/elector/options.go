@@ -1,0 +1,28 @@
+package elector
+
+import (
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+)
+
+// Option customises an Elector.
+type Option func(*Elector)
+
+// WithClock sets the clock every timing decision reads (default: the real clock). Tests pass a
+// k8s.io/utils/clock/testing.FakeClock.
+func WithClock(c clock.WithTicker) Option { return func(e *Elector) { e.clock = c } }
+
+// WithMetricsRegisterer sets where the fencekit_elector_* metrics are registered (default: controller-runtime's
+// metrics.Registry). Registering the same collectors from many electors is safe: they share them.
+func WithMetricsRegisterer(r prometheus.Registerer) Option {
+	return func(e *Elector) { e.registerer = r; e.registererSet = true }
+}
+
+// WithEventRecorder sets the recorder for the Events on the Lease (default: a broadcaster on Config.Client,
+// started and stopped by Run).
+func WithEventRecorder(r record.EventRecorder) Option { return func(e *Elector) { e.recorder = r } }
+
+// WithLogger sets the logger (default: the logger in Run's context, else klog's).
+func WithLogger(l logr.Logger) Option { return func(e *Elector) { e.log = l; e.logSet = true } }

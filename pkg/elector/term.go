@@ -1,0 +1,113 @@
+package elector
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// Causes of the end of a leadership context, as reported by context.Cause.
+var (
+	// ErrDeadlinePassed: the safe-work deadline passed (the leader could not renew in time, or was paused).
+	ErrDeadlinePassed = errors.New("elector: safe-work deadline passed")
+	// ErrLeadershipLost: the elector stepped down (renew deadline, another holder or epoch, Lease deleted).
+	ErrLeadershipLost = errors.New("elector: leadership lost")
+	// ErrReleased: Run's context ended and the elector is releasing the Lease.
+	ErrReleased = errors.New("elector: leadership released")
+)
+
+// term is one leadership: from an acquisition to its end.
+type term struct {
+	token Token
+
+	mu       sync.Mutex
+	deadline time.Time // the current safe-work deadline (moves forward with each renewal)
+	leading  bool      // PostAcquire succeeded and OnStartedLeading was called
+
+	ctx    *leaderContext
+	cancel context.CancelCauseFunc
+	// done is closed when OnStartedLeading has returned (or was never started).
+	done chan struct{}
+}
+
+func newTerm(parent context.Context, clk clock.WithTicker, token Token, deadline time.Time) *term {
+	inner, cancel := context.WithCancelCause(parent)
+	t := &term{token: token, deadline: deadline, cancel: cancel, done: make(chan struct{})}
+	t.ctx = &leaderContext{Context: inner, t: t}
+	go t.enforceDeadline(clk)
+	return t
+}
+
+// enforceDeadline cancels the leadership context the moment the safe-work deadline passes. Deadlines only
+// move forward, so a timer set for an earlier value is never late: it is re-armed for the current one.
+func (t *term) enforceDeadline(clk clock.WithTicker) {
+	for {
+		wait := t.getDeadline().Sub(clk.Now())
+		if wait <= 0 {
+			t.cancel(ErrDeadlinePassed)
+			return
+		}
+		timer := clk.NewTimer(wait)
+		select {
+		case <-timer.C():
+		case <-t.ctx.Done():
+			timer.Stop()
+			return
+		}
+	}
+}
+
+func (t *term) getDeadline() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.deadline
+}
+
+// extend moves the deadline forward (never back).
+func (t *term) extend(d time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if d.After(t.deadline) {
+		t.deadline = d
+	}
+}
+
+// valid reports whether the term is leading and before its deadline at now.
+func (t *term) valid(now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.leading && now.Before(t.deadline) && t.ctx.Context.Err() == nil
+}
+
+func (t *term) setLeading() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.leading = true
+}
+
+func (t *term) isLeading() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.leading
+}
+
+// leaderContext is the leadership context: cancelled when the term ends, and its Deadline is the current
+// safe-work deadline. The deadline moves forward with each renewal; an earlier value is always a
+// conservative bound. Err reports context.DeadlineExceeded when the deadline ended it.
+type leaderContext struct {
+	context.Context
+	t *term
+}
+
+func (c *leaderContext) Deadline() (time.Time, bool) { return c.t.getDeadline(), true }
+
+func (c *leaderContext) Err() error {
+	err := c.Context.Err()
+	if err != nil && errors.Is(context.Cause(c.Context), ErrDeadlinePassed) {
+		return context.DeadlineExceeded
+	}
+	return err
+}
