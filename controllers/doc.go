@@ -1,2 +1,10 @@
-// Package controllers holds the fencekit operator's controllers.
+// Package controllers holds the fencekit operator's controllers:
+//
+//   - FencedResourceReconciler keeps each FencedResource's status (the bound Lease's epoch and holder, the
+//     highest admitted epoch, the Ready, LeaseFound and Fenced conditions) in step with its Lease.
+//   - LeaseProtector puts a finalizer on every Lease that FencedResources are bound to, so that the Lease,
+//     and with it the record of the epochs it issued, cannot disappear while a resource remembers them;
+//     it removes the finalizer when none are bound.
+//
+// Both watch Leases and map them to FencedResources through a cache index on spec.leaseName.
 package controllers

@@ -4,15 +4,20 @@
 package operator
 
 import (
+	"context"
 	"fmt"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/fencekit/fencekit/controllers"
 	"github.com/fencekit/fencekit/internal/scheme"
+	"github.com/fencekit/fencekit/internal/webhook"
 )
 
 // Options are the operator's settings; cmd/manager fills them from flags.
@@ -31,6 +36,8 @@ type Options struct {
 	LeaderElect bool
 	// LeaderElectionNamespace is the namespace of the manager's Lease.
 	LeaderElectionNamespace string
+	// SkipNameValidation lets several operators run in one process (tests, the demo).
+	SkipNameValidation bool
 }
 
 // NewManager returns a manager with fencekit's scheme, metrics, probes and webhook server configured.
@@ -41,9 +48,10 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		HealthProbeBindAddress: opts.ProbeAddr,
 		// The manager's own leader election is client-go's; fencekit elects with pkg/elector instead.
 		LeaderElection: false,
+		Controller:     config.Controller{SkipNameValidation: ptr.To(opts.SkipNameValidation)},
 	}
 	if opts.WebhookPort != 0 {
-		mopts.WebhookServer = webhook.NewServer(webhook.Options{
+		mopts.WebhookServer = ctrlwebhook.NewServer(ctrlwebhook.Options{
 			Host:    opts.WebhookHost,
 			Port:    opts.WebhookPort,
 			CertDir: opts.WebhookCertDir,
@@ -52,6 +60,22 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
+	}
+	if err := controllers.IndexLeaseName(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, fmt.Errorf("indexing FencedResources by lease: %w", err)
+	}
+	if opts.WebhookPort != 0 {
+		if err := webhook.SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("setting up the FencedResource webhook: %w", err)
+		}
+	}
+	// Leader-only work: the controllers. Webhooks serve on every replica.
+	leaderOnly := mgr
+	if err := controllers.NewFencedResourceReconciler(leaderOnly.GetClient()).SetupWithManager(leaderOnly); err != nil {
+		return nil, fmt.Errorf("setting up the FencedResource controller: %w", err)
+	}
+	if err := controllers.NewLeaseProtector(leaderOnly.GetClient()).SetupWithManager(leaderOnly); err != nil {
+		return nil, fmt.Errorf("setting up the Lease protector: %w", err)
 	}
 	return mgr, nil
 }

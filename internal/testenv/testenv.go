@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,6 +35,7 @@ type Env struct {
 
 type options struct {
 	webhooks      bool
+	leasePolicy   bool
 	apiServerArgs map[string]string
 }
 
@@ -40,6 +44,10 @@ type Option func(*options)
 
 // WithWebhooks installs the webhook configurations from config/webhook, pointed at the test process.
 func WithWebhooks() Option { return func(o *options) { o.webhooks = true } }
+
+// WithLeasePolicy installs fencekit's ValidatingAdmissionPolicy on fenced Leases (config/policy) and the
+// fencekit-elector ClusterRole (config/rbac/elector_role.yaml), and waits until the policy is enforced.
+func WithLeasePolicy() Option { return func(o *options) { o.leasePolicy = true } }
 
 // WithAPIServerArg sets a kube-apiserver flag.
 func WithAPIServerArg(name, value string) Option {
@@ -100,7 +108,19 @@ func Start(opts ...Option) (*Env, error) {
 		_ = env.Stop()
 		return nil, fmt.Errorf("creating the admin client: %w", err)
 	}
-	return &Env{Environment: env, Config: cfg, Scheme: scheme, Client: c}, nil
+	e := &Env{Environment: env, Config: cfg, Scheme: scheme, Client: c}
+	if o.leasePolicy {
+		ctx := context.Background()
+		err := devcluster.ApplyFiles(ctx, c, filepath.Join(root, "config", "policy", "*.yaml"), filepath.Join(root, "config", "rbac", "elector_role.yaml"))
+		if err == nil {
+			err = devcluster.WaitForLeasePolicy(ctx, cfg, c, "default")
+		}
+		if err != nil {
+			_ = env.Stop()
+			return nil, err
+		}
+	}
+	return e, nil
 }
 
 // Stop stops the control plane.
@@ -140,6 +160,25 @@ func (e *Env) UserClient(name string, groups ...string) (client.Client, *rest.Co
 		return nil, nil, err
 	}
 	return c, cfg, nil
+}
+
+// ElectorClient returns a client authenticated as user name, bound to the fencekit-elector ClusterRole in
+// namespace (requires WithLeasePolicy, which installs the role).
+func (e *Env) ElectorClient(t testing.TB, namespace, name string) (client.Client, *rest.Config) {
+	t.Helper()
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "fencekit-elector-", Namespace: namespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fencekit-elector"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: name}},
+	}
+	if err := e.Client.Create(t.Context(), binding); err != nil {
+		t.Fatalf("binding fencekit-elector to %s: %v", name, err)
+	}
+	c, cfg, err := e.UserClient(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, cfg
 }
 
 // Namespace creates a fresh namespace for one test and returns its name.

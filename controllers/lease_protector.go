@@ -1,0 +1,77 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+)
+
+// LeaseFinalizer keeps a Lease that FencedResources are bound to from being deleted: the Lease carries the
+// epoch they compare against, and a recreated Lease must not hand out epochs they have already admitted.
+const LeaseFinalizer = "fencing.fencekit.io/protect"
+
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;update;patch
+
+// LeaseProtector adds LeaseFinalizer to Leases that FencedResources are bound to and removes it once none are.
+type LeaseProtector struct {
+	client client.Client
+}
+
+var _ reconcile.Reconciler = (*LeaseProtector)(nil)
+
+// NewLeaseProtector returns a LeaseProtector that reads from and writes with c.
+func NewLeaseProtector(c client.Client) *LeaseProtector { return &LeaseProtector{client: c} }
+
+// SetupWithManager registers the protector; the spec.leaseName index must be registered (IndexLeaseName).
+func (p *LeaseProtector) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&coordinationv1.Lease{}).
+		Watches(&fencingv1alpha1.FencedResource{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			fr := o.(*fencingv1alpha1.FencedResource)
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: fr.Namespace, Name: fr.Spec.LeaseName}}}
+		})).
+		Named("leaseprotector").
+		Complete(p)
+}
+
+// Reconcile adds or removes the finalizer on one Lease.
+func (p *LeaseProtector) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var lease coordinationv1.Lease
+	if err := p.client.Get(ctx, req.NamespacedName, &lease); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	bound, err := boundTo(ctx, p.client, lease.Namespace, lease.Name)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("listing FencedResources bound to lease %s: %w", req.NamespacedName, err)
+	}
+	want := len(bound) > 0
+	if controllerutil.ContainsFinalizer(&lease, LeaseFinalizer) == want {
+		return reconcile.Result{}, nil
+	}
+	if want && !lease.DeletionTimestamp.IsZero() {
+		// A finalizer cannot be added to an object being deleted; the resources bound to it were
+		// created after its deletion began and will see it gone.
+		return reconcile.Result{}, nil
+	}
+	// The patch carries the resourceVersion: the finalizer list is replaced whole, so a concurrent change
+	// to it must make this patch fail and be retried rather than be overwritten.
+	patch := client.MergeFromWithOptions(lease.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if want {
+		controllerutil.AddFinalizer(&lease, LeaseFinalizer)
+	} else {
+		controllerutil.RemoveFinalizer(&lease, LeaseFinalizer)
+	}
+	if err := p.client.Patch(ctx, &lease, patch); err != nil {
+		return reconcile.Result{}, fmt.Errorf("updating the finalizer of lease %s: %w", req.NamespacedName, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("updated lease protection", "lease", req.NamespacedName, "protected", want, "boundFencedResources", len(bound))
+	return reconcile.Result{}, nil
+}

@@ -1,0 +1,265 @@
+package operator_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/fencing"
+)
+
+func data(t *testing.T, fr *fencingv1alpha1.FencedResource) map[string]any {
+	t.Helper()
+	m := map[string]any{}
+	if fr.Spec.Data != nil {
+		if err := json.Unmarshal(fr.Spec.Data.Raw, &m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return m
+}
+
+func wantRefused(t *testing.T, err error, is func(error) bool, msg ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("write admitted; want it refused with %q", msg)
+	}
+	if !is(err) {
+		t.Errorf("error %v (reason %q) is not of the expected fencing kind", err, fencing.ReasonOf(err))
+	}
+	for _, m := range msg {
+		if !strings.Contains(err.Error(), m) {
+			t.Errorf("error %q does not contain %q", err.Error(), m)
+		}
+	}
+}
+
+// TestFencedWrites walks one FencedResource through two holders and every kind of refused write, checking
+// after each refusal that the stored data is unchanged.
+func TestFencedWrites(t *testing.T) {
+	startOperator(t)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
+	key := declare(t, ns, "orders", "orders-writer")
+
+	// No Lease yet: a write is refused as lease-missing.
+	ghost := elector.Token{Epoch: 1, Lease: types.NamespacedName{Namespace: ns, Name: "orders-writer"}, Holder: "worker-a"}
+	_, err := fencing.NewWriter(a.client).Set(ctx, ghost, key, map[string]any{"v": "ghost"})
+	wantRefused(t, err, fencing.IsLeaseMissing, "lease orders-writer not found in namespace "+ns, "epoch 1")
+
+	ta := a.acquire(t, ns, "orders-writer", 5)
+	if _, err := fencing.NewWriter(a.client).Set(ctx, ta, key, map[string]any{"v": "a5"}); err != nil {
+		t.Fatalf("the holder's write at the current epoch was refused: %v", err)
+	}
+	want := map[string]any{"v": "a5"}
+
+	steps := []struct {
+		name  string
+		write func() error
+		is    func(error) bool
+		msg   []string
+	}{{
+		name: "another user presenting the holder's token",
+		write: func() error {
+			_, err := fencing.NewWriter(b.client).Set(ctx, ta, key, map[string]any{"v": "b-copy"})
+			return err
+		},
+		is:  fencing.IsNotHolder,
+		msg: []string{`user "worker-b-user" is not the user that acquired lease orders-writer at epoch 5 ("worker-a-user")`},
+	}, {
+		name: "the holder's user naming another holder",
+		write: func() error {
+			tok := ta
+			tok.Holder = "worker-x"
+			_, err := fencing.NewWriter(a.client).Set(ctx, tok, key, map[string]any{"v": "x"})
+			return err
+		},
+		is:  fencing.IsNotHolder,
+		msg: []string{`write names holder "worker-x"`, "lease orders-writer at epoch 5 is held by worker-a"},
+	}, {
+		name: "an epoch never issued",
+		write: func() error {
+			tok := ta
+			tok.Epoch = 6
+			_, err := fencing.NewWriter(a.client).Set(ctx, tok, key, map[string]any{"v": "a6"})
+			return err
+		},
+		is:  func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonFutureEpoch },
+		msg: []string{"epoch 6 was never issued: lease orders-writer is at epoch 5, held by worker-a"},
+	}, {
+		name: "data over the byte bound",
+		write: func() error {
+			_, err := fencing.NewWriter(a.client).Set(ctx, ta, key, map[string]any{"blob": strings.Repeat("x", fencingv1alpha1.MaxDataBytes)})
+			return err
+		},
+		is:  func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonInvalid },
+		msg: []string{"FencedResource " + ns + "/orders: spec.data is 262155 bytes, over the bound of 262144 bytes"},
+	}}
+	for _, s := range steps {
+		wantRefused(t, s.write(), s.is, s.msg...)
+		if got := data(t, get(t, key)); got["v"] != want["v"] {
+			t.Fatalf("after %s: stored data %v, want %v", s.name, got, want)
+		}
+	}
+
+	// worker-b takes over at epoch 6; worker-a, who does not know, writes at epoch 5.
+	tb := b.acquire(t, ns, "orders-writer", 6)
+	_, err = fencing.NewWriter(a.client).Set(ctx, ta, key, map[string]any{"v": "a5-late"})
+	wantRefused(t, err, fencing.IsStale, "stale epoch 5: lease orders-writer is at epoch 6, held by worker-b")
+	if _, err := fencing.NewWriter(b.client).Set(ctx, tb, key, map[string]any{"v": "b6"}); err != nil {
+		t.Fatalf("the new holder's write was refused: %v", err)
+	}
+	// Now the resource itself stores epoch 6: the CRD's rule refuses epoch 5 before the webhook is asked,
+	// and the writer's own check refuses it before sending.
+	_, err = fencing.NewWriter(a.client).Set(ctx, ta, key, map[string]any{"v": "a5-later"})
+	wantRefused(t, err, fencing.IsStale, "stale epoch 5")
+	raw := get(t, key)
+	raw.Spec.Epoch, raw.Spec.Data.Raw = 5, []byte(`{"v":"a5-raw"}`)
+	raw.Annotations[fencingv1alpha1.WriterAnnotation] = "worker-a"
+	err = a.client.Update(ctx, raw)
+	wantRefused(t, err, fencing.IsStale, "stale epoch 5: this FencedResource has already admitted epoch 6")
+	if got := get(t, key); data(t, got)["v"] != "b6" || got.Spec.Epoch != 6 || got.Annotations[fencingv1alpha1.WriterAnnotation] != "worker-b" {
+		t.Fatalf("stored %v at epoch %d by %s, want worker-b's b6 at epoch 6", data(t, got), got.Spec.Epoch, got.Annotations[fencingv1alpha1.WriterAnnotation])
+	}
+}
+
+// TestLeasePolicy checks the ValidatingAdmissionPolicy that binds each epoch to the user that acquired it.
+func TestLeasePolicy(t *testing.T) {
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
+	a.acquire(t, ns, "l", 3)
+	read := func() *coordinationv1.Lease {
+		var l coordinationv1.Lease
+		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "l"}, &l); err != nil {
+			t.Fatal(err)
+		}
+		return &l
+	}
+	tests := []struct {
+		name   string
+		as     worker
+		mutate func(*coordinationv1.Lease)
+		want   string // "" admits
+	}{
+		{"the acquirer renews", a, func(l *coordinationv1.Lease) { l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now())) }, ""},
+		{"another user renews", b, func(l *coordinationv1.Lease) { l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now())) },
+			"only worker-a-user, which acquired epoch 3, may renew or release it; worker-b-user may not"},
+		{"another user releases", b, func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("") },
+			"only worker-a-user, which acquired epoch 3, may renew or release it"},
+		{"the epoch goes down", a, func(l *coordinationv1.Lease) { l.Annotations[elector.EpochAnnotation] = "2" },
+			"fenced lease l: epoch may not go down, from 3 to 2"},
+		{"an acquisition naming someone else", b, func(l *coordinationv1.Lease) {
+			l.Annotations[elector.EpochAnnotation] = "4"
+			l.Annotations[elector.AcquirerAnnotation] = "worker-a-user"
+			l.Spec.HolderIdentity = ptr.To("worker-b")
+		}, "an acquisition at epoch 4 must name its requester worker-b-user as acquirer"},
+		{"the acquirer rewritten without a new epoch", b, func(l *coordinationv1.Lease) { l.Annotations[elector.AcquirerAnnotation] = "worker-b-user" },
+			"the acquirer of epoch 3 is worker-a-user and cannot change without a new epoch"},
+		{"the fenced label removed", a, func(l *coordinationv1.Lease) { delete(l.Labels, elector.FencedLabel) },
+			"the label fencing.fencekit.io/fenced=true cannot be removed"},
+		{"another user changes only metadata", b, func(l *coordinationv1.Lease) { l.Labels["team"] = "orders" }, ""},
+		{"another user acquires at a new epoch", b, func(l *coordinationv1.Lease) {
+			l.Annotations[elector.EpochAnnotation] = "4"
+			l.Annotations[elector.AcquirerAnnotation] = "worker-b-user"
+			l.Spec.HolderIdentity = ptr.To("worker-b")
+		}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := read()
+			tc.mutate(l)
+			err := tc.as.client.Update(ctx, l)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("want admitted, got %v", err)
+				}
+				return
+			}
+			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("want Forbidden %q, got %v", tc.want, err)
+			}
+		})
+	}
+	// Break glass: an admin (system:masters) may do what the policy otherwise forbids.
+	l := read()
+	l.Annotations[elector.EpochAnnotation] = "1"
+	if err := env.Client.Update(ctx, l); err != nil {
+		t.Fatalf("break glass: an admin's update was refused: %v", err)
+	}
+}
+
+// TestDeclarationCoexistsWithHolder: declaring is free, and a GitOps tool re-applying its declaration with
+// server-side apply neither fights the holder nor erases its data.
+func TestDeclarationCoexistsWithHolder(t *testing.T) {
+	startOperator(t)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	a := newWorker(t, ns, "worker-a")
+	declaration := func(labels map[string]string) *fencingv1alpha1.FencedResource {
+		return &fencingv1alpha1.FencedResource{
+			TypeMeta:   metav1.TypeMeta{APIVersion: fencingv1alpha1.GroupVersion.String(), Kind: "FencedResource"},
+			ObjectMeta: metav1.ObjectMeta{Name: "inventory", Namespace: ns, Labels: labels},
+			Spec:       fencingv1alpha1.FencedResourceSpec{LeaseName: "inventory-writer"},
+		}
+	}
+	apply := func(fr *fencingv1alpha1.FencedResource) error {
+		// An unstructured apply sends only the fields the tool declares (a typed struct would send epoch 0).
+		u := map[string]any{"apiVersion": fr.APIVersion, "kind": fr.Kind,
+			"metadata": map[string]any{"name": fr.Name, "namespace": fr.Namespace, "labels": fr.Labels},
+			"spec":     map[string]any{"leaseName": fr.Spec.LeaseName}}
+		b, _ := json.Marshal(u)
+		return env.Client.Patch(ctx, fr, client.RawPatch(types.ApplyPatchType, b), client.FieldOwner("gitops"))
+	}
+	if err := apply(declaration(nil)); err != nil {
+		t.Fatalf("declaring with no holder and no lease was refused: %v", err)
+	}
+	key := types.NamespacedName{Namespace: ns, Name: "inventory"}
+	ta := a.acquire(t, ns, "inventory-writer", 1)
+	if _, err := fencing.NewWriter(a.client).Set(ctx, ta, key, map[string]any{"sku": "42"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := apply(declaration(map[string]string{"team": "orders"})); err != nil {
+		t.Fatalf("re-applying the declaration after the holder wrote was refused: %v", err)
+	}
+	got := get(t, key)
+	if data(t, got)["sku"] != "42" || got.Spec.Epoch != 1 || got.Labels["team"] != "orders" {
+		t.Fatalf("after the re-apply: data %v, epoch %d, labels %v; want the holder's data at epoch 1 and the new label", data(t, got), got.Spec.Epoch, got.Labels)
+	}
+}
+
+// TestWebhookUnavailable: with the webhook down, fenced writes are refused (fail closed) and nothing is
+// stored; declarations are refused too, since the apiserver cannot ask.
+func TestWebhookUnavailable(t *testing.T) {
+	stop := startOperator(t)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	a := newWorker(t, ns, "worker-a")
+	key := declare(t, ns, "orders", "orders-writer")
+	ta := a.acquire(t, ns, "orders-writer", 1)
+	if _, err := fencing.NewWriter(a.client).Set(ctx, ta, key, map[string]any{"v": 1}); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	_, err := fencing.NewWriter(a.client).Set(ctx, ta, key, map[string]any{"v": 2})
+	if err == nil {
+		t.Fatal("a write was admitted while the webhook was down")
+	}
+	if !apierrors.IsInternalError(err) || !strings.Contains(err.Error(), "failed calling webhook") {
+		t.Errorf("want the apiserver's failed-webhook error, got %v", err)
+	}
+	if got := data(t, get(t, key)); got["v"] != float64(1) {
+		t.Fatalf("stored data %v after a refused write, want v=1", got)
+	}
+}

@@ -1,0 +1,135 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/pkg/fencing"
+)
+
+// +kubebuilder:webhook:path=/validate-fencing-fencekit-io-v1alpha1-fencedresource,mutating=false,failurePolicy=fail,sideEffects=None,groups=fencing.fencekit.io,resources=fencedresources,verbs=create;update;delete,versions=v1alpha1,name=vfencedresource-v1alpha1.fencing.fencekit.io,admissionReviewVersions=v1,timeoutSeconds=5
+
+// Validator admits fenced writes of FencedResources.
+type Validator struct {
+	// reader reads Leases straight from the apiserver: a quorum read, so that a Lease acquired at a higher
+	// epoch a moment ago is always seen. A cache could lag behind it and admit a stale write.
+	reader   client.Reader
+	recorder events.EventRecorder
+	clock    clock.PassiveClock
+}
+
+var _ admission.Validator[*fencingv1alpha1.FencedResource] = (*Validator)(nil)
+
+// Option configures a Validator.
+type Option func(*Validator)
+
+// WithClock sets the clock used to judge Lease expiry (default: the real clock).
+func WithClock(c clock.PassiveClock) Option { return func(v *Validator) { v.clock = c } }
+
+// WithEventRecorder records an Event on the FencedResource for every refused write.
+func WithEventRecorder(r events.EventRecorder) Option { return func(v *Validator) { v.recorder = r } }
+
+// NewValidator returns a Validator that reads Leases with reader, which must not be a cache.
+func NewValidator(reader client.Reader, opts ...Option) *Validator {
+	v := &Validator{reader: reader, clock: clock.RealClock{}}
+	for _, o := range opts {
+		o(v)
+	}
+	return v
+}
+
+// SetupWithManager registers the webhook on mgr's webhook server, reading Leases with the manager's
+// uncached API reader.
+func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
+	opts = append([]Option{WithEventRecorder(mgr.GetEventRecorder("fencekit-webhook"))}, opts...)
+	return ctrl.NewWebhookManagedBy(mgr, &fencingv1alpha1.FencedResource{}).
+		WithValidator(NewValidator(mgr.GetAPIReader(), opts...)).
+		Complete()
+}
+
+// ValidateCreate admits a declaration freely and a create carrying data or an epoch only if it is fenced.
+func (v *Validator) ValidateCreate(ctx context.Context, fr *fencingv1alpha1.FencedResource) (admission.Warnings, error) {
+	return nil, v.validate(ctx, nil, fr)
+}
+
+// ValidateUpdate admits an update that leaves data, epoch and the writer untouched freely, and any other
+// only if it is fenced.
+func (v *Validator) ValidateUpdate(ctx context.Context, old, fr *fencingv1alpha1.FencedResource) (admission.Warnings, error) {
+	return nil, v.validate(ctx, old, fr)
+}
+
+// ValidateDelete admits a delete by the Lease's holder, an admin, or anyone once the Lease has no live holder.
+func (v *Validator) ValidateDelete(ctx context.Context, fr *fencingv1alpha1.FencedResource) (admission.Warnings, error) {
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lease, err := v.lease(ctx, fr)
+	if err != nil {
+		return nil, err
+	}
+	if ferr := fencing.CheckDelete(fr, lease, requester(req), v.clock.Now()); ferr != nil {
+		v.refused(ctx, fr, ferr)
+		return nil, ferr.StatusError()
+	}
+	return nil, nil
+}
+
+func (v *Validator) validate(ctx context.Context, old, fr *fencingv1alpha1.FencedResource) error {
+	if !fencing.TouchesFencedFields(old, fr) {
+		return nil
+	}
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return err
+	}
+	lease, err := v.lease(ctx, fr)
+	if err != nil {
+		return err
+	}
+	if ferr := fencing.CheckWrite(old, fr, lease, requester(req), v.clock.Now()); ferr != nil {
+		v.refused(ctx, fr, ferr)
+		return ferr.StatusError()
+	}
+	return nil
+}
+
+// lease reads the bound Lease, nil if it does not exist. Any other error fails the admission: fencekit
+// cannot prove the write is fenced, so it is refused (fail closed).
+func (v *Validator) lease(ctx context.Context, fr *fencingv1alpha1.FencedResource) (*coordinationv1.Lease, error) {
+	var lease coordinationv1.Lease
+	err := v.reader.Get(ctx, types.NamespacedName{Namespace: fr.Namespace, Name: fr.Spec.LeaseName}, &lease)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf(
+			"reading lease %s/%s to fence FencedResource %s/%s: %v", fr.Namespace, fr.Spec.LeaseName, fr.Namespace, fr.Name, err))
+	}
+	return &lease, nil
+}
+
+func (v *Validator) refused(ctx context.Context, fr *fencingv1alpha1.FencedResource, ferr *fencing.Error) {
+	logf.FromContext(ctx).Info("refused a FencedResource write", "fencedResource", client.ObjectKeyFromObject(fr),
+		"reason", ferr.Reason, "epoch", ferr.Epoch, "leaseEpoch", ferr.LeaseEpoch, "message", ferr.Message)
+	rejectedWrites.WithLabelValues(fr.Namespace, fr.Spec.LeaseName, string(ferr.Reason)).Inc()
+	if v.recorder != nil {
+		v.recorder.Eventf(fr, nil, corev1.EventTypeWarning, string(ferr.Reason), "Write", "%s", ferr.Message)
+	}
+}
+
+func requester(req admission.Request) fencing.Requester {
+	return fencing.Requester{Username: req.UserInfo.Username, Groups: req.UserInfo.Groups}
+}

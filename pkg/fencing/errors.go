@@ -1,0 +1,125 @@
+package fencing
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+)
+
+// Reason says why a fenced write was refused. It travels from the admission webhook to the writer as the
+// type of the first cause in the API error's details, so that clients can test for it.
+type Reason string
+
+const (
+	// ReasonStale: the write carries an epoch below the Lease's current epoch (or below the epoch the
+	// resource already admitted). The writer is a former holder: it must stop writing.
+	ReasonStale Reason = "FencingStaleEpoch"
+	// ReasonNotHolder: the write carries the current epoch but does not come from the Lease's current holder
+	// (wrong holder identity, wrong authenticated user, or a Lease with no live holder).
+	ReasonNotHolder Reason = "FencingNotHolder"
+	// ReasonLeaseMissing: the bound Lease does not exist, or carries no valid fencekit epoch.
+	ReasonLeaseMissing Reason = "FencingLeaseMissing"
+	// ReasonFutureEpoch: the write carries an epoch above the Lease's current epoch: no elector issued it.
+	ReasonFutureEpoch Reason = "FencingFutureEpoch"
+	// ReasonInvalid: the write is malformed (for example data over the size bound).
+	ReasonInvalid Reason = "FencingInvalid"
+)
+
+// Error is a fenced write refused by fencekit, with the numbers involved.
+type Error struct {
+	Reason Reason
+	// Resource is the FencedResource ("namespace/name"), Lease the bound Lease's name.
+	Resource, Lease string
+	// Epoch is the epoch the write carried; LeaseEpoch the Lease's current epoch (0 when unknown).
+	Epoch, LeaseEpoch int64
+	// Message is the human-readable explanation.
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// APIStatus renders the error as the API status the admission webhook returns: 403 Forbidden, so that
+// clients never retry it as a resourceVersion conflict, with the reason as the first cause's type.
+func (e *Error) APIStatus() metav1.Status {
+	code := int32(http.StatusForbidden)
+	reason := metav1.StatusReasonForbidden
+	if e.Reason == ReasonInvalid {
+		code, reason = http.StatusUnprocessableEntity, metav1.StatusReasonInvalid
+	}
+	return metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    code,
+		Reason:  reason,
+		Message: e.Message,
+		Details: &metav1.StatusDetails{
+			Group: fencingv1alpha1.GroupVersion.Group,
+			Kind:  "fencedresources",
+			Name:  e.Resource,
+			Causes: []metav1.StatusCause{{
+				Type:    metav1.CauseType(e.Reason),
+				Message: e.Message,
+				Field:   "spec.epoch",
+			}},
+		},
+	}
+}
+
+// StatusError returns the error as an *apierrors.StatusError, as a webhook handler returns it.
+func (e *Error) StatusError() *apierrors.StatusError {
+	return &apierrors.StatusError{ErrStatus: e.APIStatus()}
+}
+
+// ReasonOf returns the fencing reason of err: an *Error in its chain, or an API error returned by the
+// apiserver for a write that fencekit refused (from the webhook, or from the CRD's own epoch rule, which
+// counts as ReasonStale). It returns "" for any other error.
+func ReasonOf(err error) Reason {
+	if err == nil {
+		return ""
+	}
+	var fe *Error
+	if errors.As(err, &fe) {
+		return fe.Reason
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return ""
+	}
+	s := status.Status()
+	if s.Details != nil {
+		for _, c := range s.Details.Causes {
+			switch r := Reason(c.Type); r {
+			case ReasonStale, ReasonNotHolder, ReasonLeaseMissing, ReasonFutureEpoch, ReasonInvalid:
+				return r
+			}
+			// The CRD's transition rule: "stale epoch 4: this FencedResource has already admitted epoch 5".
+			if c.Field == "spec.epoch" && strings.Contains(c.Message, "stale epoch") {
+				return ReasonStale
+			}
+		}
+	}
+	return ""
+}
+
+// IsStale reports whether err refused a write because its epoch is below the current one: the writer is a
+// former holder and must stop.
+func IsStale(err error) bool { return ReasonOf(err) == ReasonStale }
+
+// IsNotHolder reports whether err refused a write that did not come from the Lease's current holder.
+func IsNotHolder(err error) bool { return ReasonOf(err) == ReasonNotHolder }
+
+// IsLeaseMissing reports whether err refused a write because the bound Lease is missing or has no epoch.
+func IsLeaseMissing(err error) bool { return ReasonOf(err) == ReasonLeaseMissing }
+
+// IsFenced reports whether err is any refusal by fencekit's fencing (as opposed to a network or API error).
+func IsFenced(err error) bool { return ReasonOf(err) != "" }
+
+
+func errorf(reason Reason, resource, lease string, epoch, leaseEpoch int64, format string, args ...any) *Error {
+	return &Error{Reason: reason, Resource: resource, Lease: lease, Epoch: epoch, LeaseEpoch: leaseEpoch, Message: fmt.Sprintf(format, args...)}
+}
