@@ -1,0 +1,281 @@
+package certs_test
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/open-policy-agent/cert-controller/pkg/rotator"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/fencekit/fencekit/internal/certs"
+	"github.com/fencekit/fencekit/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
+
+// replica is one operator replica as far as certificates go: a manager with a webhook server on CertDir.
+type replica struct {
+	opts  certs.Options
+	addr  string
+	ready <-chan struct{}
+}
+
+// startReplica adds the rotator to a fresh manager and starts it until the test ends.
+func startReplica(t *testing.T, opts certs.Options) *replica {
+	t.Helper()
+	port := freePort(t)
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 env.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		WebhookServer:          webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: opts.CertDir}),
+	})
+	if err != nil {
+		t.Fatalf("creating a manager: %v", err)
+	}
+	ready, err := certs.AddRotator(mgr, opts)
+	if err != nil {
+		t.Fatalf("AddRotator: %v", err)
+	}
+	// The webhook server is registered the way the operator does it, by asking for it.
+	_ = mgr.GetWebhookServer()
+	ctx := t.Context()
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		if err := <-done; err != nil {
+			t.Errorf("manager stopped with an error: %v", err)
+		}
+	})
+	return &replica{opts: opts, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), ready: ready}
+}
+
+func (r *replica) waitReady(t *testing.T) {
+	t.Helper()
+	select {
+	case <-r.ready:
+	case <-time.After(90 * time.Second):
+		t.Fatalf("the rotator for %s/%s never reported ready", r.opts.Namespace, r.opts.SecretName)
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// newOptions creates a namespace and a ValidatingWebhookConfiguration with an empty caBundle.
+func newOptions(t *testing.T) certs.Options {
+	t.Helper()
+	ns := env.Namespace(t)
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	vwc.Name = "fencekit-test-" + ns
+	vwc.Webhooks = []admissionregistrationv1.ValidatingWebhook{{
+		Name: "vfencedresource-v1alpha1.fencing.fencekit.io",
+		ClientConfig: admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
+			Namespace: ns, Name: "fencekit-webhook", Path: ptr.To("/validate"),
+		}},
+		Rules: []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+			Rule: admissionregistrationv1.Rule{
+				APIGroups: []string{"fencing.fencekit.io"}, APIVersions: []string{"v1alpha1"}, Resources: []string{"fencedresources"},
+			},
+		}},
+		// Nothing in the test namespace is a FencedResource: the webhook never sees a request.
+		NamespaceSelector:       nil,
+		ObjectSelector:          nil,
+		FailurePolicy:           ptr.To(admissionregistrationv1.Ignore),
+		SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+		AdmissionReviewVersions: []string{"v1"},
+	}}
+	if err := env.Client.Create(t.Context(), vwc); err != nil {
+		t.Fatalf("creating the webhook configuration: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(t.Context(), vwc) })
+	return certs.Options{
+		Namespace:         ns,
+		SecretName:        "fencekit-webhook-cert",
+		ServiceName:       "fencekit-webhook",
+		WebhookConfigName: vwc.Name,
+		CertDir:           t.TempDir(),
+	}
+}
+
+func getSecret(t *testing.T, opts certs.Options) *corev1.Secret {
+	t.Helper()
+	s := &corev1.Secret{}
+	if err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: opts.Namespace, Name: opts.SecretName}, s); err != nil {
+		t.Fatalf("reading the certificate Secret: %v", err)
+	}
+	return s
+}
+
+func caBundle(t *testing.T, opts certs.Options) []byte {
+	t.Helper()
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := env.Client.Get(t.Context(), types.NamespacedName{Name: opts.WebhookConfigName}, vwc); err != nil {
+		t.Fatalf("reading the webhook configuration: %v", err)
+	}
+	return vwc.Webhooks[0].ClientConfig.CABundle
+}
+
+func parseCert(t *testing.T, pemBytes []byte) *x509.Certificate {
+	t.Helper()
+	b, _ := pem.Decode(pemBytes)
+	if b == nil {
+		t.Fatalf("no PEM certificate in %q", pemBytes)
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func readFile(t *testing.T, dir, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatalf("reading %s from the cert dir: %v", name, err)
+	}
+	return b
+}
+
+// dialWebhook performs a TLS handshake with the webhook server the way the apiserver does: trusting only the
+// caBundle and checking the Service's DNS name.
+func dialWebhook(t *testing.T, r *replica, bundle []byte) *x509.Certificate {
+	t.Helper()
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(bundle) {
+		t.Fatalf("the caBundle holds no certificate: %q", bundle)
+	}
+	var conn *tls.Conn
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		conn, err = tls.Dial("tcp", r.addr, &tls.Config{RootCAs: pool, ServerName: r.opts.ServiceName + "." + r.opts.Namespace + ".svc"})
+		if err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("TLS handshake with the webhook server, trusting the caBundle: %v", err)
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0]
+}
+
+func TestAddRotatorIssuesInjectsAndServes(t *testing.T) {
+	opts := newOptions(t)
+	r := startReplica(t, opts)
+	r.waitReady(t)
+
+	secret := getSecret(t, opts)
+	for _, k := range []string{"ca.crt", "ca.key", "tls.crt", "tls.key"} {
+		if len(secret.Data[k]) == 0 {
+			t.Errorf("Secret %s/%s has no %s", opts.Namespace, opts.SecretName, k)
+		}
+	}
+	if got := caBundle(t, opts); !bytes.Equal(got, secret.Data["ca.crt"]) {
+		t.Errorf("caBundle of %s is not the Secret's CA:\n%s", opts.WebhookConfigName, got)
+	}
+	if got := readFile(t, opts.CertDir, "tls.crt"); !bytes.Equal(got, secret.Data["tls.crt"]) {
+		t.Errorf("tls.crt in CertDir differs from the Secret's")
+	}
+	if got := readFile(t, opts.CertDir, "tls.key"); !bytes.Equal(got, secret.Data["tls.key"]) {
+		t.Errorf("tls.key in CertDir differs from the Secret's")
+	}
+	served := dialWebhook(t, r, caBundle(t, opts))
+	want := parseCert(t, secret.Data["tls.crt"])
+	if !served.Equal(want) {
+		t.Errorf("the webhook server serves %v, want the Secret's certificate %v", served.Subject, want.Subject)
+	}
+	if got, min := time.Until(served.NotAfter), 300*24*time.Hour; got < min {
+		t.Errorf("serving certificate valid for %v, want at least %v", got, min)
+	}
+}
+
+func TestRenewsBeforeExpiry(t *testing.T) {
+	opts := newOptions(t)
+	// A CA valid for years and a serving certificate that expires tomorrow, well inside the 90-day lookahead.
+	cr := &rotator.CertRotator{CAName: "fencekit-webhook-ca", CAOrganization: "fencekit",
+		DNSName: opts.ServiceName + "." + opts.Namespace + ".svc", ExtKeyUsages: &[]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	now := time.Now()
+	ca, err := cr.CreateCACert(now.Add(-time.Hour), now.Add(5*365*24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key, err := cr.CreateCertPEM(ca, now.Add(-time.Hour), now.Add(24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{Data: map[string][]byte{"ca.crt": ca.CertPEM, "ca.key": ca.KeyPEM, "tls.crt": cert, "tls.key": key}}
+	secret.Namespace, secret.Name = opts.Namespace, opts.SecretName
+	if err := env.Client.Create(t.Context(), secret); err != nil {
+		t.Fatal(err)
+	}
+
+	r := startReplica(t, opts)
+	r.waitReady(t)
+
+	got := getSecret(t, opts)
+	if !bytes.Equal(got.Data["ca.crt"], ca.CertPEM) {
+		t.Errorf("the CA was replaced although it was valid for years; only the serving certificate should be renewed")
+	}
+	renewed := parseCert(t, got.Data["tls.crt"])
+	if time.Until(renewed.NotAfter) < 300*24*time.Hour {
+		t.Errorf("serving certificate expires %v: not renewed", renewed.NotAfter)
+	}
+	if on := readFile(t, opts.CertDir, "tls.crt"); !bytes.Equal(on, got.Data["tls.crt"]) {
+		t.Errorf("CertDir still holds the expiring certificate")
+	}
+	if served := dialWebhook(t, r, caBundle(t, opts)); !served.Equal(renewed) {
+		t.Errorf("the webhook server serves the certificate expiring %v, want the renewed one", served.NotAfter)
+	}
+}
+
+func TestReplicasAgree(t *testing.T) {
+	opts := newOptions(t)
+	a, bOpts := opts, opts
+	bOpts.CertDir = t.TempDir()
+	// Both replicas start at once on an empty Secret: the Secret's resourceVersion decides which certificate
+	// wins, and both end up serving it.
+	ra, rb := startReplica(t, a), startReplica(t, bOpts)
+	ra.waitReady(t)
+	rb.waitReady(t)
+
+	secret := getSecret(t, opts)
+	want := parseCert(t, secret.Data["tls.crt"])
+	for _, r := range []*replica{ra, rb} {
+		// The losing replica's files follow the Secret through its watch.
+		var served *x509.Certificate
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			if served = dialWebhook(t, r, caBundle(t, opts)); served.Equal(want) {
+				break
+			}
+		}
+		if !served.Equal(want) {
+			t.Errorf("replica with CertDir %s serves a certificate other than the Secret's", r.opts.CertDir)
+		}
+	}
+}

@@ -1,0 +1,15 @@
+// Package certs gives the fencekit operator its webhook serving certificate without cert-manager.
+//
+// AddRotator registers open-policy-agent/cert-controller's rotator with a manager: it keeps a CA and a
+// serving certificate for the webhook Service in a Secret of the operator's namespace, injects the CA into
+// the caBundle of the operator's ValidatingWebhookConfiguration and renews both well before they expire
+// (the CA is valid for ten years, the serving certificate for one, each renewed 90 days ahead of expiry).
+// Every replica runs it: the Secret's resourceVersion decides which replica's certificate wins, and each
+// replica writes the Secret's certificate into its own CertDir (an emptyDir), where controller-runtime's
+// webhook server reloads it.
+//
+// What it guarantees: before AddRotator returns, CertDir holds a certificate signed by the Secret's CA (so the
+// webhook server, which controller-runtime starts before any cache, finds its files); the returned channel
+// closes once the caBundle of the ValidatingWebhookConfiguration holds that CA, so a readiness check gated on
+// it only lets traffic in when the apiserver can verify the webhook.
+package certs

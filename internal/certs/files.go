@@ -1,0 +1,118 @@
+package certs
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+)
+
+// fileSync keeps CertDir equal to the Secret's serving certificate on this replica.
+type fileSync struct {
+	cache cache.Cache
+	opts  Options
+}
+
+var (
+	_ manager.Runnable               = (*fileSync)(nil)
+	_ manager.LeaderElectionRunnable = (*fileSync)(nil)
+)
+
+// addFileSync registers a cache that watches only the certificate Secret, and the watcher that writes it out.
+func addFileSync(mgr manager.Manager, opts Options) error {
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme:            mgr.GetScheme(),
+		Mapper:            mgr.GetRESTMapper(),
+		DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}},
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Field: fields.OneTermEqualSelector("metadata.name", opts.SecretName)},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(everyReplica{c}); err != nil {
+		return err
+	}
+	return mgr.Add(&fileSync{cache: c, opts: opts})
+}
+
+// everyReplica runs a runnable on every replica, leader or not.
+type everyReplica struct{ manager.Runnable }
+
+func (everyReplica) NeedLeaderElection() bool { return false }
+
+func (f *fileSync) NeedLeaderElection() bool { return false }
+
+func (f *fileSync) Start(ctx context.Context) error {
+	log := logf.FromContext(ctx).WithName("webhook-cert-files")
+	inf, err := f.cache.GetInformer(ctx, &corev1.Secret{})
+	if err != nil {
+		return err
+	}
+	write := func(obj any) {
+		secret, ok := obj.(*corev1.Secret)
+		if !ok || secret.Name != f.opts.SecretName {
+			return
+		}
+		cert, key := secret.Data[keyCert], secret.Data[keyKey]
+		if _, err := tls.X509KeyPair(cert, key); err != nil {
+			return // not filled yet, or half-written by hand: keep the files we have
+		}
+		if current, err := os.ReadFile(filepath.Join(f.opts.CertDir, keyCert)); err == nil && bytes.Equal(current, cert) {
+			return
+		}
+		if err := writeFiles(f.opts.CertDir, cert, key); err != nil {
+			log.Error(err, "Writing the webhook certificate", "dir", f.opts.CertDir)
+			return
+		}
+		log.Info("Wrote the webhook certificate", "dir", f.opts.CertDir, "secret", f.opts.Namespace+"/"+f.opts.SecretName)
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    write,
+		UpdateFunc: func(_, obj any) { write(obj) },
+	}); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// writeFiles replaces tls.key then tls.crt in dir, each by an atomic rename, so that a reader never sees a
+// partly written file.
+func writeFiles(dir string, cert, key []byte) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{keyKey, key}, {keyCert, cert}} {
+		tmp, err := os.CreateTemp(dir, "."+f.name+"-*")
+		if err != nil {
+			return fmt.Errorf("writing %s: %w", f.name, err)
+		}
+		_, werr := tmp.Write(f.data)
+		cerr := tmp.Close()
+		if werr != nil || cerr != nil {
+			_ = os.Remove(tmp.Name())
+			return fmt.Errorf("writing %s: %w", f.name, errors.Join(werr, cerr))
+		}
+		if err := os.Rename(tmp.Name(), filepath.Join(dir, f.name)); err != nil {
+			_ = os.Remove(tmp.Name())
+			return fmt.Errorf("writing %s: %w", f.name, err)
+		}
+	}
+	return nil
+}
