@@ -2,7 +2,6 @@ package operator_test
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/internal/operator"
 	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/elector"
 )
@@ -25,42 +23,7 @@ var env *testenv.Env
 
 func TestMain(m *testing.M) { testenv.Main(m, &env, testenv.WithWebhooks(), testenv.WithLeasePolicy()) }
 
-// startOperator runs the operator (webhook and controllers) in the test process until the test ends.
-func startOperator(t *testing.T) (stop func()) {
-	t.Helper()
-	w := env.Environment.WebhookInstallOptions
-	mgr, err := operator.NewManager(env.Config, operator.Options{
-		MetricsAddr: "0", ProbeAddr: "0",
-		WebhookHost: w.LocalServingHost, WebhookPort: w.LocalServingPort, WebhookCertDir: w.LocalServingCertDir,
-		SkipNameValidation: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	checker := mgr.GetWebhookServer().StartedChecker()
-	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return checker(nil) == nil, nil
-	}); err != nil {
-		cancel()
-		t.Fatalf("the operator's webhook server did not start: %v", err)
-	}
-	var stopped bool
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("operator: %v", err)
-		}
-	}
-	t.Cleanup(stop)
-	return stop
-}
+func startOperator(t *testing.T) (stop func()) { return env.StartOperator(t) }
 
 // worker is one lease contender: an authenticated user with the fencekit-elector role.
 type worker struct {

@@ -2,7 +2,9 @@ package testenv
 
 import (
 	"context"
+
 	"fmt"
+	"github.com/go-logr/logr"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -15,6 +17,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/fencekit/fencekit/internal/devcluster"
 	fkscheme "github.com/fencekit/fencekit/internal/scheme"
@@ -132,6 +136,12 @@ func (e *Env) Stop() error { return e.Environment.Stop() }
 //	var env *testenv.Env
 //	func TestMain(m *testing.M) { testenv.Main(m, &env) }
 func Main(m *testing.M, env **Env, opts ...Option) {
+	// controller-runtime's logs (the operator in process) only when asked: they drown test output.
+	if os.Getenv("FENCEKIT_TEST_LOGS") == "" {
+		ctrllog.SetLogger(logr.Discard())
+	} else {
+		ctrllog.SetLogger(zap.New(zap.UseDevMode(true)))
+	}
 	e, err := Start(opts...)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
