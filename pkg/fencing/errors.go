@@ -119,7 +119,6 @@ func IsLeaseMissing(err error) bool { return ReasonOf(err) == ReasonLeaseMissing
 // IsFenced reports whether err is any refusal by fencekit's fencing (as opposed to a network or API error).
 func IsFenced(err error) bool { return ReasonOf(err) != "" }
 
-
 func errorf(reason Reason, resource, lease string, epoch, leaseEpoch int64, format string, args ...any) *Error {
 	return &Error{Reason: reason, Resource: resource, Lease: lease, Epoch: epoch, LeaseEpoch: leaseEpoch, Message: fmt.Sprintf(format, args...)}
 }
