@@ -102,7 +102,9 @@ func (o *observer) run(ctx context.Context, leases leaseClient) bool {
 		},
 	}
 	_, informer := cache.NewInformerWithOptions(cache.InformerOptions{
-		ListerWatcher: cache.ToListWatcherWithWatchListSemantics(lw, leases),
+		// A plain List (of at most one object) then a Watch from its resourceVersion; the streaming
+		// watch-list brings nothing for one object and is not implemented by client-go's fake clients.
+		ListerWatcher: cache.ToListWatcherWithWatchListSemantics(lw, noWatchList{}),
 		ObjectType:    &coordinationv1.Lease{},
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { o.set(asLease(obj)) },
@@ -135,3 +137,8 @@ func asLease(obj any) *coordinationv1.Lease {
 	l, _ := obj.(*coordinationv1.Lease)
 	return l
 }
+
+// noWatchList tells the reflector not to use the streaming watch-list.
+type noWatchList struct{}
+
+func (noWatchList) IsWatchListSemanticsUnSupported() bool { return true }
