@@ -1,0 +1,17 @@
+// Package managed runs a fencekit elector inside a controller-runtime manager.
+//
+// A Gate is a manager.Runnable that does not need the manager's own leader election
+// (NeedLeaderElection() == false), so it starts on every replica. It runs the elector and, while the
+// elector leads, runs the leader-only runnables added to it with Gate.Add, each with the leadership
+// context: they stop when the safe-work deadline passes or leadership ends. Webhooks, probes and any
+// runnable added to the manager directly keep serving on every replica.
+//
+//	gate, err := managed.NewGate(elector.Config{Client: cs, Namespace: ns, Name: "my-operator"})
+//	_ = gate.Add(myLeaderOnlyRunnable) // for a controller: controller.NewUnmanaged, then gate.Add
+//	_ = mgr.Add(gate)                  // with the manager's LeaderElection off
+//
+// When leadership is lost (not released), Start returns an error: the manager stops and the pod restarts,
+// as controller-runtime does when its own election is lost (controllers cannot be started twice). When
+// the manager's context ends, the gate ends the leadership context, waits (up to the elector's
+// ReleaseTimeout) for the runnables to return, releases the Lease and returns nil.
+package managed
