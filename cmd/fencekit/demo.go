@@ -1,7 +1,118 @@
 package main
 
-import "errors"
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/fencekit/fencekit/internal/demo"
+	"github.com/fencekit/fencekit/pkg/elector"
+)
 
 func runDemo(args []string) error {
-	return errors.New("the demo is not built yet: run 'make run' for a local control plane with the operator")
+	fs := flag.NewFlagSet("demo", flag.ExitOnError)
+	quick := fs.Bool("quick", false, "Short timings (4s lease, 6s pause) instead of the design's (15s lease, 20s pause).")
+	leaseDuration := fs.Duration("lease-duration", 0, "Lease duration (default 15s, or 4s with --quick); the renew deadline and retry period scale with it.")
+	pause := fs.Duration("pause", 0, "How long W1 stays stopped (default 20s, or 6s with --quick); must exceed the lease duration.")
+	kubeconfig := fs.String("kubeconfig", "", "Run against this cluster, where fencekit was installed with Helm, instead of a local control plane.")
+	repo := fs.String("repo", ".", "The fencekit repository (examples/worker and config/).")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	s := demo.DefaultSettings()
+	if *quick {
+		s = demo.QuickSettings()
+	}
+	if *leaseDuration > 0 {
+		ratio := float64(*leaseDuration) / float64(s.LeaseDuration)
+		s.LeaseDuration = *leaseDuration
+		s.RenewDeadline = scale(s.RenewDeadline, ratio)
+		s.RetryPeriod = scale(s.RetryPeriod, ratio)
+		s.SafetyMargin = scale(s.SafetyMargin, ratio)
+	}
+	if *pause > 0 {
+		s.Pause = *pause
+	}
+	if s.Pause <= s.LeaseDuration {
+		return fmt.Errorf("--pause %s must exceed the lease duration %s, or W1's lease never expires", s.Pause, s.LeaseDuration)
+	}
+	root, err := filepath.Abs(*repo)
+	if err != nil {
+		return err
+	}
+	ctrllog.SetLogger(logr.Discard()) // the in-process operator's logs would drown the story
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var target *demo.Target
+	var teardown func()
+	if *kubeconfig != "" {
+		target, teardown, err = demo.Existing(ctx, root, *kubeconfig)
+	} else {
+		target, teardown, err = demo.Local(ctx, root, os.Stderr)
+	}
+	if err != nil {
+		return err
+	}
+	defer teardown()
+
+	style := demo.Style{Color: isTerminal(os.Stdout)}
+	window := elector.SafeWindow(s.LeaseDuration, elector.DefaultMaxClockDrift, s.SafetyMargin)
+	fmt.Printf(`
+The paused lock holder. Two workers elect a leader on a Lease (lease %s, renew deadline %s, retry %s).
+The leader's safe-work deadline is %s x (1 - 0.01) - %s = %.2fs after each renewal is sent. W1 leads,
+writes once, then passes its leadership check and is stopped with SIGSTOP just before its second write,
+for %s: past its lease. W2 takes over and writes. Then W1 is resumed with SIGCONT and makes its write.
+Two runs at once: fenced by fencekit, and unfenced (client-go leaderelection + a plain ConfigMap).
+
+`, s.LeaseDuration, s.RenewDeadline, s.RetryPeriod, s.LeaseDuration, s.SafetyMargin, window.Seconds(), s.Pause)
+
+	var mu sync.Mutex
+	live := func(run string) func(demo.Event) {
+		return func(e demo.Event) {
+			if e.Msg == "new leader" || e.Msg == "stopped leading" || e.Msg == "resumed" {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Println(style.Line(run, e))
+		}
+	}
+	var fenced, unfenced *demo.Result
+	var ferr, uerr error
+	var wg sync.WaitGroup
+	wg.Go(func() { fenced, ferr = demo.Run(ctx, *target, s, demo.PausedHolder, true, live("fenced")) })
+	wg.Go(func() { unfenced, uerr = demo.Run(ctx, *target, s, demo.PausedHolder, false, live("unfenced")) })
+	wg.Wait()
+	if ferr != nil {
+		return fmt.Errorf("fenced run: %w", ferr)
+	}
+	if uerr != nil {
+		return fmt.Errorf("unfenced run: %w", uerr)
+	}
+	fmt.Println()
+	style.Summary(os.Stdout, fenced, unfenced)
+	fmt.Println()
+	if err := demo.Check(fenced, unfenced); err != nil {
+		return err
+	}
+	fmt.Printf("fencekit refused the paused holder's stale write (epoch %d < %d) and kept W2's data; without fencing, W1 overwrote W2.\n",
+		fenced.W1Epoch, fenced.W2Epoch)
+	return nil
+}
+
+func scale(d time.Duration, ratio float64) time.Duration { return time.Duration(float64(d) * ratio) }
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0 && os.Getenv("NO_COLOR") == ""
 }

@@ -47,8 +47,8 @@ func FenceOnAcquire(c client.Client) func(ctx context.Context, token elector.Tok
 // raise sets fr's epoch to token.Epoch unless it is already there; data is left as it is.
 func raise(ctx context.Context, c client.Client, fr *fencingv1alpha1.FencedResource, token elector.Token) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if fr.Spec.Epoch == token.Epoch {
-			return nil
+		if fr.Spec.Epoch >= token.Epoch {
+			return nil // already fenced at this epoch (or the Lease was recreated below it; admission decides writes)
 		}
 		if err := checkBinding(fr, token); err != nil {
 			return err

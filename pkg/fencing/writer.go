@@ -29,10 +29,11 @@ func NewWriter(c client.Client) *Writer { return &Writer{client: c} }
 type Mutation func(data map[string]any) error
 
 // Update reads the FencedResource key, applies mutate to its data and writes it back carrying token: epoch
-// token.Epoch and writer token.Holder. A resourceVersion conflict (another write at the same epoch came
-// first) is retried with a fresh read, within the same epoch only: if the stored epoch is already above the
-// token's, Update returns a stale error without writing. Refusals by fencekit come back as errors that
-// IsStale, IsNotHolder and IsLeaseMissing recognise. On success the written resource is returned.
+// token.Epoch and writer token.Holder. A resourceVersion conflict (another write came first) is retried
+// with a fresh read, always with the same token: the epoch is never changed to get a write through, and the
+// decision stays with the apiserver, which refuses the write if the resource has moved to a later epoch.
+// Refusals by fencekit come back as errors that IsStale, IsNotHolder and IsLeaseMissing recognise. On
+// success the written resource is returned.
 func (w *Writer) Update(ctx context.Context, token elector.Token, key types.NamespacedName, mutate Mutation) (*fencingv1alpha1.FencedResource, error) {
 	if token.IsZero() {
 		return nil, fmt.Errorf("writing FencedResource %s: no fencing token (not the leader)", key)
@@ -79,16 +80,13 @@ func (w *Writer) Set(ctx context.Context, token elector.Token, key types.Namespa
 	})
 }
 
-// checkBinding refuses, before any write, a token for another Lease or an epoch the resource has passed.
+// checkBinding refuses, before any write, a token for another Lease: such a write could never be fenced.
+// Whether the epoch is current is the apiserver's decision, not the writer's.
 func checkBinding(fr *fencingv1alpha1.FencedResource, token elector.Token) error {
 	key := fr.Namespace + "/" + fr.Name
 	if fr.Namespace != token.Lease.Namespace || fr.Spec.LeaseName != token.Lease.Name {
 		return errorf(ReasonNotHolder, key, fr.Spec.LeaseName, token.Epoch, 0,
 			"FencedResource %s is bound to lease %s/%s, not to the token's lease %s", key, fr.Namespace, fr.Spec.LeaseName, token.Lease)
-	}
-	if fr.Spec.Epoch > token.Epoch {
-		return errorf(ReasonStale, key, fr.Spec.LeaseName, token.Epoch, fr.Spec.Epoch,
-			"stale epoch %d: FencedResource %s has already admitted epoch %d of lease %s", token.Epoch, key, fr.Spec.Epoch, fr.Spec.LeaseName)
 	}
 	return nil
 }

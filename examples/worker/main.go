@@ -1,0 +1,159 @@
+// Command worker is fencekit's reference worker: a process that competes for a Lease with pkg/elector and,
+// while it leads, writes a FencedResource through pkg/fencing. Copy it into your own pod.
+//
+// Everything a user needs is in run and work below: about forty lines. The flags and the demo-only
+// --stop-before-write exist so that `fencekit demo` and the end-to-end tests can drive it; --unfenced runs
+// the same loop with client-go's leaderelection and a plain ConfigMap, to show what goes wrong without
+// fencing (unfenced.go).
+//
+// It logs one JSON object per line on stdout (log/slog), which the demo reads.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/fencing"
+)
+
+type options struct {
+	namespace, lease, resource, identity string
+	leaseDuration, renewDeadline         time.Duration
+	retryPeriod, safetyMargin, interval  time.Duration
+	writes, stopBeforeWrite              int
+	unfenced                             bool
+}
+
+var log = slog.New(slog.NewJSONHandler(os.Stdout, nil))
+
+func main() {
+	var o options
+	flag.StringVar(&o.namespace, "namespace", "default", "Namespace of the Lease and the resource.")
+	flag.StringVar(&o.lease, "lease", "demo-writer", "Name of the Lease to elect on.")
+	flag.StringVar(&o.resource, "resource", "demo", "Name of the FencedResource (or, with --unfenced, ConfigMap) to write.")
+	flag.StringVar(&o.identity, "identity", "", "Holder identity (default: pod name or hostname plus a random suffix).")
+	flag.DurationVar(&o.leaseDuration, "lease-duration", elector.DefaultLeaseDuration, "Lease duration.")
+	flag.DurationVar(&o.renewDeadline, "renew-deadline", elector.DefaultRenewDeadline, "Renew deadline.")
+	flag.DurationVar(&o.retryPeriod, "retry-period", elector.DefaultRetryPeriod, "Retry period.")
+	flag.DurationVar(&o.safetyMargin, "safety-margin", elector.DefaultSafetyMargin, "Safety margin of the safe-work deadline.")
+	flag.DurationVar(&o.interval, "interval", time.Second, "Time between two writes.")
+	flag.IntVar(&o.writes, "writes", 0, "Writes to make while leading: 0 writes until leadership ends, -1 makes none (the worker only holds the Lease).")
+	flag.IntVar(&o.stopBeforeWrite, "stop-before-write", 0, "Demonstration only: stop this process with SIGSTOP just before write N, after its leadership check passed, as a GC pause or CPU starvation could (0: never).")
+	flag.BoolVar(&o.unfenced, "unfenced", false, "Use client-go's leaderelection and a plain ConfigMap instead of fencekit.")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg, err := ctrl.GetConfig()
+	if err == nil {
+		if o.unfenced {
+			err = runUnfenced(ctx, cfg, o)
+		} else {
+			err = run(ctx, cfg, o)
+		}
+	}
+	if err != nil {
+		log.Error("worker failed", "error", err.Error())
+		os.Exit(1)
+	}
+}
+
+// run competes for the Lease and, while leading, works.
+func run(ctx context.Context, cfg *rest.Config, o options) error {
+	clientset, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: fencingScheme()})
+	if err != nil {
+		return err
+	}
+	var e *elector.Elector
+	e, err = elector.New(elector.Config{
+		Client: clientset, Namespace: o.namespace, Name: o.lease, Identity: o.identity,
+		LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod, SafetyMargin: o.safetyMargin,
+		// Before leadership is reported, raise every FencedResource bound to the Lease to the new epoch:
+		// from then on the previous holder's writes are refused, even if this worker never writes.
+		PostAcquire: fencing.FenceOnAcquire(c),
+		OnStartedLeading: func(ctx context.Context, tok elector.Token) {
+			work(ctx, e, fencing.NewWriter(c), tok, o)
+		},
+		OnNewLeader: func(identity string, epoch int64) { log.Info("new leader", "holder", identity, "epoch", epoch) },
+	})
+	if err != nil {
+		return err
+	}
+	return e.Run(ctx)
+}
+
+// work writes the resource every interval, carrying the token, until leadership ends or a write is refused.
+func work(ctx context.Context, e *elector.Elector, w *fencing.Writer, tok elector.Token, o options) {
+	log.Info("leading", "holder", tok.Holder, "epoch", tok.Epoch, "deadline", e.Deadline().Format(time.RFC3339Nano))
+	defer log.Info("stopped leading", "holder", tok.Holder, "epoch", tok.Epoch)
+	if o.writes < 0 {
+		<-ctx.Done()
+		return
+	}
+	key := types.NamespacedName{Namespace: o.namespace, Name: o.resource}
+	for n := 1; o.writes == 0 || n <= o.writes; n++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(o.interval):
+		}
+		// A client-side check is necessary, never sufficient: the process can stop right after it.
+		if !e.IsLeader() {
+			return
+		}
+		pauseHere(n, o.stopBeforeWrite, tok.Holder, tok.Epoch)
+		// The write does not use the leadership context: a request already under way when the process stops
+		// still reaches the server after it resumes. Only the resource's epoch check stops it.
+		wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := w.Set(wctx, tok, key, map[string]any{"writer": tok.Holder, "epoch": tok.Epoch, "write": n})
+		cancel()
+		switch {
+		case err == nil:
+			log.Info("write", "holder", tok.Holder, "epoch", tok.Epoch, "write", n, "accepted", true)
+		case fencing.IsFenced(err):
+			log.Info("write", "holder", tok.Holder, "epoch", tok.Epoch, "write", n, "accepted", false,
+				"reason", string(fencing.ReasonOf(err)), "error", err.Error())
+			return // fenced out: a newer holder exists
+		default:
+			log.Info("write", "holder", tok.Holder, "epoch", tok.Epoch, "write", n, "accepted", false, "error", err.Error())
+		}
+	}
+}
+
+// pauseHere stops the process with SIGSTOP before write n when asked to (demonstrations only).
+func pauseHere(n, stopBeforeWrite int, holder string, epoch int64) {
+	if n != stopBeforeWrite {
+		return
+	}
+	log.Info("pausing", "holder", holder, "epoch", epoch, "write", n)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGSTOP); err != nil {
+		fmt.Fprintln(os.Stderr, "SIGSTOP:", err)
+	}
+	log.Info("resumed", "holder", holder, "epoch", epoch, "write", n)
+}
+
+// fencingScheme is all the fenced writer's client needs to know.
+func fencingScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = fencingv1alpha1.AddToScheme(s)
+	return s
+}

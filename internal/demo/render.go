@@ -1,0 +1,118 @@
+package demo
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Style colours output; the zero Style prints plain text (no TTY).
+type Style struct{ Color bool }
+
+func (s Style) paint(code, text string) string {
+	if !s.Color {
+		return text
+	}
+	return "\x1b[" + code + "m" + text + "\x1b[0m"
+}
+
+func (s Style) good(t string) string { return s.paint("32", t) }
+func (s Style) bad(t string) string  { return s.paint("31;1", t) }
+func (s Style) dim(t string) string  { return s.paint("2", t) }
+
+// Line renders one event of a run for the live timeline.
+func (s Style) Line(run string, e Event) string {
+	what := e.Msg
+	switch e.Msg {
+	case "write":
+		switch {
+		case e.Accepted != nil && *e.Accepted:
+			what = s.good(fmt.Sprintf("write %d accepted", e.Write))
+		case e.Reason != "":
+			what = s.bad(fmt.Sprintf("write %d REJECTED (%s): %s", e.Write, e.Reason, trimDenied(e.Error)))
+		default:
+			what = s.bad(fmt.Sprintf("write %d failed: %s", e.Write, e.Error))
+		}
+	case "leading":
+		what = "became leader"
+	case "pausing":
+		what = fmt.Sprintf("about to make write %d: leadership check passed", e.Write)
+	}
+	epoch := ""
+	if e.Epoch > 0 {
+		epoch = fmt.Sprintf("epoch %d", e.Epoch)
+	}
+	return fmt.Sprintf("%7.1fs  %-9s %-4s %-10s %s", e.At.Seconds(), run, e.Worker, epoch, what)
+}
+
+// trimDenied drops the apiserver's "admission webhook ... denied the request: " prefix.
+func trimDenied(msg string) string {
+	if i := strings.Index(msg, "denied the request: "); i >= 0 {
+		return msg[i+len("denied the request: "):]
+	}
+	return msg
+}
+
+func lastWriter(r *Result) string {
+	if r.Final == nil {
+		return "?"
+	}
+	w := fmt.Sprint(r.Final["writer"])
+	if r.Fenced {
+		return fmt.Sprintf("%s (write %v, epoch %v)", w, r.Final["write"], r.Final["epoch"])
+	}
+	return fmt.Sprintf("%s (write %v)", w, r.Final["write"])
+}
+
+func lateWrite(s Style, r *Result) string {
+	e := r.LateWrite
+	switch {
+	case e.Accepted != nil && *e.Accepted:
+		return s.bad("ACCEPTED")
+	case e.Reason != "":
+		return s.good(fmt.Sprintf("REJECTED (%s, epoch %d)", e.Reason, e.Epoch))
+	default:
+		return s.bad("failed: " + e.Error)
+	}
+}
+
+// Summary renders the two runs side by side.
+func (s Style) Summary(w io.Writer, fenced, unfenced *Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	row := func(k, a, b string) { fmt.Fprintf(tw, "%s\t%s\t%s\n", k, a, b) }
+	at := func(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }
+	row("", "fencekit (FencedResource)", "unfenced (client-go + ConfigMap)")
+	row("W1 became leader", fmt.Sprintf("epoch %d", fenced.W1Epoch), "yes")
+	row("W1 stopped (SIGSTOP)", fmt.Sprintf("at %s for %s", at(fenced.Stopped), at(fenced.Resumed-fenced.Stopped)),
+		fmt.Sprintf("at %s for %s", at(unfenced.Stopped), at(unfenced.Resumed-unfenced.Stopped)))
+	row("W2 took over", fmt.Sprintf("epoch %d", fenced.W2Epoch), "yes")
+	row("W1's write after SIGCONT", lateWrite(s, fenced), lateWrite(s, unfenced))
+	row("last write stored", lastWriter(fenced), lastWriter(unfenced))
+	_ = tw.Flush()
+}
+
+// Check returns nil if the runs showed what the demo is for: the fenced run refused W1's late write as
+// stale and kept W2's data, and the unfenced run let W1 overwrite W2.
+func Check(fenced, unfenced *Result) error {
+	var problems []string
+	if fenced.StaleAdmitted() {
+		problems = append(problems, "fencekit admitted the paused holder's stale write")
+	} else if fenced.LateWrite.Reason != "FencingStaleEpoch" {
+		problems = append(problems, fmt.Sprintf("the paused holder's write was not refused as stale (reason %q, error %q)", fenced.LateWrite.Reason, fenced.LateWrite.Error))
+	}
+	if fenced.W2Epoch != fenced.W1Epoch+1 {
+		problems = append(problems, fmt.Sprintf("W2 acquired epoch %d, not W1's epoch %d + 1", fenced.W2Epoch, fenced.W1Epoch))
+	}
+	if fenced.Final == nil || fmt.Sprint(fenced.Final["writer"]) != "W2" {
+		problems = append(problems, fmt.Sprintf("the fenced resource's data is not W2's: %v", fenced.Final))
+	}
+	if !unfenced.StaleAdmitted() || unfenced.Final == nil || fmt.Sprint(unfenced.Final["writer"]) != "W1" {
+		problems = append(problems, fmt.Sprintf("the unfenced run did not show the overwrite (W1's late write accepted: %v, final data %v)", unfenced.StaleAdmitted(), unfenced.Final))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %s", errNotShown, strings.Join(problems, "; "))
+	}
+	return nil
+}

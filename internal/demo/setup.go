@@ -1,0 +1,167 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fencekit/fencekit/internal/devcluster"
+	"github.com/fencekit/fencekit/internal/operator"
+	fkscheme "github.com/fencekit/fencekit/internal/scheme"
+)
+
+// BuildWorker builds examples/worker from the repository at root into dir and returns the binary's path.
+func BuildWorker(root, dir string) (string, error) {
+	bin := filepath.Join(dir, "worker")
+	cmd := exec.Command("go", "build", "-o", bin, "./examples/worker")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building examples/worker: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// Local starts a local control plane with fencekit installed (CRDs, webhook, Lease policy, elector role)
+// and the operator running in this process, and returns a Target in a fresh namespace whose two fenced
+// workers are distinct users bound to the fencekit-elector role. stop tears everything down.
+func Local(ctx context.Context, root string, progress io.Writer) (t *Target, stop func(), err error) {
+	var cleanups []func()
+	stop = func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	assets, err := devcluster.AssetsDir(root)
+	if err != nil {
+		return nil, nil, err
+	}
+	fmt.Fprintln(progress, "starting a local control plane (kube-apiserver and etcd from", assets+")")
+	cluster, err := devcluster.Start(ctx, devcluster.Options{RepoRoot: root, AssetsDir: assets, Webhooks: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanups = append(cleanups, func() { _ = cluster.Stop() })
+
+	fmt.Fprintln(progress, "installing fencekit: CRD, admission webhook, Lease policy, fencekit-elector role")
+	if err := devcluster.ApplyFiles(ctx, cluster.Client, filepath.Join(root, "config", "policy", "*.yaml"), filepath.Join(root, "config", "rbac", "elector_role.yaml")); err != nil {
+		return nil, nil, err
+	}
+	if err := devcluster.WaitForLeasePolicy(ctx, cluster.Config, cluster.Client, "default"); err != nil {
+		return nil, nil, err
+	}
+	mgr, err := operator.NewManager(cluster.Config, operator.Options{
+		MetricsAddr: "0", ProbeAddr: "0",
+		WebhookHost: cluster.WebhookHost, WebhookPort: cluster.WebhookPort, WebhookCertDir: cluster.WebhookCertDir,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	opCtx, opCancel := context.WithCancel(context.Background())
+	opDone := make(chan error, 1)
+	go func() { opDone <- mgr.Start(opCtx) }()
+	cleanups = append(cleanups, func() { opCancel(); <-opDone })
+	started := mgr.GetWebhookServer().StartedChecker()
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		select {
+		case err := <-opDone:
+			return false, fmt.Errorf("the operator stopped: %w", err)
+		default:
+		}
+		return started(nil) == nil, nil
+	}); err != nil {
+		return nil, nil, fmt.Errorf("starting the operator: %w", err)
+	}
+	fmt.Fprintln(progress, "operator running (webhook and controllers, in this process)")
+
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fencekit-demo"}}
+	if err := cluster.Client.Create(ctx, ns); err != nil {
+		return nil, nil, err
+	}
+	t = &Target{Namespace: ns.Name, UnfencedKubeconfig: cluster.Kubeconfig}
+	for i, kc := range []*string{&t.W1Kubeconfig, &t.W2Kubeconfig} {
+		user := fmt.Sprintf("fencekit-demo-w%d", i+1)
+		if *kc, err = cluster.UserKubeconfig(user); err != nil {
+			return nil, nil, err
+		}
+		if err := bindElector(ctx, cluster.Client, ns.Name, user); err != nil {
+			return nil, nil, err
+		}
+	}
+	if t.Admin, err = client.NewWithWatch(cluster.Config, client.Options{Scheme: fkscheme.New()}); err != nil {
+		return nil, nil, err
+	}
+	dir, err := os.MkdirTemp("", "fencekit-demo-")
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanups = append(cleanups, func() { _ = os.RemoveAll(dir) })
+	fmt.Fprintln(progress, "building examples/worker")
+	if t.WorkerBinary, err = BuildWorker(root, dir); err != nil {
+		return nil, nil, err
+	}
+	return t, stop, nil
+}
+
+// Existing returns a Target on the cluster of kubeconfig, where fencekit was installed with Helm: a fresh
+// namespace, deleted by stop; both fenced workers and the control run use kubeconfig's user.
+func Existing(ctx context.Context, root, kubeconfig string) (t *Target, stop func(), err error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading %s: %w", kubeconfig, err)
+	}
+	admin, err := client.NewWithWatch(cfg, client.Options{Scheme: fkscheme.New()})
+	if err != nil {
+		return nil, nil, err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "fencekit-demo-"}}
+	if err := admin.Create(ctx, ns); err != nil {
+		return nil, nil, fmt.Errorf("creating the demo namespace (is fencekit installed, and may this user create namespaces?): %w", err)
+	}
+	dir, err := os.MkdirTemp("", "fencekit-demo-")
+	if err != nil {
+		return nil, nil, err
+	}
+	stop = func() {
+		_ = admin.Delete(context.Background(), ns)
+		_ = os.RemoveAll(dir)
+	}
+	bin, err := BuildWorker(root, dir)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return &Target{Namespace: ns.Name, Admin: admin, W1Kubeconfig: kubeconfig, W2Kubeconfig: kubeconfig,
+		UnfencedKubeconfig: kubeconfig, WorkerBinary: bin}, stop, nil
+}
+
+func bindElector(ctx context.Context, c client.Client, ns, user string) error {
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fencekit-elector"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}
+	if err := c.Create(ctx, rb); err != nil {
+		return fmt.Errorf("binding fencekit-elector to %s: %w", user, err)
+	}
+	return nil
+}
+
+var errNotShown = errors.New("the demo did not show what it should")

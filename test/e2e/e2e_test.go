@@ -1,0 +1,116 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/fencekit/fencekit/internal/demo"
+	"github.com/fencekit/fencekit/internal/testenv"
+)
+
+var target *demo.Target
+
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(logr.Discard())
+	t, stop, err := demo.Local(context.Background(), testenv.RepoRoot(), os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
+	target = t
+	code := m.Run()
+	stop()
+	os.Exit(code)
+}
+
+func run(t *testing.T, scenario demo.Scenario, fenced bool) *demo.Result {
+	t.Helper()
+	name := map[bool]string{true: "fenced", false: "unfenced"}[fenced]
+	res, err := demo.Run(t.Context(), *target, demo.QuickSettings(), scenario, fenced, func(e demo.Event) {
+		t.Log(demo.Style{}.Line(name, e))
+	})
+	if err != nil {
+		t.Fatalf("%s %s run: %v", name, scenario, err)
+	}
+	return res
+}
+
+// monotonic checks that the admitted writes never went down in epoch.
+func monotonic(t *testing.T, h []demo.Written) {
+	t.Helper()
+	for i := 1; i < len(h); i++ {
+		if h[i].Epoch < h[i-1].Epoch {
+			t.Errorf("admitted write by %s at epoch %d after one by %s at epoch %d: history %v", h[i].Writer, h[i].Epoch, h[i-1].Writer, h[i-1].Epoch, h)
+		}
+	}
+}
+
+// TestPausedHolder: W1 stopped past its lease just before a write; W2 takes over and writes; W1 resumes.
+// Fenced, W1's write is refused as stale and W2's data stays; unfenced, W1 overwrites W2 (if that ever
+// stopped happening, the scenario would no longer reproduce the problem, and this test would say so).
+func TestPausedHolder(t *testing.T) {
+	var fenced, unfenced *demo.Result
+	t.Run("group", func(t *testing.T) {
+		t.Run("fenced", func(t *testing.T) { t.Parallel(); fenced = run(t, demo.PausedHolder, true) })
+		t.Run("unfenced", func(t *testing.T) { t.Parallel(); unfenced = run(t, demo.PausedHolder, false) })
+	})
+	if fenced == nil || unfenced == nil {
+		t.FailNow()
+	}
+	if err := demo.Check(fenced, unfenced); err != nil {
+		t.Fatal(err)
+	}
+	if late := fenced.LateWrite; late.Epoch != fenced.W1Epoch || late.Reason != "FencingStaleEpoch" {
+		t.Errorf("W1's late write: epoch %d reason %q, want epoch %d refused as FencingStaleEpoch", late.Epoch, late.Reason, fenced.W1Epoch)
+	}
+	if got := fenced.Final["epoch"]; got != float64(fenced.W2Epoch) {
+		t.Errorf("stored data was written at epoch %v, want W2's %d", got, fenced.W2Epoch)
+	}
+	monotonic(t, fenced.History)
+	want := []demo.Written{{Epoch: fenced.W1Epoch, Writer: "W1"}, {Epoch: fenced.W2Epoch, Writer: "W1"}, {Epoch: fenced.W2Epoch, Writer: "W2"}}
+	if fmt.Sprint(fenced.History) != fmt.Sprint(want) {
+		// W1's write 1, then fence-on-acquire (W2's epoch, W1's data), then W2's write.
+		t.Errorf("fenced history %v, want %v", fenced.History, want)
+	}
+	if fmt.Sprint(unfenced.History) != fmt.Sprint([]demo.Written{{Writer: "W1"}, {Writer: "W2"}, {Writer: "W1"}}) {
+		t.Errorf("unfenced history %v, want W1, W2, then W1 again", unfenced.History)
+	}
+}
+
+// TestPausedBeforeTakeoverWrite: W1 resumes after W2 acquired but before W2 wrote anything. Only
+// fence-on-acquire stands between W1 and the resource, and it refuses W1's write.
+func TestPausedBeforeTakeoverWrite(t *testing.T) {
+	t.Parallel()
+	res := run(t, demo.PausedBeforeTakeoverWrite, true)
+	if res.W2Epoch != res.W1Epoch+1 {
+		t.Errorf("W2 acquired epoch %d, want %d", res.W2Epoch, res.W1Epoch+1)
+	}
+	if res.StaleAdmitted() || res.LateWrite.Reason != "FencingStaleEpoch" {
+		t.Fatalf("W1's late write: accepted=%v reason %q error %q, want refused as FencingStaleEpoch", res.StaleAdmitted(), res.LateWrite.Reason, res.LateWrite.Error)
+	}
+	if res.Final["writer"] != "W1" || res.Final["write"] != float64(1) || res.Final["(epoch)"] != res.W2Epoch {
+		t.Errorf("stored %v: want W1's first write, fenced at W2's epoch %d", res.Final, res.W2Epoch)
+	}
+	monotonic(t, res.History)
+}
+
+// TestCrash: W1 killed with SIGKILL; W2 takes over after the lease, at a higher epoch, and writes.
+func TestCrash(t *testing.T) {
+	t.Parallel()
+	res := run(t, demo.Crash, true)
+	if res.W2Epoch <= res.W1Epoch {
+		t.Errorf("W2 acquired epoch %d, not above W1's %d", res.W2Epoch, res.W1Epoch)
+	}
+	if res.Final["writer"] != "W2" {
+		t.Errorf("stored %v, want W2's write", res.Final)
+	}
+	monotonic(t, res.History)
+	if len(res.History) == 0 || res.History[len(res.History)-1].Epoch != res.W2Epoch {
+		t.Errorf("history %v does not end at W2's epoch %d", res.History, res.W2Epoch)
+	}
+}
