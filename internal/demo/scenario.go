@@ -168,7 +168,9 @@ func (r *runner) stopAll() {
 }
 
 func isWrite(n int, accepted bool) func(Event) bool {
-	return func(e Event) bool { return e.Msg == "write" && e.Write == n && e.Accepted != nil && *e.Accepted == accepted }
+	return func(e Event) bool {
+		return e.Msg == "write" && e.Write == n && e.Accepted != nil && *e.Accepted == accepted
+	}
 }
 
 func isMsg(msg string) func(Event) bool { return func(e Event) bool { return e.Msg == msg } }
