@@ -1,0 +1,213 @@
+package electorbench
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/fencekit/fencekit/internal/testenv"
+)
+
+var results struct {
+	mu   sync.Mutex
+	rows []string
+}
+
+func report(b *testing.B, value float64, unit, row string) {
+	b.ReportMetric(value, unit)
+	results.mu.Lock()
+	results.rows = append(results.rows, fmt.Sprintf("%-58s %12.2f %s", row, value, unit))
+	results.mu.Unlock()
+}
+
+// BenchmarkRequestRates: 1 leader + 4 standbys per implementation, defaults 15/10/2 s, both
+// implementations at the same time on two Leases; requests counted over a window after everyone observed
+// the leader. Meanwhile, crash failover rounds run on two other Leases.
+func BenchmarkRequestRatesAndCrashFailover(b *testing.B) {
+	window := envDuration("FENCEKIT_BENCH_WINDOW", 60*time.Second)
+	var wg sync.WaitGroup
+	for _, im := range []impl{fencekit, clientGo} {
+		wg.Go(func() { requestRates(b, im, window) })
+		wg.Go(func() { crashFailover(b, im, envInt("FENCEKIT_BENCH_FAILOVER_ROUNDS", 3)) })
+	}
+	wg.Wait()
+}
+
+func requestRates(b *testing.B, im impl, window time.Duration) {
+	g := newGroup(b, im, "rates")
+	defer g.stopAll()
+	for range 5 {
+		g.add(b, true)
+	}
+	leader := g.waitStart(b)
+	g.waitObserved(b, leader.id)
+	time.Sleep(3 * time.Second) // past the acquisition and its Event
+	before := map[string]snapshot{}
+	for id, c := range g.members {
+		before[id] = c.counts.snap()
+	}
+	time.Sleep(window)
+	perMin := func(a, z int64) float64 { return float64(z-a) / window.Minutes() }
+	var maxStandby, maxStandbyWatch float64
+	for id, c := range g.members {
+		after := c.counts.snap()
+		other := perMin(before[id].other, after.other) + perMin(before[id].events, after.events)
+		watch := perMin(before[id].watch, after.watch)
+		if id == leader.id {
+			report(b, other, im.name+"-leader-req/min", im.name+": leader, requests/min outside the watch")
+			report(b, watch, im.name+"-leader-watch/min", im.name+": leader, watch requests/min")
+			continue
+		}
+		maxStandby = max(maxStandby, other)
+		maxStandbyWatch = max(maxStandbyWatch, watch)
+	}
+	report(b, maxStandby, im.name+"-standby-req/min", im.name+": busiest of 4 standbys, requests/min outside the watch")
+	report(b, maxStandbyWatch, im.name+"-standby-watch/min", im.name+": busiest of 4 standbys, watch requests/min")
+}
+
+// crashFailover: the holder stops renewing without releasing; time from the reply to its last successful
+// renewal to the new leader's OnStartedLeading. Defaults 15/10/2 s, 2 candidates.
+func crashFailover(b *testing.B, im impl, rounds int) {
+	g := newGroup(b, im, "failover")
+	defer g.stopAll()
+	g.add(b, false)
+	g.add(b, false)
+	leader := g.waitStart(b)
+	var ds []time.Duration
+	for range rounds {
+		g.waitObserved(b, leader.id)
+		time.Sleep(2500 * time.Millisecond) // let a renewal or two happen
+		c := g.members[leader.id]
+		g.remove(leader.id) // a crash: ReleaseOnCancel is off
+		last := time.Unix(0, c.counts.lastRenewOK.Load())
+		next := g.waitStart(b)
+		ds = append(ds, next.at.Sub(last))
+		g.add(b, false)
+		leader = next
+	}
+	report(b, float64(percentile(ds, 0.5).Milliseconds()), im.name+"-failover-p50-ms", im.name+": crash failover after the last renewal, p50 (ms)")
+	report(b, float64(percentile(ds, 1).Milliseconds()), im.name+"-failover-max-ms", fmt.Sprintf("%s: crash failover, max of %d (ms)", im.name, rounds))
+}
+
+// BenchmarkGracefulHandover: the leader releases (Run's context cancelled, ReleaseOnCancel on); time from
+// the cancel to the standby's OnStartedLeading. Defaults 15/10/2 s, 2 candidates.
+func BenchmarkGracefulHandover(b *testing.B) {
+	rounds := envInt("FENCEKIT_BENCH_ROUNDS", 10)
+	for _, im := range []impl{fencekit, clientGo} {
+		g := newGroup(b, im, "handover")
+		g.add(b, true)
+		g.add(b, true)
+		leader := g.waitStart(b)
+		var ds []time.Duration
+		for range rounds {
+			g.waitObserved(b, leader.id)
+			t0 := time.Now()
+			g.members[leader.id].cancel()
+			next := g.waitStart(b)
+			ds = append(ds, next.at.Sub(t0))
+			g.remove(leader.id)
+			g.add(b, true)
+			leader = next
+		}
+		g.stopAll()
+		report(b, float64(percentile(ds, 0.5).Microseconds())/1000, im.name+"-handover-p50-ms", im.name+": graceful handover p50 (ms)")
+		report(b, float64(percentile(ds, 0.99).Microseconds())/1000, im.name+"-handover-p99-ms", fmt.Sprintf("%s: graceful handover p99 of %d (ms)", im.name, rounds))
+	}
+}
+
+// BenchmarkHundredLeases: sharded ownership of 100 Leases by two replicas, each a separate process
+// (test/bench/elector/hundred) running 100 fencekit electors on one shared client: replica A starts first
+// and leads all 100 Leases, replica B stands by for all 100. Each reports its VmRSS and its request rate at
+// the defaults (15/10/2 s).
+func BenchmarkHundredLeases(b *testing.B) {
+	window := envDuration("FENCEKIT_BENCH_WINDOW", 60*time.Second)
+	ns := env.Namespace(b)
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "hundred")
+	build := exec.Command("go", "build", "-o", bin, "./test/bench/elector/hundred")
+	build.Dir = testenv.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("building the replica: %v\n%s", err, out)
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	writeKubeconfig(b, kubeconfig)
+	replica := func(prefix string, lead bool) (*exec.Cmd, io.WriteCloser, *bufio.Scanner) {
+		cmd := exec.Command(bin, "-kubeconfig", kubeconfig, "-namespace", ns, "-identity", prefix,
+			"-n", "100", "-lead="+strconv.FormatBool(lead), "-window", window.String())
+		cmd.Stderr = os.Stderr
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		sc := bufio.NewScanner(stdout)
+		if !sc.Scan() || sc.Text() != "ready" {
+			b.Fatalf("replica %s did not get ready: %q", prefix, sc.Text())
+		}
+		return cmd, stdin, sc
+	}
+	result := func(sc *bufio.Scanner) hundredResult {
+		var r hundredResult
+		if !sc.Scan() {
+			b.Fatal("no result from a replica")
+		}
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			b.Fatal(err)
+		}
+		return r
+	}
+	aCmd, aIn, aOut := replica("replica-a", true)
+	bCmd, bIn, bOut := replica("replica-b", false)
+	ra, rb := result(aOut), result(bOut)
+	_ = aIn.Close()
+	_ = bIn.Close()
+	_ = aCmd.Wait()
+	_ = bCmd.Wait()
+	report(b, ra.RSSMiB, "leading-replica-rss-MiB", fmt.Sprintf("fencekit: replica leading %d/100 Leases, VmRSS (MiB)", ra.Leading))
+	report(b, ra.RequestsMin, "leading-replica-req/min", "fencekit: replica leading 100 Leases, requests/min outside the watch")
+	report(b, ra.WatchesMin, "leading-replica-watch/min", "fencekit: replica leading 100 Leases, watch requests/min")
+	report(b, rb.RSSMiB, "standby-replica-rss-MiB", fmt.Sprintf("fencekit: replica standing by for 100 Leases (leading %d), VmRSS (MiB)", rb.Leading))
+	report(b, rb.RequestsMin, "standby-replica-req/min", "fencekit: replica standing by for 100 Leases, requests/min outside the watch")
+	report(b, rb.WatchesMin, "standby-replica-watch/min", "fencekit: replica standing by for 100 Leases, watch requests/min")
+	results.mu.Lock()
+	b.Logf("all results:\n%s", strings.Join(results.rows, "\n"))
+	results.mu.Unlock()
+}
+
+// hundredResult mirrors the JSON line of test/bench/elector/hundred.
+type hundredResult struct {
+	Leading     int     `json:"leading"`
+	RSSMiB      float64 `json:"rssMiB"`
+	RequestsMin float64 `json:"requestsPerMin"`
+	WatchesMin  float64 `json:"watchRequestsPerMin"`
+}
+
+func writeKubeconfig(b *testing.B, path string) {
+	c := env.Config
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: c.Host, CertificateAuthorityData: c.CAData}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: c.CertData, ClientKeyData: c.KeyData, Token: c.BearerToken}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
+	kc.CurrentContext = "envtest"
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		b.Fatal(err)
+	}
+}

@@ -1,0 +1,143 @@
+// Command hundred runs N fencekit electors on N Leases in one process, as one replica of a sharded
+// deployment would, and prints its resident memory and API request rates as one JSON line. The elector
+// benchmark starts two of these (a replica that leads every Lease and one that stands by for all of them).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/fencekit/fencekit/pkg/elector"
+)
+
+// Result is what the benchmark reads.
+type Result struct {
+	Electors      int     `json:"electors"`
+	Leading       int     `json:"leading"`
+	RSSMiB        float64 `json:"rssMiB"`
+	RequestsMin   float64 `json:"requestsPerMin"`
+	WatchesMin    float64 `json:"watchRequestsPerMin"`
+	WindowSeconds float64 `json:"windowSeconds"`
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func main() {
+	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the control plane")
+	ns := flag.String("namespace", "default", "namespace of the Leases")
+	prefix := flag.String("identity", "replica", "identity prefix")
+	n := flag.Int("n", 100, "electors (Leases shard-0 .. shard-<n-1>)")
+	lead := flag.Bool("lead", true, "wait until every elector leads (else: until every one observed a leader)")
+	window := flag.Duration("window", time.Minute, "request-rate window")
+	flag.Parse()
+	klog.SetLogger(logr.Discard())
+	if err := run(*kubeconfig, *ns, *prefix, *n, *lead, *window); err != nil {
+		fmt.Fprintln(os.Stderr, "hundred:", err)
+		os.Exit(1)
+	}
+}
+
+func run(kubeconfig, ns, prefix string, n int, lead bool, window time.Duration) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = 500, 1000 // one client for all electors: lift client-go's default 5 QPS
+	var other, watches atomic.Int64
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.URL.Query().Get("watch") == "true" {
+				watches.Add(1)
+			} else {
+				other.Add(1)
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var leading, observed atomic.Int64
+	var wg sync.WaitGroup
+	reg := prometheus.NewRegistry()
+	for i := range n {
+		var seen atomic.Bool
+		e, err := elector.New(elector.Config{
+			Client: cs, Namespace: ns, Name: "shard-" + strconv.Itoa(i), Identity: prefix + "-" + strconv.Itoa(i),
+			OnStartedLeading: func(ctx context.Context, _ elector.Token) {
+				leading.Add(1)
+				<-ctx.Done()
+				leading.Add(-1)
+			},
+			OnNewLeader: func(string, int64) {
+				if seen.CompareAndSwap(false, true) {
+					observed.Add(1)
+				}
+			},
+		}, elector.WithMetricsRegisterer(reg))
+		if err != nil {
+			return err
+		}
+		wg.Go(func() { _ = e.Run(ctx) })
+	}
+	ready := func() bool {
+		if lead {
+			return leading.Load() == int64(n)
+		}
+		return observed.Load() == int64(n)
+	}
+	for deadline := time.Now().Add(2 * time.Minute); !ready(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not ready after 2 minutes: %d leading, %d observed a leader", leading.Load(), observed.Load())
+		}
+	}
+	fmt.Println("ready")
+	time.Sleep(3 * time.Second) // past the acquisitions and their Events
+	o0, w0 := other.Load(), watches.Load()
+	time.Sleep(window)
+	o1, w1 := other.Load(), watches.Load()
+	res := Result{Electors: n, Leading: int(leading.Load()), RSSMiB: vmRSS(), WindowSeconds: window.Seconds(),
+		RequestsMin: float64(o1-o0) / window.Minutes(), WatchesMin: float64(w1-w0) / window.Minutes()}
+	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, os.Stdin) // run (and hold the Leases) until stdin closes
+	cancel()
+	wg.Wait()
+	return nil
+}
+
+func vmRSS() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return -1
+}
