@@ -7,7 +7,6 @@ import (
 	"flag"
 	"os"
 
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -23,6 +22,10 @@ func main() {
 	flag.IntVar(&opts.WebhookPort, "webhook-port", 9443, "The port the admission webhook server listens on; 0 disables the webhook server.")
 	flag.StringVar(&opts.WebhookHost, "webhook-host", "", "The address the webhook server binds to (default: all interfaces).")
 	flag.StringVar(&opts.WebhookCertDir, "webhook-cert-dir", "", "The directory holding tls.crt and tls.key for the webhook server (default: controller-runtime's).")
+	flag.BoolVar(&opts.CertRotation, "cert-rotation", false, "Manage the webhook's CA and serving certificate in a Secret and inject the CA into the webhook configuration (without cert-manager).")
+	flag.StringVar(&opts.CertSecretName, "cert-secret-name", "fencekit-webhook-cert", "The Secret holding the webhook CA and serving certificate (with --cert-rotation).")
+	flag.StringVar(&opts.WebhookServiceName, "webhook-service-name", "fencekit-webhook", "The webhook Service, whose DNS name the serving certificate is for (with --cert-rotation).")
+	flag.StringVar(&opts.WebhookConfigName, "webhook-config-name", "fencekit-validating-webhook", "The ValidatingWebhookConfiguration whose caBundle is injected (with --cert-rotation).")
 	flag.BoolVar(&opts.LeaderElect, "leader-elect", true, "Run the controllers only on the replica that holds the fencekit-manager Lease (elected with pkg/elector); webhooks serve on every replica.")
 	flag.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "The namespace of the manager's Lease (default: the pod's namespace, from POD_NAMESPACE).")
 	zapOpts := zap.Options{Development: false}
@@ -36,14 +39,6 @@ func main() {
 	mgr, err := operator.NewManager(ctrl.GetConfigOrDie(), opts)
 	if err != nil {
 		log.Error(err, "unable to set up the manager")
-		os.Exit(1)
-	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		log.Error(err, "unable to set up the health check")
-		os.Exit(1)
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		log.Error(err, "unable to set up the readiness check")
 		os.Exit(1)
 	}
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {

@@ -1,24 +1,36 @@
 // Package operator assembles the fencekit operator: a controller-runtime manager with the FencedResource
-// controller, the admission webhook and leader election by pkg/elector. cmd/manager, the demo and the tests
-// all start the operator through NewManager, so that what is tested is what ships.
+// controllers, the admission webhook, webhook certificates and leader election by pkg/elector.
+// cmd/manager, the demo and the tests all start the operator through NewManager, so that what is tested is
+// what ships.
 package operator
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"os"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/fencekit/fencekit/controllers"
+	"github.com/fencekit/fencekit/internal/certs"
 	"github.com/fencekit/fencekit/internal/scheme"
 	"github.com/fencekit/fencekit/internal/webhook"
+	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/elector/managed"
 )
+
+// LeaseName is the Lease the operator's replicas elect their leader on.
+const LeaseName = "fencekit-manager"
 
 // Options are the operator's settings; cmd/manager fills them from flags.
 type Options struct {
@@ -32,16 +44,25 @@ type Options struct {
 	WebhookPort int
 	// WebhookCertDir holds tls.crt and tls.key for the webhook server.
 	WebhookCertDir string
-	// LeaderElect runs the controllers only while this replica holds the manager's Lease.
+	// CertRotation makes the operator manage its own webhook CA and serving certificate in the Secret
+	// CertSecretName (in Namespace) and inject the CA into the ValidatingWebhookConfiguration
+	// WebhookConfigName, for the Service WebhookServiceName (no cert-manager needed).
+	CertRotation                                          bool
+	CertSecretName, WebhookServiceName, WebhookConfigName string
+	// LeaderElect runs the controllers only while this replica holds the LeaseName Lease in
+	// LeaderElectionNamespace, elected with pkg/elector; the webhook serves on every replica.
 	LeaderElect bool
-	// LeaderElectionNamespace is the namespace of the manager's Lease.
+	// LeaderElectionNamespace is the namespace of the operator's Lease and Secret (default: $POD_NAMESPACE).
 	LeaderElectionNamespace string
 	// SkipNameValidation lets several operators run in one process (tests, the demo).
 	SkipNameValidation bool
 }
 
-// NewManager returns a manager with fencekit's scheme, metrics, probes and webhook server configured.
+// NewManager returns a manager with fencekit's scheme, metrics, probes, webhook and controllers set up.
 func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
+	if opts.LeaderElectionNamespace == "" {
+		opts.LeaderElectionNamespace = os.Getenv("POD_NAMESPACE")
+	}
 	mopts := ctrl.Options{
 		Scheme:                 scheme.New(),
 		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},
@@ -64,18 +85,95 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if err := controllers.IndexLeaseName(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("indexing FencedResources by lease: %w", err)
 	}
-	if opts.WebhookPort != 0 {
-		if err := webhook.SetupWithManager(mgr); err != nil {
-			return nil, fmt.Errorf("setting up the FencedResource webhook: %w", err)
-		}
+	if err := setupWebhook(mgr, opts); err != nil {
+		return nil, err
 	}
-	// Leader-only work: the controllers. Webhooks serve on every replica.
-	leaderOnly := mgr
-	if err := controllers.NewFencedResourceReconciler(leaderOnly.GetClient()).SetupWithManager(leaderOnly); err != nil {
+
+	// Leader-only work: the controllers. With LeaderElect they are added to a Gate that runs them only
+	// while this replica's elector leads; webhooks and probes keep serving on every replica.
+	var leaderOnly manager.Manager = mgr
+	if opts.LeaderElect {
+		gate, err := newGate(cfg, opts)
+		if err != nil {
+			return nil, err
+		}
+		if err := mgr.Add(gate); err != nil {
+			return nil, err
+		}
+		leaderOnly = gatedManager{Manager: mgr, gate: gate}
+	}
+	if err := controllers.NewFencedResourceReconciler(mgr.GetClient()).SetupWithManager(leaderOnly); err != nil {
 		return nil, fmt.Errorf("setting up the FencedResource controller: %w", err)
 	}
-	if err := controllers.NewLeaseProtector(leaderOnly.GetClient()).SetupWithManager(leaderOnly); err != nil {
+	if err := controllers.NewLeaseProtector(mgr.GetClient()).SetupWithManager(leaderOnly); err != nil {
 		return nil, fmt.Errorf("setting up the Lease protector: %w", err)
 	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return nil, err
+	}
 	return mgr, nil
+}
+
+// setupWebhook registers the FencedResource webhook and, with CertRotation, its certificate management;
+// the readiness check passes once the webhook server serves with a valid certificate.
+func setupWebhook(mgr manager.Manager, opts Options) error {
+	if opts.WebhookPort == 0 {
+		return mgr.AddReadyzCheck("readyz", healthz.Ping)
+	}
+	certsReady := make(<-chan struct{})
+	if opts.CertRotation {
+		ready, err := certs.AddRotator(mgr, certs.Options{
+			Namespace: opts.LeaderElectionNamespace, SecretName: opts.CertSecretName, ServiceName: opts.WebhookServiceName,
+			WebhookConfigName: opts.WebhookConfigName, CertDir: opts.WebhookCertDir,
+		})
+		if err != nil {
+			return err
+		}
+		certsReady = ready
+	} else {
+		closed := make(chan struct{})
+		close(closed)
+		certsReady = closed
+	}
+	if err := webhook.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the FencedResource webhook: %w", err)
+	}
+	started := mgr.GetWebhookServer().StartedChecker()
+	return mgr.AddReadyzCheck("webhook", func(req *http.Request) error {
+		select {
+		case <-certsReady:
+		default:
+			return errors.New("the webhook certificate is not ready yet")
+		}
+		return started(req)
+	})
+}
+
+func newGate(cfg *rest.Config, opts Options) (*managed.Gate, error) {
+	if opts.LeaderElectionNamespace == "" {
+		return nil, errors.New("leader election needs a namespace: set --leader-election-namespace or POD_NAMESPACE")
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	gate, err := managed.NewGate(elector.Config{Client: cs, Namespace: opts.LeaderElectionNamespace, Name: LeaseName})
+	if err != nil {
+		return nil, fmt.Errorf("setting up leader election: %w", err)
+	}
+	return gate, nil
+}
+
+// gatedManager is the manager as the controllers' builders see it: the runnables that need leader election
+// (controllers) go to the gate, everything else to the manager.
+type gatedManager struct {
+	manager.Manager
+	gate *managed.Gate
+}
+
+func (m gatedManager) Add(r manager.Runnable) error {
+	if le, ok := r.(manager.LeaderElectionRunnable); ok && !le.NeedLeaderElection() {
+		return m.Manager.Add(r)
+	}
+	return m.gate.Add(r)
 }

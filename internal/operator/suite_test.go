@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/operator"
 	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/elector"
 )
@@ -23,7 +24,9 @@ var env *testenv.Env
 
 func TestMain(m *testing.M) { testenv.Main(m, &env, testenv.WithWebhooks(), testenv.WithLeasePolicy()) }
 
-func startOperator(t *testing.T) (stop func()) { return env.StartOperator(t) }
+func startOperator(t *testing.T, change ...func(*operator.Options)) (stop func()) {
+	return env.StartOperator(t, change...)
+}
 
 // worker is one lease contender: an authenticated user with the fencekit-elector role.
 type worker struct {
