@@ -1,0 +1,239 @@
+package fencing_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/operator"
+	"github.com/fencekit/fencekit/internal/testenv"
+	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/fencing"
+)
+
+var env *testenv.Env
+
+// TestMain starts a control plane only when benchmarks were asked for: `go test ./...` (make test) finds
+// no tests here and must not pay for one.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
+		os.Exit(m.Run())
+	}
+	testenv.Main(m, &env, testenv.WithWebhooks(), testenv.WithLeasePolicy())
+}
+
+// unlimited returns cfg without client-side rate limiting, as controller-runtime's GetConfig does for the
+// operator (QPS -1: the apiserver's priority and fairness applies instead). client-go's default (5 QPS,
+// burst 10) would measure the client, not fencekit.
+func unlimited(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = -1, 0
+	return cfg
+}
+
+// worker is a lease holder: an authenticated user bound to the fencekit-elector role.
+type worker struct {
+	user, holder string
+	client       client.Client
+	config       *rest.Config
+}
+
+func newWorker(b *testing.B, ns, holder string) worker {
+	b.Helper()
+	_, cfg := env.ElectorClient(b, ns, holder+"-user")
+	cfg = unlimited(cfg)
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return worker{user: holder + "-user", holder: holder, client: c, config: cfg}
+}
+
+// acquire writes the Lease as pkg/elector does when it acquires at epoch (holder, acquirer, epoch, fenced
+// label), with a one-hour duration so that it stays live through a benchmark without renewals.
+func (w worker) acquire(b *testing.B, ns, name string, epoch int64) elector.Token {
+	b.Helper()
+	ctx := b.Context()
+	var lease coordinationv1.Lease
+	err := w.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &lease)
+	exists := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		b.Fatal(err)
+	}
+	lease.Namespace, lease.Name = ns, name
+	setLeaseFormat(&lease, w.user, w.holder, epoch)
+	if exists {
+		err = w.client.Update(ctx, &lease)
+	} else {
+		err = w.client.Create(ctx, &lease)
+	}
+	if err != nil {
+		b.Fatalf("%s acquiring lease %s at epoch %d: %v", w.holder, name, epoch, err)
+	}
+	return elector.Token{Epoch: epoch, Lease: types.NamespacedName{Namespace: ns, Name: name}, Holder: w.holder}
+}
+
+func setLeaseFormat(lease *coordinationv1.Lease, user, holder string, epoch int64) {
+	if lease.Labels == nil {
+		lease.Labels = map[string]string{}
+	}
+	if lease.Annotations == nil {
+		lease.Annotations = map[string]string{}
+	}
+	lease.Labels[elector.FencedLabel] = "true"
+	lease.Annotations[elector.EpochAnnotation] = strconv.FormatInt(epoch, 10)
+	lease.Annotations[elector.AcquirerAnnotation] = user
+	now := metav1.NewMicroTime(time.Now())
+	lease.Spec = coordinationv1.LeaseSpec{
+		HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](3600),
+		AcquireTime: &now, RenewTime: &now, LeaseTransitions: ptr.To(int32(epoch)),
+	}
+}
+
+func declare(b *testing.B, ns, name, lease string) types.NamespacedName {
+	b.Helper()
+	fr := &fencingv1alpha1.FencedResource{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       fencingv1alpha1.FencedResourceSpec{LeaseName: lease},
+	}
+	if err := env.Client.Create(b.Context(), fr); err != nil {
+		b.Fatalf("declaring FencedResource %s: %v", name, err)
+	}
+	return client.ObjectKeyFromObject(fr)
+}
+
+// startOperator runs fencekit's operator (webhook and controllers) in process, as testenv's StartOperator
+// does for tests, until the benchmark ends.
+func startOperator(b *testing.B) {
+	b.Helper()
+	w := env.Environment.WebhookInstallOptions
+	mgr, err := operator.NewManager(env.Config, operator.Options{
+		MetricsAddr: "0", ProbeAddr: "0",
+		WebhookHost: w.LocalServingHost, WebhookPort: w.LocalServingPort, WebhookCertDir: w.LocalServingCertDir,
+		SkipNameValidation: true,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	started := mgr.GetWebhookServer().StartedChecker()
+	if err := wait.PollUntilContextTimeout(b.Context(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return started(nil) == nil, nil
+	}); err != nil {
+		cancel()
+		b.Fatalf("the operator's webhook server did not start: %v", err)
+	}
+	b.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			b.Errorf("operator: %v", err)
+		}
+	})
+}
+
+// The ValidatingWebhookConfiguration envtest installed, kept to restore it after a CEL-only phase.
+var webhookConfig *admissionregistrationv1.ValidatingWebhookConfiguration
+
+// probe is a FencedResource bound to a Lease that never exists: the webhook refuses any write of its data
+// (lease missing), while the CRD alone admits it. Writing it tells whether the webhook is in effect.
+var probeSeq int
+
+func webhookInEffect(ctx context.Context) (bool, error) {
+	probe := &fencingv1alpha1.FencedResource{
+		ObjectMeta: metav1.ObjectMeta{Name: "fencekit-bench-probe", Namespace: "default"},
+		Spec:       fencingv1alpha1.FencedResourceSpec{LeaseName: "fencekit-bench-no-such-lease"},
+	}
+	err := env.Client.Create(ctx, probe)
+	if err == nil || apierrors.IsAlreadyExists(err) {
+		probeSeq++
+		patch := fmt.Sprintf(`{"spec":{"data":{"n":%d}}}`, probeSeq)
+		err = env.Client.Patch(ctx, probe, client.RawPatch(types.MergePatchType, []byte(patch)))
+	}
+	switch {
+	case err == nil:
+		return false, nil
+	case fencing.IsLeaseMissing(err), strings.Contains(err.Error(), `failed calling webhook "vfencedresource`):
+		// Refused by the webhook, or by the apiserver failing to call it (no server): in effect.
+		return true, nil
+	default:
+		return false, err
+	}
+}
+
+// setWebhook installs (on) or deletes (off) fencekit's ValidatingWebhookConfiguration and waits until the
+// apiserver acts on it (it reloads webhook configurations asynchronously).
+func setWebhook(b *testing.B, on bool) {
+	b.Helper()
+	ctx := b.Context()
+	if webhookConfig == nil {
+		var list admissionregistrationv1.ValidatingWebhookConfigurationList
+		if err := env.Client.List(ctx, &list); err != nil {
+			b.Fatal(err)
+		}
+		for i := range list.Items {
+			for _, w := range list.Items[i].Webhooks {
+				if w.Name == "vfencedresource-v1alpha1.fencing.fencekit.io" {
+					webhookConfig = list.Items[i].DeepCopy()
+				}
+			}
+		}
+		if webhookConfig == nil {
+			b.Fatal("fencekit's ValidatingWebhookConfiguration is not installed")
+		}
+	}
+	var current admissionregistrationv1.ValidatingWebhookConfiguration
+	err := env.Client.Get(ctx, client.ObjectKeyFromObject(webhookConfig), &current)
+	switch {
+	case on && apierrors.IsNotFound(err):
+		c := webhookConfig.DeepCopy()
+		c.ResourceVersion, c.UID, c.CreationTimestamp, c.ManagedFields = "", "", metav1.Time{}, nil
+		err = env.Client.Create(ctx, c)
+	case !on && err == nil:
+		err = env.Client.Delete(ctx, &current)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	var last error
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		in, err := webhookInEffect(ctx)
+		last = err
+		return err == nil && in == on, nil
+	}); err != nil {
+		b.Fatalf("the webhook never came into effect = %v: %v", on, last)
+	}
+}
+
+// quantile is the nearest-rank q-quantile of ds, which it sorts.
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	i := int(math.Ceil(q*float64(len(ds)))) - 1
+	return ds[max(i, 0)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

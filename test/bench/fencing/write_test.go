@@ -1,0 +1,156 @@
+package fencing_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/fencing"
+)
+
+const (
+	writesPerPhase  = 250 // measured writes per phase and method; two phases per mode: 500 per mode
+	warmupPerPhase  = 25
+	concurrentN     = 8   // concurrent writers, each on its own FencedResource of the same Lease
+	concurrentEach  = 100 // writes per concurrent writer per phase
+	concurrentBurst = concurrentN * concurrentEach
+)
+
+// writeSamples are one mode's measurements.
+type writeSamples struct {
+	patch, writer           []time.Duration // per sequential write
+	patchTime, writerTime   time.Duration   // wall time of the sequential writes
+	concurrentTime          time.Duration   // wall time of the concurrent writes
+	concurrentWrites, phase int
+}
+
+// BenchmarkFencedWrite measures fenced writes by one holder with the CRD's rule only (fencekit's
+// ValidatingWebhookConfiguration deleted) and with the webhook served by the operator in process. The
+// operator's controllers run in both modes, so that only the webhook differs. Phases run A B B A (A = CEL
+// only, B = webhook) so that a drift of the control plane over the run falls on both modes alike.
+//
+// Two kinds of sequential write: "patch", one merge-patch request setting data, epoch and writer (the
+// write itself), and "writer", pkg/fencing's Writer.Set (a GET and an UPDATE, retried on conflict).
+func BenchmarkFencedWrite(b *testing.B) {
+	startOperator(b)
+	ctx := b.Context()
+	ns := env.Namespace(b)
+	holder := newWorker(b, ns, "holder")
+	tok := holder.acquire(b, ns, "bench-writer", 1)
+	counted, u := countingClient(b, holder.config)
+	w := fencing.NewWriter(counted)
+	keys := make([]types.NamespacedName, concurrentN)
+	for i := range keys {
+		keys[i] = declare(b, ns, fmt.Sprintf("bench-%d", i), "bench-writer")
+		if _, err := w.Set(ctx, tok, keys[i], map[string]any{"seq": 0}); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	seq := 0
+	patch := func(key types.NamespacedName) error {
+		seq++
+		fr := &fencingv1alpha1.FencedResource{}
+		fr.Namespace, fr.Name = key.Namespace, key.Name
+		p := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}},"spec":{"epoch":%d,"data":{"seq":%d,"by":%q}}}`,
+			fencingv1alpha1.WriterAnnotation, tok.Holder, tok.Epoch, seq, tok.Holder)
+		return holder.client.Patch(ctx, fr, client.RawPatch(types.MergePatchType, []byte(p)))
+	}
+	set := func(key types.NamespacedName) error {
+		seq++
+		_, err := w.Set(ctx, tok, key, map[string]any{"seq": seq, "by": tok.Holder})
+		return err
+	}
+	sequential := func(write func(types.NamespacedName) error) ([]time.Duration, time.Duration) {
+		for range warmupPerPhase {
+			if err := write(keys[0]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		ds := make([]time.Duration, 0, writesPerPhase)
+		start := time.Now()
+		for range writesPerPhase {
+			t0 := time.Now()
+			if err := write(keys[0]); err != nil {
+				b.Fatal(err)
+			}
+			ds = append(ds, time.Since(t0))
+		}
+		return ds, time.Since(start)
+	}
+	concurrent := func(tok elector.Token) time.Duration {
+		var wg sync.WaitGroup
+		errs := make(chan error, concurrentN)
+		start := time.Now()
+		for i := range concurrentN {
+			wg.Go(func() {
+				fr := &fencingv1alpha1.FencedResource{}
+				fr.Namespace, fr.Name = keys[i].Namespace, keys[i].Name
+				for n := range concurrentEach {
+					p := fmt.Sprintf(`{"spec":{"epoch":%d,"data":{"seq":%d,"by":%q}}}`, tok.Epoch, n, tok.Holder)
+					if err := holder.client.Patch(ctx, fr, client.RawPatch(types.MergePatchType, []byte(p))); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		elapsed := time.Since(start)
+		close(errs)
+		for err := range errs {
+			b.Fatal(err)
+		}
+		return elapsed
+	}
+
+	u.sent.Store(0)
+	u.conflicts.Store(0)
+	samples := map[bool]*writeSamples{false: {}, true: {}}
+	for _, webhook := range []bool{false, true, true, false} {
+		setWebhook(b, webhook)
+		s := samples[webhook]
+		ds, d := sequential(patch)
+		s.patch, s.patchTime = append(s.patch, ds...), s.patchTime+d
+		ds, d = sequential(set)
+		s.writer, s.writerTime = append(s.writer, ds...), s.writerTime+d
+		s.concurrentTime += concurrent(tok)
+		s.concurrentWrites += concurrentBurst
+		s.phase++
+	}
+	setWebhook(b, true)
+
+	cel, wh := samples[false], samples[true]
+	rate := func(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
+	report := func(prefix string, s *writeSamples) (p50, p99, tput float64) {
+		p50, p99 = ms(quantile(s.patch, 0.5)), ms(quantile(s.patch, 0.99))
+		tput = rate(len(s.patch), s.patchTime)
+		b.ReportMetric(p50, prefix+"-p50-ms")
+		b.ReportMetric(p99, prefix+"-p99-ms")
+		b.ReportMetric(tput, prefix+"-writes/s")
+		b.ReportMetric(ms(quantile(s.writer, 0.5)), prefix+"-writer-p50-ms")
+		b.ReportMetric(ms(quantile(s.writer, 0.99)), prefix+"-writer-p99-ms")
+		b.ReportMetric(rate(len(s.writer), s.writerTime), prefix+"-writer-writes/s")
+		b.ReportMetric(rate(s.concurrentWrites, s.concurrentTime), prefix+"-concurrent8-writes/s")
+		return p50, p99, tput
+	}
+	c50, c99, ctput := report("cel", cel)
+	w50, w99, wtput := report("webhook", wh)
+	b.ReportMetric(w50-c50, "added-p50-ms")
+	b.ReportMetric(w99-c99, "added-p99-ms")
+	b.ReportMetric(100*wtput/ctput, "webhook/cel-%")
+	b.ReportMetric(ms(quantile(wh.writer, 0.5))-ms(quantile(cel.writer, 0.5)), "added-writer-p50-ms")
+	b.ReportMetric(ms(quantile(wh.writer, 0.99))-ms(quantile(cel.writer, 0.99)), "added-writer-p99-ms")
+	b.ReportMetric(100*rate(wh.concurrentWrites, wh.concurrentTime)/rate(cel.concurrentWrites, cel.concurrentTime), "concurrent8-webhook/cel-%")
+	sets := len(cel.writer) + len(wh.writer) + (cel.phase+wh.phase)*warmupPerPhase
+	b.ReportMetric(float64(u.sent.Load())/float64(sets), "writer-updates/write")
+	b.ReportMetric(float64(u.conflicts.Load())/float64(sets), "writer-conflicts/write")
+	b.Logf("per mode: %d sequential patches, %d Writer.Set, %d concurrent patches (%d writers), over %d phases",
+		len(cel.patch), len(cel.writer), cel.concurrentWrites, concurrentN, cel.phase)
+}
