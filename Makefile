@@ -76,8 +76,8 @@ run: control-plane manifests build ## Start the local control plane, install the
 	bin/fencekit devcluster --manager bin/manager
 
 .PHONY: demo
-demo: control-plane ## The paused lock holder, fenced and unfenced, on a local control plane.
-	go run ./cmd/fencekit demo
+demo: control-plane ## The paused lock holder, fenced and unfenced, on a local control plane (DEMO_ARGS=--quick for short timings).
+	go run ./cmd/fencekit demo $(DEMO_ARGS)
 
 .PHONY: docker-build
 docker-build: ## Build the operator image (needs a container engine; CI runs the same go build without one).
