@@ -19,7 +19,9 @@ import (
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) { testenv.Main(m, &env) }
+// The webhook configuration of config/webhook is installed pointing at this process: TestChartRBAC serves it
+// with the operator running as the chart's ServiceAccount.
+func TestMain(m *testing.M) { testenv.Main(m, &env, testenv.WithWebhooks()) }
 
 // kubeVersion is the Kubernetes version helm template assumes (the local control plane's); without it the
 // pinned helm assumes v1.20 and the chart's kubeVersion constraint fails.

@@ -1,0 +1,399 @@
+package helm_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/controllers"
+	"github.com/fencekit/fencekit/internal/operator"
+	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/fencing"
+)
+
+// identity is a ServiceAccount as the apiserver authenticates it.
+type identity struct {
+	user   string
+	groups []string
+}
+
+func serviceAccount(namespace, name string) identity {
+	return identity{
+		user:   "system:serviceaccount:" + namespace + ":" + name,
+		groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+	}
+}
+
+// config is the admin config impersonating id: every request is authorized as id, by the apiserver's RBAC.
+func (id identity) config() *rest.Config {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: id.user, Groups: id.groups}
+	return cfg
+}
+
+func (id identity) client(t *testing.T) client.Client {
+	t.Helper()
+	c, err := client.New(id.config(), client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// access is one request, as a SubjectAccessReview asks it.
+type access struct {
+	verb, group, resource, subresource, namespace, name string
+}
+
+func (a access) String() string {
+	s := a.verb + " " + a.resource
+	if a.group != "" {
+		s += "." + a.group
+	}
+	if a.subresource != "" {
+		s += "/" + a.subresource
+	}
+	if a.name != "" {
+		s += " " + a.name
+	}
+	if a.namespace != "" {
+		return s + " in " + a.namespace
+	}
+	return s + " (all namespaces / cluster)"
+}
+
+// allowed asks the apiserver's authorizer whether id may perform a.
+func allowed(t *testing.T, id identity, a access) bool {
+	t.Helper()
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: id.user, Groups: id.groups,
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.subresource, Namespace: a.namespace, Name: a.name,
+		},
+	}}
+	if err := env.Client.Create(t.Context(), sar); err != nil {
+		t.Fatalf("SubjectAccessReview: %v", err)
+	}
+	return sar.Status.Allowed
+}
+
+func checkAccess(t *testing.T, id identity, may, mayNot []access) {
+	t.Helper()
+	for _, a := range may {
+		if !allowed(t, id, a) {
+			t.Errorf("%s may not %v, but needs to", id.user, a)
+		}
+	}
+	for _, a := range mayNot {
+		if allowed(t, id, a) {
+			t.Errorf("%s may %v, but must not", id.user, a)
+		}
+	}
+}
+
+func forbidden(t *testing.T, what string, err error) {
+	t.Helper()
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("%s: got %v, want Forbidden", what, err)
+	}
+}
+
+// installRBAC applies the chart's identity and permissions (release "rbac" in a fresh namespace): the
+// ServiceAccount, the ClusterRoles, Role and bindings, the certificate Secret and the Lease policy.
+func installRBAC(t *testing.T) (release rendered, namespace string) {
+	t.Helper()
+	namespace = env.Namespace(t)
+	out, err := helm(t, "template", "rbac", chartDir, "--namespace", namespace, "--kube-version", kubeVersion)
+	if err != nil {
+		t.Fatalf("helm template: %v", err)
+	}
+	r := parse(t, out)
+	for _, u := range r {
+		switch u.GetKind() {
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Secret",
+			"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
+			apply(t, u)
+			if u.GetNamespace() == "" {
+				t.Cleanup(func() { _ = env.Client.Delete(context.Background(), u.DeepCopy()) })
+			}
+		}
+	}
+	return r, namespace
+}
+
+// TestChartRBAC proves the chart's permissions on the real apiserver by impersonation: the operator runs
+// in-process as the chart's ServiceAccount and does its work (certificates, the webhook, the controllers),
+// a workload ServiceAccount bound to fencekit-elector elects and writes fenced, and both are refused what they
+// must not do.
+func TestChartRBAC(t *testing.T) {
+	r, release := installRBAC(t)
+	op := serviceAccount(release, "rbac-fencekit-manager")
+	user := env.Namespace(t) // a user's namespace, where FencedResources and their Leases live
+	vwcName := "rbac-fencekit-validating-webhook"
+	secretName := "rbac-fencekit-webhook-cert"
+
+	t.Run("operator may", func(t *testing.T) {
+		checkAccess(t, op, []access{
+			{verb: "list", group: "fencing.fencekit.io", resource: "fencedresources"},
+			{verb: "watch", group: "fencing.fencekit.io", resource: "fencedresources"},
+			{verb: "get", group: "fencing.fencekit.io", resource: "fencedresources", namespace: user},
+			{verb: "patch", group: "fencing.fencekit.io", resource: "fencedresources", subresource: "status", namespace: user},
+			{verb: "update", group: "fencing.fencekit.io", resource: "fencedresources", subresource: "status", namespace: user},
+			{verb: "list", group: "coordination.k8s.io", resource: "leases"},
+			{verb: "watch", group: "coordination.k8s.io", resource: "leases"},
+			{verb: "get", group: "coordination.k8s.io", resource: "leases", namespace: user},
+			{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: user},
+			{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: release},
+			{verb: "create", resource: "events", namespace: user},
+			{verb: "patch", group: "events.k8s.io", resource: "events", namespace: user},
+			{verb: "list", resource: "secrets", namespace: release},
+			{verb: "get", resource: "secrets", namespace: release, name: secretName},
+			{verb: "update", resource: "secrets", namespace: release, name: secretName},
+			{verb: "list", group: "admissionregistration.k8s.io", resource: "validatingwebhookconfigurations"},
+			{verb: "update", group: "admissionregistration.k8s.io", resource: "validatingwebhookconfigurations", name: vwcName},
+		}, nil)
+	})
+
+	t.Run("operator may not", func(t *testing.T) {
+		checkAccess(t, op, nil, []access{
+			{verb: "get", resource: "secrets", namespace: user, name: "app-credentials"},
+			{verb: "list", resource: "secrets", namespace: user},
+			{verb: "list", resource: "secrets"},
+			{verb: "get", resource: "secrets", namespace: release, name: "another-secret"},
+			{verb: "create", resource: "secrets", namespace: release},
+			{verb: "delete", resource: "secrets", namespace: release, name: secretName},
+			{verb: "update", group: "fencing.fencekit.io", resource: "fencedresources", namespace: user},
+			{verb: "create", group: "fencing.fencekit.io", resource: "fencedresources", namespace: user},
+			{verb: "delete", group: "fencing.fencekit.io", resource: "fencedresources", namespace: user},
+			{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: user},
+			{verb: "delete", group: "coordination.k8s.io", resource: "leases", namespace: user},
+			{verb: "delete", group: "apiextensions.k8s.io", resource: "customresourcedefinitions", name: "fencedresources.fencing.fencekit.io"},
+			{verb: "update", group: "apiextensions.k8s.io", resource: "customresourcedefinitions", name: "fencedresources.fencing.fencekit.io"},
+			{verb: "update", group: "admissionregistration.k8s.io", resource: "validatingwebhookconfigurations", name: "someone-elses-webhook"},
+			{verb: "delete", group: "admissionregistration.k8s.io", resource: "validatingwebhookconfigurations", name: vwcName},
+			{verb: "update", group: "admissionregistration.k8s.io", resource: "validatingadmissionpolicies", name: "fencekit-fenced-leases"},
+			{verb: "create", resource: "pods", namespace: release},
+			{verb: "create", group: "rbac.authorization.k8s.io", resource: "clusterrolebindings"},
+			{verb: "impersonate", resource: "users"},
+		})
+		// And for real, through the impersonated client.
+		c := op.client(t)
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "app-credentials", Namespace: user}, StringData: map[string]string{"password": "s3cr3t"}}
+		if err := env.Client.Create(t.Context(), secret); err != nil {
+			t.Fatal(err)
+		}
+		forbidden(t, "reading a Secret in another namespace", c.Get(t.Context(), client.ObjectKeyFromObject(secret), &corev1.Secret{}))
+		forbidden(t, "listing Secrets of every namespace", c.List(t.Context(), &corev1.SecretList{}))
+		crd := &unstructured.Unstructured{}
+		crd.SetAPIVersion("apiextensions.k8s.io/v1")
+		crd.SetKind("CustomResourceDefinition")
+		crd.SetName("fencedresources.fencing.fencekit.io")
+		forbidden(t, "deleting the FencedResource CRD", c.Delete(t.Context(), crd))
+		forbidden(t, "creating a Lease in a user's namespace", c.Create(t.Context(), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "orders-writer", Namespace: user}}))
+	})
+
+	t.Run("operator keeps its webhook certificate", func(t *testing.T) {
+		// The chart's webhook configuration, applied only for this subtest: it points at a Service with no
+		// pods and fails closed, so the other subtests must not see it.
+		vwc := r.get(t, "ValidatingWebhookConfiguration", vwcName)
+		apply(t, vwc)
+		defer func() { _ = env.Client.Delete(context.Background(), vwc.DeepCopy()) }()
+		checkCertRotation(t, op, r, secretName, vwcName)
+	})
+
+	// From here on the operator runs as the chart's ServiceAccount: it serves the FencedResource webhook that
+	// envtest installed (every FencedResource write below goes through it) and runs its controllers.
+	startOperator(t, op, r, release)
+
+	t.Run("operator runs", func(t *testing.T) {
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "orders-writer", Namespace: user}}
+		if err := env.Client.Create(t.Context(), lease); err != nil {
+			t.Fatal(err)
+		}
+		fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: user},
+			Spec: fencingv1alpha1.FencedResourceSpec{LeaseName: lease.Name}}
+		if err := env.Client.Create(t.Context(), fr); err != nil {
+			t.Fatalf("declaring a FencedResource (admitted by the operator's webhook): %v", err)
+		}
+		// The replicas' election, on the Lease the chart lets the operator create in its namespace.
+		waitFor(t, "the operator to elect itself leader", func(ctx context.Context) (bool, error) {
+			var l coordinationv1.Lease
+			err := env.Client.Get(ctx, types.NamespacedName{Namespace: release, Name: operator.LeaseName}, &l)
+			return err == nil && ptr.Deref(l.Spec.HolderIdentity, "") != "", client.IgnoreNotFound(err)
+		})
+		// The controllers, with only the chart's permissions, protect the Lease and report status.
+		waitFor(t, "the operator to put its finalizer on the bound Lease", func(ctx context.Context) (bool, error) {
+			err := env.Client.Get(ctx, client.ObjectKeyFromObject(lease), lease)
+			return slices.Contains(lease.Finalizers, controllers.LeaseFinalizer), err
+		})
+		waitFor(t, "the operator to write the FencedResource's status", func(ctx context.Context) (bool, error) {
+			err := env.Client.Get(ctx, client.ObjectKeyFromObject(fr), fr)
+			// The Lease has no elector epoch yet: LeaseFound is False with a reason, which is still a status write.
+			return meta.FindStatusCondition(fr.Status.Conditions, fencingv1alpha1.ConditionLeaseFound) != nil && fr.Status.ObservedGeneration == fr.Generation, err
+		})
+		if err := env.Client.Delete(t.Context(), fr); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the operator to remove its finalizer once nothing is bound", func(ctx context.Context) (bool, error) {
+			err := env.Client.Get(ctx, client.ObjectKeyFromObject(lease), lease)
+			return !slices.Contains(lease.Finalizers, controllers.LeaseFinalizer), err
+		})
+	})
+
+	t.Run("fencekit-elector", func(t *testing.T) {
+		checkElector(t, user)
+	})
+}
+
+// startOperator runs the operator in-process as id with the chart's arguments, until the test ends. Its
+// webhook serves where envtest's webhook configuration sends FencedResource admissions, with envtest's
+// certificate (so no certificate rotation here: checkCertRotation covers it).
+func startOperator(t *testing.T, id identity, r rendered, release string) {
+	t.Helper()
+	opts := operatorOptions(t, r, release)
+	if !opts.LeaderElect || opts.LeaderElectionNamespace != release {
+		t.Fatalf("the chart does not make the operator elect in its namespace: %+v", opts)
+	}
+	w := env.Environment.WebhookInstallOptions
+	opts.WebhookHost, opts.WebhookPort, opts.WebhookCertDir = w.LocalServingHost, w.LocalServingPort, w.LocalServingCertDir
+	opts.CertRotation, opts.ProbeAddr = false, "0"
+	mgr, err := operator.NewManager(id.config(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("operator: %v", err)
+		}
+	})
+	started := mgr.GetWebhookServer().StartedChecker()
+	waitFor(t, "the operator's webhook server to start", func(context.Context) (bool, error) { return started(nil) == nil, nil })
+}
+
+func waitFor(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		ok, err := cond(ctx)
+		last = err
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v (last error: %v)", what, err, last)
+	}
+}
+
+// checkElector binds fencekit-elector to a workload ServiceAccount the way the README tells users to (a
+// RoleBinding in the workload's namespace), then runs pkg/elector and pkg/fencing as that ServiceAccount.
+func checkElector(t *testing.T, other string) {
+	namespace := env.Namespace(t)
+	bind := func(sa string) identity {
+		if err := env.Client.Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: namespace}}); err != nil {
+			t.Fatal(err)
+		}
+		rb := &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: sa + "-fencekit", Namespace: namespace},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fencekit-elector"},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: namespace}},
+		}
+		if err := env.Client.Create(t.Context(), rb); err != nil {
+			t.Fatal(err)
+		}
+		return serviceAccount(namespace, sa)
+	}
+	worker, intruder := bind("orders-worker"), bind("intruder")
+
+	fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: namespace},
+		Spec: fencingv1alpha1.FencedResourceSpec{LeaseName: "orders-writer"}}
+	if err := env.Client.Create(t.Context(), fr); err != nil {
+		t.Fatal(err)
+	}
+
+	wc := worker.client(t)
+	cs, err := kubernetes.NewForConfig(worker.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := make(chan elector.Token, 1)
+	e, err := elector.New(elector.Config{
+		Client: cs, Namespace: namespace, Name: "orders-writer", Identity: "orders-worker-0",
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond,
+		SafetyMargin: 200 * time.Millisecond, ReleaseOnCancel: ptr.To(true),
+		PostAcquire: fencing.FenceOnAcquire(wc),
+		OnStartedLeading: func(ctx context.Context, tok elector.Token) {
+			tokens <- tok
+			<-ctx.Done()
+		},
+	}, elector.WithMetricsRegisterer(prometheus.NewRegistry()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = e.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	var tok elector.Token
+	select {
+	case tok = <-tokens:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the elector, as a ServiceAccount bound to fencekit-elector, never acquired its Lease")
+	}
+	key := types.NamespacedName{Namespace: namespace, Name: "orders"}
+	written, err := fencing.NewWriter(wc).Set(t.Context(), tok, key, map[string]any{"next-order": 42})
+	if err != nil {
+		t.Fatalf("the holder's fenced write, as a ServiceAccount bound to fencekit-elector: %v", err)
+	}
+	if written.Spec.Epoch != tok.Epoch {
+		t.Errorf("stored epoch %d, want the token's %d", written.Spec.Epoch, tok.Epoch)
+	}
+	// The same RBAC does not make anyone a writer: the webhook (run with the chart's permissions) refuses a
+	// write with the holder's token from another identity.
+	if _, err := fencing.NewWriter(intruder.client(t)).Set(t.Context(), tok, key, map[string]any{"next-order": 0}); !fencing.IsNotHolder(err) {
+		t.Errorf("a write with the holder's token by another ServiceAccount: got %v, want a not-holder refusal", err)
+	}
+
+	checkAccess(t, worker, []access{
+		{verb: "get", group: "coordination.k8s.io", resource: "leases", namespace: namespace, name: "orders-writer"},
+		{verb: "watch", group: "coordination.k8s.io", resource: "leases", namespace: namespace},
+		{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: namespace},
+		{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: namespace, name: "orders-writer"},
+		{verb: "create", resource: "events", namespace: namespace},
+		{verb: "patch", group: "fencing.fencekit.io", resource: "fencedresources", namespace: namespace, name: "orders"},
+		{verb: "list", group: "fencing.fencekit.io", resource: "fencedresources", namespace: namespace},
+	}, []access{
+		{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: other},
+		{verb: "delete", group: "coordination.k8s.io", resource: "leases", namespace: namespace, name: "orders-writer"},
+		{verb: "delete", group: "fencing.fencekit.io", resource: "fencedresources", namespace: namespace, name: "orders"},
+		{verb: "update", group: "fencing.fencekit.io", resource: "fencedresources", subresource: "status", namespace: namespace, name: "orders"},
+		{verb: "get", resource: "secrets", namespace: namespace},
+		{verb: "delete", group: "apiextensions.k8s.io", resource: "customresourcedefinitions", name: "fencedresources.fencing.fencekit.io"},
+		{verb: "update", group: "admissionregistration.k8s.io", resource: "validatingadmissionpolicies", name: "fencekit-fenced-leases"},
+	})
+	forbidden(t, "a worker reading Secrets", wc.List(t.Context(), &corev1.SecretList{}, client.InNamespace(namespace)))
+	forbidden(t, "a worker deleting the FencedResource", wc.Delete(t.Context(), written))
+	forbidden(t, "a worker electing in another namespace", wc.Create(t.Context(), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: other}}))
+}
