@@ -396,4 +396,7 @@ func checkElector(t *testing.T, other string) {
 	forbidden(t, "a worker reading Secrets", wc.List(t.Context(), &corev1.SecretList{}, client.InNamespace(namespace)))
 	forbidden(t, "a worker deleting the FencedResource", wc.Delete(t.Context(), written))
 	forbidden(t, "a worker electing in another namespace", wc.Create(t.Context(), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: other}}))
+
+	// The reference worker users copy (examples/worker), as a process authorized as the same ServiceAccount.
+	runExampleWorker(t, worker, namespace, "inventory-writer", "inventory", 2)
 }
