@@ -63,7 +63,8 @@ type Config struct {
 	// PostAcquire, if set, runs after each acquisition and before OnStartedLeading, with a context that ends
 	// with the leadership or after PostAcquireTimeout. If it returns an error, leadership is not reported:
 	// the elector releases the Lease, logs and counts it (lost reason "post_acquire_failed") and waits
-	// RetryPeriod before competing again. The Lease is renewed while it runs.
+	// RetryPeriod before competing again. The Lease is renewed while it runs; IsLeader is false and Token
+	// is zero until it has succeeded.
 	PostAcquire func(ctx context.Context, t Token) error
 	// PostAcquireTimeout bounds PostAcquire. Default: RenewDeadline.
 	PostAcquireTimeout time.Duration

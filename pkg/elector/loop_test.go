@@ -354,3 +354,30 @@ func TestPostAcquireFailure(t *testing.T) {
 		t.Errorf("second acquisition at epoch %d, first at %s", tok.Epoch, first)
 	}
 }
+
+// The Lease edited by hand to another epoch under the same holder: the leader steps down on the watch event
+// and says why.
+func TestHandEditedEpochStepsDown(t *testing.T) {
+	api := newFakeAPI(t)
+	h := startHarness(t, api, nil)
+	tok := h.waitStarted(t)
+	leadCtx := <-h.leadCtx
+	l := api.current(t)
+	l.Annotations[EpochAnnotation] = strconv.FormatInt(tok.Epoch+10, 10)
+	if _, err := api.cs.CoordinationV1().Leases("ns").Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-leadCtx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the leader did not step down")
+	}
+	want := "elector: leadership lost: epoch_changed: the Lease now carries epoch \"" + strconv.FormatInt(tok.Epoch+10, 10) + "\", not " + strconv.FormatInt(tok.Epoch, 10)
+	if got := context.Cause(leadCtx); got == nil || got.Error() != want {
+		t.Errorf("cause %v, want %s", got, want)
+	}
+	waitFor(t, "the loss to be counted", func() bool { return h.lost(ReasonEpochChanged) == 1 })
+	if h.e.IsLeader() {
+		t.Error("IsLeader after stepping down")
+	}
+}

@@ -15,7 +15,7 @@ var (
 	ErrDeadlinePassed = errors.New("elector: safe-work deadline passed")
 	// ErrLeadershipLost: the elector stepped down (renew deadline, another holder or epoch, Lease deleted).
 	ErrLeadershipLost = errors.New("elector: leadership lost")
-	// ErrReleased: Run's context ended and the elector is releasing the Lease.
+	// ErrReleased: Run's context ended; the elector releases the Lease (unless ReleaseOnCancel is false).
 	ErrReleased = errors.New("elector: leadership released")
 )
 
