@@ -2,6 +2,7 @@ package certs_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -16,6 +17,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -277,5 +279,65 @@ func TestReplicasAgree(t *testing.T) {
 		if !served.Equal(want) {
 			t.Errorf("replica with CertDir %s serves a certificate other than the Secret's", r.opts.CertDir)
 		}
+	}
+}
+
+func TestReinjectsAResetCABundle(t *testing.T) {
+	opts := newOptions(t)
+	r := startReplica(t, opts)
+	r.waitReady(t)
+	want := getSecret(t, opts).Data["ca.crt"]
+
+	// Something (kubectl apply, helm upgrade --force) rewrites the webhook configuration without the caBundle.
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := env.Client.Get(t.Context(), types.NamespacedName{Name: opts.WebhookConfigName}, vwc); err != nil {
+		t.Fatal(err)
+	}
+	vwc.Webhooks[0].ClientConfig.CABundle = nil
+	if err := env.Client.Update(t.Context(), vwc); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return bytes.Equal(caBundle(t, opts), want), nil
+	}); err != nil {
+		t.Fatalf("the rotator did not restore the caBundle of a rewritten webhook configuration: %v", err)
+	}
+}
+
+func TestReplacesAnExpiringCA(t *testing.T) {
+	opts := newOptions(t)
+	// A CA (and serving certificate) that expire tomorrow: both are replaced, and the caBundle follows.
+	cr := &rotator.CertRotator{CAName: "fencekit-webhook-ca", CAOrganization: "fencekit",
+		DNSName: opts.ServiceName + "." + opts.Namespace + ".svc", ExtKeyUsages: &[]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	now := time.Now()
+	ca, err := cr.CreateCACert(now.Add(-time.Hour), now.Add(24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key, err := cr.CreateCertPEM(ca, now.Add(-time.Hour), now.Add(24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{Data: map[string][]byte{"ca.crt": ca.CertPEM, "ca.key": ca.KeyPEM, "tls.crt": cert, "tls.key": key}}
+	secret.Namespace, secret.Name = opts.Namespace, opts.SecretName
+	if err := env.Client.Create(t.Context(), secret); err != nil {
+		t.Fatal(err)
+	}
+
+	r := startReplica(t, opts)
+	r.waitReady(t)
+
+	got := getSecret(t, opts)
+	if bytes.Equal(got.Data["ca.crt"], ca.CertPEM) {
+		t.Fatal("the CA expiring tomorrow was kept")
+	}
+	if newCA := parseCert(t, got.Data["ca.crt"]); time.Until(newCA.NotAfter) < 5*365*24*time.Hour {
+		t.Errorf("the new CA expires %v", newCA.NotAfter)
+	}
+	if !bytes.Equal(caBundle(t, opts), got.Data["ca.crt"]) {
+		t.Error("the caBundle does not hold the new CA")
+	}
+	if served := dialWebhook(t, r, got.Data["ca.crt"]); !served.Equal(parseCert(t, got.Data["tls.crt"])) {
+		t.Error("the webhook server does not serve the certificate signed by the new CA")
 	}
 }

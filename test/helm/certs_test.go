@@ -57,9 +57,8 @@ func freePort(t *testing.T) int {
 // checkCertRotation runs the operator as id with the chart's arguments (certificate rotation on) against the
 // chart's Secret and webhook configuration: with only the chart's permissions it becomes ready, which it does
 // only once it has filled the Secret, written the files and injected the caBundle.
-func checkCertRotation(t *testing.T, id identity, r rendered, secretName, vwcName string) {
+func checkCertRotation(t *testing.T, id identity, r rendered, namespace, secretName, vwcName string) {
 	t.Helper()
-	namespace := r.get(t, "Role", "rbac-fencekit-manager").GetNamespace()
 	opts := operatorOptions(t, r, namespace)
 	if !opts.CertRotation || opts.CertSecretName != secretName || opts.WebhookConfigName != vwcName {
 		t.Fatalf("the chart's arguments do not turn certificate rotation on for %s and %s: %+v", secretName, vwcName, opts)

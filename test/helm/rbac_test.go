@@ -117,6 +117,14 @@ func forbidden(t *testing.T, what string, err error) {
 	}
 }
 
+// crdObject is an empty CustomResourceDefinition (the test scheme has no apiextensions types).
+func crdObject() *unstructured.Unstructured {
+	crd := &unstructured.Unstructured{}
+	crd.SetAPIVersion("apiextensions.k8s.io/v1")
+	crd.SetKind("CustomResourceDefinition")
+	return crd
+}
+
 // installRBAC applies the chart's identity and permissions (release "rbac" in a fresh namespace): the
 // ServiceAccount, the ClusterRoles, Role and bindings, the certificate Secret and the Lease policy.
 func installRBAC(t *testing.T) (release rendered, namespace string) {
@@ -203,9 +211,7 @@ func TestChartRBAC(t *testing.T) {
 		}
 		forbidden(t, "reading a Secret in another namespace", c.Get(t.Context(), client.ObjectKeyFromObject(secret), &corev1.Secret{}))
 		forbidden(t, "listing Secrets of every namespace", c.List(t.Context(), &corev1.SecretList{}))
-		crd := &unstructured.Unstructured{}
-		crd.SetAPIVersion("apiextensions.k8s.io/v1")
-		crd.SetKind("CustomResourceDefinition")
+		crd := crdObject()
 		crd.SetName("fencedresources.fencing.fencekit.io")
 		forbidden(t, "deleting the FencedResource CRD", c.Delete(t.Context(), crd))
 		forbidden(t, "creating a Lease in a user's namespace", c.Create(t.Context(), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "orders-writer", Namespace: user}}))
@@ -217,7 +223,7 @@ func TestChartRBAC(t *testing.T) {
 		vwc := r.get(t, "ValidatingWebhookConfiguration", vwcName)
 		apply(t, vwc)
 		defer func() { _ = env.Client.Delete(context.Background(), vwc.DeepCopy()) }()
-		checkCertRotation(t, op, r, secretName, vwcName)
+		checkCertRotation(t, op, r, release, secretName, vwcName)
 	})
 
 	// From here on the operator runs as the chart's ServiceAccount: it serves the FencedResource webhook that

@@ -21,7 +21,7 @@ import (
 )
 
 // kubeconfig writes a kubeconfig that authenticates as the admin and impersonates id, as a pod running as id
-// would be authorized.
+// would be authorized; the zero identity is the admin itself.
 func kubeconfig(t *testing.T, id identity) string {
 	t.Helper()
 	cfg := env.Config
