@@ -40,6 +40,8 @@ type Elector struct {
 	metrics       *metrics
 
 	running atomic.Bool
+	// sleepHook, if set (by tests), is called each time the loop goes to sleep until wake.
+	sleepHook func(wake time.Time)
 
 	mu  sync.Mutex
 	cur *term // the current term, nil when not holding the Lease

@@ -86,6 +86,9 @@ func (r *runner) loop(ctx context.Context) {
 			wake = at
 		}
 		timer := r.e.clock.NewTimer(wake.Sub(now))
+		if r.e.sleepHook != nil {
+			r.e.sleepHook(wake)
+		}
 		select {
 		case <-ctx.Done():
 		case <-r.obs.notify:

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -134,6 +135,14 @@ type harness struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 	sequence *sequence
+	wake     atomic.Int64 // when the loop last went to sleep until (unix nanoseconds of the fake clock)
+}
+
+// waitSleep waits until the loop has set its timer for until and sleeps; only then is it safe to step the
+// fake clock to that moment.
+func (h *harness) waitSleep(t *testing.T, until time.Time) {
+	t.Helper()
+	waitFor(t, "the loop to sleep until t0+"+until.Sub(t0).String(), func() bool { return h.wake.Load() == until.UnixNano() })
 }
 
 // sequence records the order of user-visible steps.
@@ -150,8 +159,12 @@ func (s *sequence) get() []string {
 }
 
 func startHarness(t *testing.T, api *fakeAPI, mutate func(*Config)) *harness {
+	return startHarnessWithClock(t, api, clocktesting.NewFakeClock(t0), mutate)
+}
+
+func startHarnessWithClock(t *testing.T, api *fakeAPI, fc *clocktesting.FakeClock, mutate func(*Config)) *harness {
 	t.Helper()
-	h := &harness{fc: clocktesting.NewFakeClock(t0), api: api, reg: prometheus.NewRegistry(),
+	h := &harness{fc: fc, api: api, reg: prometheus.NewRegistry(),
 		started: make(chan Token, 10), leadCtx: make(chan context.Context, 10), stopped: make(chan struct{}, 10),
 		done: make(chan struct{}), sequence: &sequence{}}
 	cfg := Config{Client: api.cs, Namespace: "ns", Name: "lock", Identity: "me",
@@ -171,6 +184,7 @@ func startHarness(t *testing.T, api *fakeAPI, mutate func(*Config)) *harness {
 		t.Fatal(err)
 	}
 	h.e = e
+	e.sleepHook = func(wake time.Time) { h.wake.Store(wake.UnixNano()) }
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	go func() { defer close(h.done); _ = e.Run(ctx) }()
@@ -203,9 +217,8 @@ func TestStandbyTakesOverAtExpiryFromObservation(t *testing.T) {
 			api.seed(t, l)
 			h := startHarness(t, api, func(c *Config) { c.LockDelay = lockDelay })
 			// The standby observed the Lease at t0 (renewTime says a day ago) and sleeps on its timer.
-			waitFor(t, "the takeover timer", h.fc.HasWaiters)
+			h.waitSleep(t, t0.Add(15*time.Second+lockDelay))
 			h.fc.Step(15*time.Second + lockDelay - time.Millisecond)
-			waitFor(t, "the takeover timer to be re-armed", h.fc.HasWaiters)
 			if got := holder(api.current(t)); got != "other" {
 				t.Fatalf("acquired %v after observation, before expiry", 15*time.Second+lockDelay-time.Millisecond)
 			}
@@ -229,11 +242,10 @@ func TestStandbyTakesOverAtExpiryFromObservation(t *testing.T) {
 func TestDeadlineFromSendTime(t *testing.T) {
 	api := newFakeAPI(t)
 	api.seed(t, lease("", i32(1), map[string]string{EpochAnnotation: "3"}))
-	var fc *clocktesting.FakeClock
+	fc := clocktesting.NewFakeClock(t0)
 	var once sync.Once
 	api.onWrite = func() { once.Do(func() { fc.Step(time.Second) }) } // the acquisition reply takes 1s
-	h := startHarness(t, api, nil)
-	fc = h.fc
+	h := startHarnessWithClock(t, api, fc, nil)
 	if tok := h.waitStarted(t); tok.Epoch != 4 {
 		t.Errorf("epoch %d, want 4", tok.Epoch)
 	}
@@ -257,16 +269,15 @@ func TestRenewDeadlineStepDown(t *testing.T) {
 	api.failWith = apierrors.NewServiceUnavailable("the apiserver is unreachable")
 	api.mu.Unlock()
 	// Renewals at t0+2s, 4s, 6s, 8s fail; at t0+10s the leader steps down.
-	asleep := func() bool { return h.fc.Waiters() >= 2 } // the loop's timer and the deadline timer
 	for i := 1; i <= 4; i++ {
-		waitFor(t, "the loop to sleep", asleep)
+		h.waitSleep(t, t0.Add(time.Duration(2*i)*time.Second))
 		h.fc.Step(2 * time.Second)
 		waitFor(t, "renewal attempt "+strconv.Itoa(i), func() bool { return api.numAttempts() >= i })
 		if !h.e.IsLeader() {
 			t.Fatalf("stepped down at t0+%ds, before the renew deadline", 2*i)
 		}
 	}
-	waitFor(t, "the loop to sleep", asleep)
+	h.waitSleep(t, t0.Add(10*time.Second)) // the step-down time, not another renewal
 	h.fc.Step(2 * time.Second)
 	if h.e.IsLeader() {
 		// t0+10s is still before the safe-work deadline (t0+12.85s): IsLeader turns false once the loop runs.
@@ -346,7 +357,7 @@ func TestPostAcquireFailure(t *testing.T) {
 	if h.e.IsLeader() {
 		t.Error("leader after a failed PostAcquire")
 	}
-	waitFor(t, "the retry timer", h.fc.HasWaiters)
+	h.waitSleep(t, t0.Add(2*time.Second)) // RetryPeriod after the failure
 	h.fc.Step(2 * time.Second)
 	tok := h.waitStarted(t)
 	first := api.writes[0].Annotations[EpochAnnotation]
