@@ -45,6 +45,20 @@ func TestTwoElectorsReleaseHandsOver(t *testing.T) {
 	if got := l.Labels[elector.FencedLabel]; got != "true" {
 		t.Errorf("fenced label = %q, want \"true\"", got)
 	}
+	// The default recorder posts an Event on the Lease.
+	wantMsg := "acquired at epoch " + strconv.FormatInt(first.Epoch, 10) + " by " + first.Holder
+	eventually(t, 10*time.Second, "the Acquired Event", func() bool {
+		evs, err := clientset(t).CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		for _, ev := range evs.Items {
+			if ev.Reason == "Acquired" && ev.Message == wantMsg && ev.InvolvedObject.Kind == "Lease" && ev.InvolvedObject.Name == "lock" {
+				return true
+			}
+		}
+		return false
+	})
 	var leader, standby *candidate
 	for _, c := range cands {
 		if c.e.Identity() == first.Holder {

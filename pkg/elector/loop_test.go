@@ -135,6 +135,7 @@ type harness struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 	sequence *sequence
+	rec      *record.FakeRecorder
 	wake     atomic.Int64 // when the loop last went to sleep until (unix nanoseconds of the fake clock)
 }
 
@@ -179,7 +180,8 @@ func startHarnessWithClock(t *testing.T, api *fakeAPI, fc *clocktesting.FakeCloc
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	e, err := New(cfg, WithClock(h.fc), WithMetricsRegisterer(h.reg), WithEventRecorder(record.NewFakeRecorder(100)))
+	h.rec = record.NewFakeRecorder(100)
+	e, err := New(cfg, WithClock(h.fc), WithMetricsRegisterer(h.reg), WithEventRecorder(h.rec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,5 +392,52 @@ func TestHandEditedEpochStepsDown(t *testing.T) {
 	waitFor(t, "the loss to be counted", func() bool { return h.lost(ReasonEpochChanged) == 1 })
 	if h.e.IsLeader() {
 		t.Error("IsLeader after stepping down")
+	}
+}
+
+// Metrics (shared by every elector on a registry, told apart by the lease label) and Events on the Lease.
+func TestMetricsAndEvents(t *testing.T) {
+	api := newFakeAPI(t)
+	api.seed(t, lease("", i32(1), map[string]string{EpochAnnotation: "41"}))
+	h := startHarness(t, api, nil)
+	tok := h.waitStarted(t)
+	if tok.Epoch != 42 {
+		t.Fatalf("epoch %d", tok.Epoch)
+	}
+	m := h.e.metrics
+	for name, got := range map[string]float64{
+		"is_leader":          testutil.ToFloat64(m.isLeader.WithLabelValues("ns/lock")),
+		"epoch":              testutil.ToFloat64(m.epoch.WithLabelValues("ns/lock")),
+		"acquisitions_total": testutil.ToFloat64(m.acquisitions.WithLabelValues("ns/lock")),
+	} {
+		if want := map[string]float64{"is_leader": 1, "epoch": 42, "acquisitions_total": 1}[name]; got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	// A second elector on the same registry shares the collectors.
+	other, err := New(Config{Client: api.cs, Namespace: "ns", Name: "other", Identity: "x"}, WithMetricsRegisterer(h.reg))
+	if err != nil {
+		t.Fatalf("a second elector on the same registry: %v", err)
+	}
+	if other.metrics.isLeader != m.isLeader {
+		t.Error("the second elector registered its own collectors")
+	}
+	h.cancel()
+	<-h.done
+	if got := testutil.ToFloat64(m.isLeader.WithLabelValues("ns/lock")); got != 0 {
+		t.Errorf("is_leader after release = %v", got)
+	}
+	close(h.rec.Events)
+	var events []string
+	for ev := range h.rec.Events {
+		events = append(events, ev)
+	}
+	want := []string{"Normal Acquired acquired at epoch 42 by me", "Normal Released me released epoch 42"}
+	if diff := cmpSteps(want, events); diff != "" {
+		t.Error(diff)
+	}
+	n, err := testutil.GatherAndCount(h.reg)
+	if err != nil || n == 0 {
+		t.Errorf("gathering the registry: %d series, %v", n, err)
 	}
 }
