@@ -3,6 +3,7 @@ package helm_test
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -22,8 +23,19 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	namespace := env.Namespace(t)
 	kc := kubeconfig(t, identity{})
 	base := []string{"--namespace", namespace, "--kubeconfig", kc}
-	if out, err := helm(t, append([]string{"install", "fencekit", chartDir}, base...)...); err != nil {
+	out, err := helm(t, append([]string{"install", "fencekit", chartDir}, base...)...)
+	if err != nil {
 		t.Fatalf("helm install: %v\n%s", err, out)
+	}
+	// NOTES.txt tells the user what to do next, with this release's names.
+	for _, want := range []string{
+		"kubectl -n " + namespace + " rollout status deployment/fencekit-manager",
+		"--clusterrole=fencekit-elector --serviceaccount=<namespace>:<serviceaccount>",
+		"kind: FencedResource",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("helm install's notes lack %q:\n%s", want, out)
+		}
 	}
 	uninstalled := false
 	t.Cleanup(func() {
