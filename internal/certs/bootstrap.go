@@ -34,7 +34,6 @@ const (
 // controller-runtime starts webhook servers before caches and the rotator, and its webhook server fails if
 // the files are missing, so this has to happen before the manager starts.
 func bootstrap(ctx context.Context, reader client.Reader, writer client.Writer, cr *rotator.CertRotator, opts Options) error {
-	cr.CaCertDuration, cr.ServerCertDuration = caValidity, serverValidity
 	for conflicts := 0; ; {
 		secret := &corev1.Secret{}
 		err := reader.Get(ctx, cr.SecretKey, secret)

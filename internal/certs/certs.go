@@ -5,6 +5,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -37,7 +39,16 @@ type Options struct {
 	// WebhookConfigName is the ValidatingWebhookConfiguration whose caBundle is kept equal to the CA.
 	WebhookConfigName string
 	// CertDir is the directory the webhook server reads tls.crt and tls.key from; it must be writable.
+	// Empty means controller-runtime's default, <temp dir>/k8s-webhook-server/serving-certs.
 	CertDir string
+}
+
+// withDefaults fills CertDir as controller-runtime's webhook server does.
+func (o Options) withDefaults() Options {
+	if o.CertDir == "" {
+		o.CertDir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs")
+	}
+	return o
 }
 
 func (o Options) validate() error {
@@ -47,7 +58,6 @@ func (o Options) validate() error {
 		{"secretName", o.SecretName},
 		{"serviceName", o.ServiceName},
 		{"webhookConfigName", o.WebhookConfigName},
-		{"certDir", o.CertDir},
 	} {
 		if f.value == "" {
 			errs = append(errs, fmt.Errorf("%s must not be empty", f.name))
@@ -83,12 +93,14 @@ func newRotator(o Options) *rotator.CertRotator {
 			o.ServiceName + "." + o.Namespace + ".svc.cluster.local",
 			o.ServiceName + "." + o.Namespace,
 		},
-		ControllerName:    controllerName(),
-		IsReady:           make(chan struct{}),
-		Webhooks:          []rotator.WebhookInfo{{Name: o.WebhookConfigName, Type: rotator.Validating}},
-		FieldOwner:        "fencekit-cert-rotator",
-		ExtKeyUsages:      &[]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		LookaheadInterval: lookahead,
+		ControllerName:     controllerName(),
+		IsReady:            make(chan struct{}),
+		Webhooks:           []rotator.WebhookInfo{{Name: o.WebhookConfigName, Type: rotator.Validating}},
+		FieldOwner:         "fencekit-cert-rotator",
+		ExtKeyUsages:       &[]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		CaCertDuration:     caValidity,
+		ServerCertDuration: serverValidity,
+		LookaheadInterval:  lookahead,
 		// fencekit elects its leader with pkg/elector, not with the manager: every replica serves the
 		// webhook, so every replica keeps its certificate files; writes to the Secret are compare-and-swap.
 		RequireLeaderElection: false,
@@ -102,6 +114,7 @@ func newRotator(o Options) *rotator.CertRotator {
 // (renewal, caBundle injection) and a watcher that keeps CertDir equal to the Secret. ready closes when the
 // caBundle has been injected.
 func AddRotator(mgr manager.Manager, opts Options) (ready <-chan struct{}, err error) {
+	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("certs: invalid options: %w", err)
 	}
