@@ -93,6 +93,9 @@ Two runs at once: fenced by fencekit, and unfenced (client-go leaderelection + a
 	wg.Go(func() { fenced, ferr = demo.Run(ctx, *target, s, demo.PausedHolder, true, live("fenced")) })
 	wg.Go(func() { unfenced, uerr = demo.Run(ctx, *target, s, demo.PausedHolder, false, live("unfenced")) })
 	wg.Wait()
+	if ctx.Err() != nil {
+		return fmt.Errorf("interrupted; every process the demo started has been stopped")
+	}
 	if ferr != nil {
 		return fmt.Errorf("fenced run: %w", ferr)
 	}

@@ -53,20 +53,13 @@ func Local(ctx context.Context, root string, progress io.Writer) (t *Target, sto
 	if err != nil {
 		return nil, nil, err
 	}
-	fmt.Fprintln(progress, "starting a local control plane (kube-apiserver and etcd from", assets+")")
+	fmt.Fprintln(progress, "starting a local control plane (kube-apiserver and etcd from", assets+") and installing fencekit: CRD, admission webhook, Lease policy, fencekit-elector role")
 	cluster, err := devcluster.Start(ctx, devcluster.Options{RepoRoot: root, AssetsDir: assets, Webhooks: true})
 	if err != nil {
 		return nil, nil, err
 	}
 	cleanups = append(cleanups, func() { _ = cluster.Stop() })
 
-	fmt.Fprintln(progress, "installing fencekit: CRD, admission webhook, Lease policy, fencekit-elector role")
-	if err := devcluster.ApplyFiles(ctx, cluster.Client, filepath.Join(root, "config", "policy", "*.yaml"), filepath.Join(root, "config", "rbac", "elector_role.yaml")); err != nil {
-		return nil, nil, err
-	}
-	if err := devcluster.WaitForLeasePolicy(ctx, cluster.Config, cluster.Client, "default"); err != nil {
-		return nil, nil, err
-	}
 	mgr, err := operator.NewManager(cluster.Config, operator.Options{
 		MetricsAddr: "0", ProbeAddr: "0",
 		WebhookHost: cluster.WebhookHost, WebhookPort: cluster.WebhookPort, WebhookCertDir: cluster.WebhookCertDir,

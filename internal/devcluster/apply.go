@@ -25,6 +25,15 @@ import (
 	"github.com/fencekit/fencekit/pkg/elector"
 )
 
+// InstallAdmission applies fencekit's Lease policy and the fencekit-elector ClusterRole from the
+// repository's config/ and waits until the policy is enforced.
+func InstallAdmission(ctx context.Context, root string, admin *rest.Config, c client.Client) error {
+	if err := ApplyFiles(ctx, c, filepath.Join(root, "config", "policy", "*.yaml"), filepath.Join(root, "config", "rbac", "elector_role.yaml")); err != nil {
+		return err
+	}
+	return WaitForLeasePolicy(ctx, admin, c, "default")
+}
+
 // ApplyFiles server-side-applies every object of the YAML files matched by the glob patterns, as field
 // manager "fencekit-devcluster".
 func ApplyFiles(ctx context.Context, c client.Client, patterns ...string) error {

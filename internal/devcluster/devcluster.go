@@ -41,7 +41,8 @@ type Options struct {
 	RepoRoot string
 	// AssetsDir holds kube-apiserver and etcd.
 	AssetsDir string
-	// Webhooks installs config/webhook pointed at a local webhook server.
+	// Webhooks installs fencekit's admission: config/webhook pointed at a local webhook server, the Lease
+	// policy (config/policy, waited for until enforced) and the fencekit-elector ClusterRole.
 	Webhooks bool
 }
 
@@ -80,6 +81,10 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.Webhooks {
 		w := env.WebhookInstallOptions
 		c.WebhookHost, c.WebhookPort, c.WebhookCertDir = w.LocalServingHost, w.LocalServingPort, w.LocalServingCertDir
+		if err := InstallAdmission(ctx, opts.RepoRoot, cfg, c.Client); err != nil {
+			_ = c.Stop()
+			return nil, err
+		}
 	}
 	return c, nil
 }

@@ -114,12 +114,7 @@ func Start(opts ...Option) (*Env, error) {
 	}
 	e := &Env{Environment: env, Config: cfg, Scheme: scheme, Client: c}
 	if o.leasePolicy {
-		ctx := context.Background()
-		err := devcluster.ApplyFiles(ctx, c, filepath.Join(root, "config", "policy", "*.yaml"), filepath.Join(root, "config", "rbac", "elector_role.yaml"))
-		if err == nil {
-			err = devcluster.WaitForLeasePolicy(ctx, cfg, c, "default")
-		}
-		if err != nil {
+		if err := devcluster.InstallAdmission(context.Background(), root, cfg, c); err != nil {
 			_ = env.Stop()
 			return nil, err
 		}
