@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -41,31 +43,49 @@ type replica struct {
 // startReplica adds the rotator to a fresh manager and starts it until the test ends.
 func startReplica(t *testing.T, opts certs.Options) *replica {
 	t.Helper()
-	port := freePort(t)
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		WebhookServer:          webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: opts.CertDir}),
-	})
-	if err != nil {
-		t.Fatalf("creating a manager: %v", err)
-	}
-	ready, err := certs.AddRotator(mgr, opts)
-	if err != nil {
-		t.Fatalf("AddRotator: %v", err)
-	}
-	// The webhook server is registered the way the operator does it, by asking for it.
-	_ = mgr.GetWebhookServer()
-	ctx := t.Context()
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		if err := <-done; err != nil {
-			t.Errorf("manager stopped with an error: %v", err)
+	return startReplicas(t, opts)[0]
+}
+
+// startReplicas starts one replica per options, calling AddRotator for all of them at the same time, as
+// replicas of a Deployment that start together do.
+func startReplicas(t *testing.T, opts ...certs.Options) []*replica {
+	t.Helper()
+	replicas := make([]*replica, len(opts))
+	mgrs := make([]manager.Manager, len(opts))
+	errs := make([]error, len(opts))
+	var wg sync.WaitGroup
+	for i, o := range opts {
+		port := freePort(t)
+		mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+			Scheme:                 env.Scheme,
+			Metrics:                metricsserver.Options{BindAddress: "0"},
+			HealthProbeBindAddress: "0",
+			WebhookServer:          webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: o.CertDir}),
+		})
+		if err != nil {
+			t.Fatalf("creating a manager: %v", err)
 		}
-	})
-	return &replica{opts: opts, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), ready: ready}
+		mgrs[i] = mgr
+		replicas[i] = &replica{opts: o, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+		wg.Go(func() { replicas[i].ready, errs[i] = certs.AddRotator(mgr, o) })
+	}
+	wg.Wait()
+	for i, mgr := range mgrs {
+		if errs[i] != nil {
+			t.Fatalf("AddRotator: %v", errs[i])
+		}
+		// The webhook server is registered the way the operator does it, by asking for it.
+		_ = mgr.GetWebhookServer()
+		ctx := t.Context()
+		done := make(chan error, 1)
+		go func() { done <- mgr.Start(ctx) }()
+		t.Cleanup(func() {
+			if err := <-done; err != nil {
+				t.Errorf("manager stopped with an error: %v", err)
+			}
+		})
+	}
+	return replicas
 }
 
 func (r *replica) waitReady(t *testing.T) {
@@ -258,11 +278,12 @@ func TestRenewsBeforeExpiry(t *testing.T) {
 
 func TestReplicasAgree(t *testing.T) {
 	opts := newOptions(t)
-	a, bOpts := opts, opts
+	bOpts := opts
 	bOpts.CertDir = t.TempDir()
-	// Both replicas start at once on an empty Secret: the Secret's resourceVersion decides which certificate
+	// Both replicas start at once with no Secret: the Secret's resourceVersion decides which certificate
 	// wins, and both end up serving it.
-	ra, rb := startReplica(t, a), startReplica(t, bOpts)
+	rs := startReplicas(t, opts, bOpts)
+	ra, rb := rs[0], rs[1]
 	ra.waitReady(t)
 	rb.waitReady(t)
 
