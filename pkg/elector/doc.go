@@ -37,4 +37,14 @@
 // after the standby itself observed the Lease's last change, on its own monotonic clock. renewTime is never
 // compared with a wall clock, so clock offsets between nodes do not matter; only drift rates do, and
 // MaxClockDrift accounts for them.
+//
+// # Use
+//
+// Build an Elector with New (a Config with the Lease, a client and callbacks; zero values take the
+// defaults 15s/10s/2s, 1% drift, 2s margin) and call Run. The client needs get, list, watch, create and
+// update on Leases, create and patch on Events, and create on SelfSubjectReviews (granted to every
+// authenticated user by default). Many electors in one process share their metrics, told apart by the
+// lease label; give them one client with a raised rate limit (client-go's default is 5 requests/s).
+// Package managed runs an elector inside a controller-runtime manager: leader-only runnables start while
+// it leads, webhooks serve on every replica.
 package elector
