@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,8 @@ type Elector struct {
 	metrics       *metrics
 
 	running atomic.Bool
+	// rand draws the retry jitter, in [0, 1).
+	rand func() float64
 	// sleepHook, if set (by tests), is called each time the loop goes to sleep until wake.
 	sleepHook func(wake time.Time)
 
@@ -57,6 +60,7 @@ func New(cfg Config, opts ...Option) (*Elector, error) {
 		cfg:   cfg,
 		lease: types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name},
 		clock: clock.RealClock{},
+		rand:  rand.Float64,
 	}
 	for _, opt := range opts {
 		opt(e)
@@ -105,6 +109,11 @@ func (e *Elector) validTerm() *term {
 		return nil
 	}
 	return t
+}
+
+// retryPause is how long to wait after a failed request: RetryPeriod, jittered.
+func (e *Elector) retryPause() time.Duration {
+	return jittered(e.cfg.RetryPeriod, retryJitter, e.rand())
 }
 
 func (e *Elector) setTerm(t *term) {
@@ -167,7 +176,7 @@ func (e *Elector) whoAmI(ctx context.Context, log logr.Logger) (string, bool) {
 			return "", false
 		}
 		log.Error(err, "Cannot learn the acquirer user name; retrying", "retryPeriod", e.cfg.RetryPeriod)
-		t := e.clock.NewTimer(e.cfg.RetryPeriod)
+		t := e.clock.NewTimer(e.retryPause())
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -193,7 +193,7 @@ func (r *runner) acquire(ctx context.Context, o observation, tk takeover) {
 		log.V(1).Info("Lost an acquisition race; re-reading the Lease", "epoch", choice.epoch)
 		before := o.lease
 		if got := r.reread(ctx); got == before || (got != nil && before != nil && got.ResourceVersion == before.ResourceVersion) {
-			r.notBefore = r.e.clock.Now().Add(cfg.RetryPeriod)
+			r.notBefore = r.e.clock.Now().Add(r.e.retryPause())
 		}
 		return
 	default:
@@ -248,7 +248,7 @@ func (r *runner) postAcquired(ctx context.Context, err error) {
 	}
 	r.log.Error(err, "PostAcquire failed; releasing the Lease", "epoch", r.term.token.Epoch)
 	r.endTerm(ctx, fmt.Errorf("%w: %s: %v", ErrLeadershipLost, ReasonPostAcquireFailed, err), ReasonPostAcquireFailed, err.Error(), true)
-	r.notBefore = r.e.clock.Now().Add(r.cfg().RetryPeriod)
+	r.notBefore = r.e.clock.Now().Add(r.e.retryPause())
 }
 
 func (r *runner) startLeading() {
@@ -287,7 +287,7 @@ func (r *runner) renew(ctx context.Context, sent, stepAt time.Time) {
 		got := r.reread(ctx)
 		switch {
 		case got == nil:
-			r.nextRenew = r.e.clock.Now().Add(cfg.RetryPeriod)
+			r.nextRenew = r.e.clock.Now().Add(r.e.retryPause())
 		case holder(got) != cfg.Identity:
 			r.stepDown(ctx, ReasonHolderChanged, fmt.Sprintf("the Lease now names holder %q", holder(got)))
 		default:
@@ -303,7 +303,7 @@ func (r *runner) renew(ctx context.Context, sent, stepAt time.Time) {
 			return
 		}
 		r.log.Error(err, "Cannot renew the Lease; retrying", "epoch", r.term.token.Epoch, "stepDownIn", stepAt.Sub(r.e.clock.Now()))
-		r.nextRenew = r.e.clock.Now().Add(cfg.RetryPeriod)
+		r.nextRenew = r.e.clock.Now().Add(r.e.retryPause())
 	}
 }
 
@@ -328,8 +328,9 @@ func (r *runner) retryLater(ctx context.Context, err error, msg string) {
 	if ctx.Err() != nil {
 		return
 	}
-	r.log.Error(err, msg, "retryPeriod", r.cfg().RetryPeriod)
-	r.notBefore = r.e.clock.Now().Add(r.cfg().RetryPeriod)
+	pause := r.e.retryPause()
+	r.log.Error(err, msg, "retryIn", pause)
+	r.notBefore = r.e.clock.Now().Add(pause)
 }
 
 // stepDown ends the leadership involuntarily.

@@ -136,6 +136,7 @@ type harness struct {
 	done     chan struct{}
 	sequence *sequence
 	rec      *record.FakeRecorder
+	jitter   float64      // what the elector's jitter source returns
 	wake     atomic.Int64 // when the loop last went to sleep until (unix nanoseconds of the fake clock)
 }
 
@@ -163,7 +164,7 @@ func startHarness(t *testing.T, api *fakeAPI, mutate func(*Config)) *harness {
 	return startHarnessWithClock(t, api, clocktesting.NewFakeClock(t0), mutate)
 }
 
-func startHarnessWithClock(t *testing.T, api *fakeAPI, fc *clocktesting.FakeClock, mutate func(*Config)) *harness {
+func startHarnessWithClock(t *testing.T, api *fakeAPI, fc *clocktesting.FakeClock, mutate func(*Config), jitter ...float64) *harness {
 	t.Helper()
 	h := &harness{fc: fc, api: api, reg: prometheus.NewRegistry(),
 		started: make(chan Token, 10), leadCtx: make(chan context.Context, 10), stopped: make(chan struct{}, 10),
@@ -180,6 +181,9 @@ func startHarnessWithClock(t *testing.T, api *fakeAPI, fc *clocktesting.FakeCloc
 	if mutate != nil {
 		mutate(&cfg)
 	}
+	if len(jitter) > 0 {
+		h.jitter = jitter[0]
+	}
 	h.rec = record.NewFakeRecorder(100)
 	e, err := New(cfg, WithClock(h.fc), WithMetricsRegisterer(h.reg), WithEventRecorder(h.rec))
 	if err != nil {
@@ -187,6 +191,7 @@ func startHarnessWithClock(t *testing.T, api *fakeAPI, fc *clocktesting.FakeCloc
 	}
 	h.e = e
 	e.sleepHook = func(wake time.Time) { h.wake.Store(wake.UnixNano()) }
+	e.rand = func() float64 { return h.jitter } // deterministic retry pauses
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	go func() { defer close(h.done); _ = e.Run(ctx) }()
@@ -440,4 +445,28 @@ func TestMetricsAndEvents(t *testing.T) {
 	if err != nil || n == 0 {
 		t.Errorf("gathering the registry: %d series, %v", n, err)
 	}
+}
+
+// After a failed renewal the leader retries RetryPeriod later, stretched by up to 20% jitter; regular
+// renewals are not jittered.
+func TestRetryJitter(t *testing.T) {
+	for name, tc := range map[string]struct {
+		r    float64
+		want time.Duration
+	}{"r=0": {0, 2 * time.Second}, "r=0.5": {0.5, 2200 * time.Millisecond}, "r->1": {0.999, 2399600 * time.Microsecond}} {
+		t.Run(name, func(t *testing.T) {
+			if got := jittered(2*time.Second, retryJitter, tc.r); got != tc.want {
+				t.Errorf("jittered(2s, 0.2, %v) = %v, want %v", tc.r, got, tc.want)
+			}
+		})
+	}
+	api := newFakeAPI(t)
+	h := startHarnessWithClock(t, api, clocktesting.NewFakeClock(t0), nil, 0.5)
+	h.waitStarted(t)
+	h.waitSleep(t, t0.Add(2*time.Second)) // the first renewal: RetryPeriod after the acquisition, exactly
+	api.mu.Lock()
+	api.failWith = apierrors.NewServiceUnavailable("down")
+	api.mu.Unlock()
+	h.fc.Step(2 * time.Second)
+	h.waitSleep(t, t0.Add(4200*time.Millisecond)) // failed at t0+2s: retry after 2s * 1.1
 }

@@ -19,6 +19,17 @@ func renewStepDownAt(lastSent time.Time, renewDeadline time.Duration) time.Time 
 	return lastSent.Add(renewDeadline)
 }
 
+// retryJitter stretches the pause after a failed request: RetryPeriod * [1, 1+retryJitter). Electors that
+// failed together (an apiserver outage, 100 electors in one process) then do not retry in lockstep.
+// Regular renewals (every RetryPeriod exactly) and takeovers (at release or expiry, arbitrated by CAS) are
+// not jittered: that would only add latency.
+const retryJitter = 0.2
+
+// jittered returns d stretched by factor*r, with r in [0, 1) drawn by the caller.
+func jittered(d time.Duration, factor, r float64) time.Duration {
+	return d + time.Duration(factor*r*float64(d))
+}
+
 // observation is what a candidate last saw of its Lease: the object (nil if the Lease does not exist) and
 // the candidate's own monotonic clock reading when it first saw that version.
 type observation struct {
