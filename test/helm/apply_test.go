@@ -10,11 +10,14 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 )
 
 const fieldOwner = "fencekit-helm-test"
@@ -67,6 +70,20 @@ func TestApplyToAPIServer(t *testing.T) {
 			}
 			if w := vwc.Webhooks[0]; *w.FailurePolicy != admissionregistrationv1.Fail || w.ClientConfig.Service.Namespace != namespace {
 				t.Errorf("stored webhook: failurePolicy %v, service %+v", *w.FailurePolicy, w.ClientConfig.Service)
+			}
+			// The webhook skips the release namespace; the policy refuses FencedResources there, so that none
+			// is ever written unchecked. A policy takes effect a moment after it is created: poll a dry run.
+			var last error
+			err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+				fr := &fencingv1alpha1.FencedResource{
+					ObjectMeta: metav1.ObjectMeta{Name: "unchecked", Namespace: namespace},
+					Spec:       fencingv1alpha1.FencedResourceSpec{LeaseName: "l"},
+				}
+				last = env.Client.Create(ctx, fr, client.DryRunAll)
+				return apierrors.IsForbidden(last), nil
+			})
+			if err != nil || !strings.Contains(last.Error(), "FencedResources cannot be created in namespaces that fencekit's admission webhook does not check: "+namespace+", kube-system") {
+				t.Errorf("creating a FencedResource in the release namespace: %v, want the fencekit-unchecked-namespaces refusal", last)
 			}
 		})
 	}

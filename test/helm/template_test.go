@@ -63,6 +63,7 @@ func TestTemplateDefaults(t *testing.T) {
 		"Deployment/fencekit-manager", "PodDisruptionBudget/fencekit-manager", "Service/fencekit-webhook",
 		"Service/fencekit-metrics", "Secret/fencekit-webhook-cert", "ValidatingWebhookConfiguration/fencekit-validating-webhook",
 		"ValidatingAdmissionPolicy/fencekit-fenced-leases", "ValidatingAdmissionPolicyBinding/fencekit-fenced-leases",
+		"ValidatingAdmissionPolicy/fencekit-unchecked-namespaces", "ValidatingAdmissionPolicyBinding/fencekit-unchecked-namespaces",
 	} {
 		want = append(want, kn)
 	}

@@ -125,7 +125,7 @@ func TestTemplateToggles(t *testing.T) {
 		args: []string{"--set", "leasePolicy=false,rbac.createElectorRole=false"},
 		check: func(t *testing.T, r rendered) {
 			for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
-				if len(r.ofKind(kind)) != 0 {
+				if r.find(kind, "fencekit-fenced-leases") != nil {
 					t.Errorf("%s rendered with leasePolicy=false", kind)
 				}
 			}
