@@ -12,12 +12,9 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/scheme"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -139,10 +136,9 @@ func (e *Elector) Run(ctx context.Context) error {
 
 	rec := e.recorder
 	if rec == nil {
-		b := record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
-		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: e.cfg.Client.CoreV1().Events(e.lease.Namespace)})
-		defer b.Shutdown()
-		rec = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "fencekit-elector"})
+		var done func()
+		rec, done = defaultRecorder(e.cfg.Client)
+		defer done()
 	}
 
 	acquirer, ok := e.whoAmI(ctx, log)

@@ -21,7 +21,8 @@ func WithMetricsRegisterer(r prometheus.Registerer) Option {
 }
 
 // WithEventRecorder sets the recorder for the Events on the Lease (default: a broadcaster on Config.Client,
-// started and stopped by Run).
+// shared by the electors running on that client in this process, and stopped when the last one's Run
+// returns).
 func WithEventRecorder(r record.EventRecorder) Option { return func(e *Elector) { e.recorder = r } }
 
 // WithLogger sets the logger (default: the logger in Run's context, else klog's).

@@ -128,12 +128,11 @@ func BenchmarkGracefulHandover(b *testing.B) {
 }
 
 // BenchmarkHundredLeases: sharded ownership of 100 Leases by two replicas, each a separate process
-// (test/bench/elector/hundred) running 100 fencekit electors on one shared client: replica A starts first
-// and leads all 100 Leases, replica B stands by for all 100. Each reports its VmRSS and its request rate at
-// the defaults (15/10/2 s).
+// (test/bench/elector/hundred) running 100 electors on one shared client: replica A starts first and leads
+// all 100 Leases, replica B stands by for all 100. Each reports its VmRSS and its request rate at the
+// defaults (15/10/2 s). fencekit's pair and client-go's pair run at the same time, in two namespaces.
 func BenchmarkHundredLeases(b *testing.B) {
 	window := envDuration("FENCEKIT_BENCH_WINDOW", 60*time.Second)
-	ns := env.Namespace(b)
 	dir := b.TempDir()
 	bin := filepath.Join(dir, "hundred")
 	build := exec.Command("go", "build", "-o", bin, "./test/bench/elector/hundred")
@@ -143,53 +142,72 @@ func BenchmarkHundredLeases(b *testing.B) {
 	}
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	writeKubeconfig(b, kubeconfig)
+	var wg sync.WaitGroup
+	for _, im := range []string{"fencekit", "client-go"} {
+		ns := env.Namespace(b)
+		wg.Go(func() { hundredLeases(b, bin, kubeconfig, im, ns, window) })
+	}
+	wg.Wait()
+	results.mu.Lock()
+	b.Logf("all results:\n%s", strings.Join(results.rows, "\n"))
+	results.mu.Unlock()
+}
+
+func hundredLeases(b *testing.B, bin, kubeconfig, im, ns string, window time.Duration) {
 	replica := func(prefix string, lead bool) (*exec.Cmd, io.WriteCloser, *bufio.Scanner) {
-		cmd := exec.Command(bin, "-kubeconfig", kubeconfig, "-namespace", ns, "-identity", prefix,
+		cmd := exec.Command(bin, "-impl", im, "-kubeconfig", kubeconfig, "-namespace", ns, "-identity", prefix,
 			"-n", "100", "-lead="+strconv.FormatBool(lead), "-window", window.String())
 		cmd.Stderr = os.Stderr
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
-			b.Fatal(err)
+			b.Error(err)
+			return nil, nil, nil
 		}
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
-			b.Fatal(err)
+			b.Error(err)
+			return nil, nil, nil
 		}
 		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
+			b.Error(err)
+			return nil, nil, nil
 		}
 		sc := bufio.NewScanner(stdout)
 		if !sc.Scan() || sc.Text() != "ready" {
-			b.Fatalf("replica %s did not get ready: %q", prefix, sc.Text())
+			b.Errorf("%s replica %s did not get ready: %q", im, prefix, sc.Text())
 		}
 		return cmd, stdin, sc
 	}
 	result := func(sc *bufio.Scanner) hundredResult {
 		var r hundredResult
-		if !sc.Scan() {
-			b.Fatal("no result from a replica")
+		if sc == nil || !sc.Scan() {
+			b.Errorf("no result from a %s replica", im)
+			return r
 		}
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			b.Fatal(err)
+			b.Error(err)
 		}
 		return r
 	}
-	aCmd, aIn, aOut := replica("replica-a", true)
-	bCmd, bIn, bOut := replica("replica-b", false)
+	aCmd, aIn, aOut := replica(im+"-a", true)
+	bCmd, bIn, bOut := replica(im+"-b", false)
 	ra, rb := result(aOut), result(bOut)
-	_ = aIn.Close()
-	_ = bIn.Close()
-	_ = aCmd.Wait()
-	_ = bCmd.Wait()
-	report(b, ra.RSSMiB, "leading-replica-rss-MiB", fmt.Sprintf("fencekit: replica leading %d/100 Leases, VmRSS (MiB)", ra.Leading))
-	report(b, ra.RequestsMin, "leading-replica-req/min", "fencekit: replica leading 100 Leases, requests/min outside the watch")
-	report(b, ra.WatchesMin, "leading-replica-watch/min", "fencekit: replica leading 100 Leases, watch requests/min")
-	report(b, rb.RSSMiB, "standby-replica-rss-MiB", fmt.Sprintf("fencekit: replica standing by for 100 Leases (leading %d), VmRSS (MiB)", rb.Leading))
-	report(b, rb.RequestsMin, "standby-replica-req/min", "fencekit: replica standing by for 100 Leases, requests/min outside the watch")
-	report(b, rb.WatchesMin, "standby-replica-watch/min", "fencekit: replica standing by for 100 Leases, watch requests/min")
-	results.mu.Lock()
-	b.Logf("all results:\n%s", strings.Join(results.rows, "\n"))
-	results.mu.Unlock()
+	for _, in := range []io.WriteCloser{aIn, bIn} {
+		if in != nil {
+			_ = in.Close()
+		}
+	}
+	for _, cmd := range []*exec.Cmd{aCmd, bCmd} {
+		if cmd != nil {
+			_ = cmd.Wait()
+		}
+	}
+	report(b, ra.RSSMiB, im+"-leading-replica-rss-MiB", fmt.Sprintf("%s: replica leading %d/100 Leases, VmRSS (MiB)", im, ra.Leading))
+	report(b, ra.RequestsMin, im+"-leading-replica-req/min", im+": replica leading 100 Leases, requests/min outside the watch")
+	report(b, ra.WatchesMin, im+"-leading-replica-watch/min", im+": replica leading 100 Leases, watch requests/min")
+	report(b, rb.RSSMiB, im+"-standby-replica-rss-MiB", fmt.Sprintf("%s: replica standing by for 100 Leases (leading %d), VmRSS (MiB)", im, rb.Leading))
+	report(b, rb.RequestsMin, im+"-standby-replica-req/min", im+": replica standing by for 100 Leases, requests/min outside the watch")
+	report(b, rb.WatchesMin, im+"-standby-replica-watch/min", im+": replica standing by for 100 Leases, watch requests/min")
 }
 
 // hundredResult mirrors the JSON line of test/bench/elector/hundred.
@@ -200,7 +218,7 @@ type hundredResult struct {
 	WatchesMin  float64 `json:"watchRequestsPerMin"`
 }
 
-func writeKubeconfig(b *testing.B, path string) {
+func writeKubeconfig(b testing.TB, path string) {
 	c := env.Config
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: c.Host, CertificateAuthorityData: c.CAData}

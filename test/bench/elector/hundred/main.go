@@ -1,6 +1,7 @@
-// Command hundred runs N fencekit electors on N Leases in one process, as one replica of a sharded
-// deployment would, and prints its resident memory and API request rates as one JSON line. The elector
-// benchmark starts two of these (a replica that leads every Lease and one that stands by for all of them).
+// Command hundred runs N electors (fencekit's, or client-go's leaderelection with -impl client-go) on N
+// Leases in one process, as one replica of a sharded deployment would, and prints its resident memory and
+// API request rates as one JSON line. The elector benchmark starts two of these per implementation (a
+// replica that leads every Lease and one that stands by for all of them).
 package main
 
 import (
@@ -19,8 +20,11 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
 	"github.com/fencekit/fencekit/pkg/elector"
@@ -47,15 +51,16 @@ func main() {
 	n := flag.Int("n", 100, "electors (Leases shard-0 .. shard-<n-1>)")
 	lead := flag.Bool("lead", true, "wait until every elector leads (else: until every one observed a leader)")
 	window := flag.Duration("window", time.Minute, "request-rate window")
+	impl := flag.String("impl", "fencekit", "fencekit or client-go")
 	flag.Parse()
 	klog.SetLogger(logr.Discard())
-	if err := run(*kubeconfig, *ns, *prefix, *n, *lead, *window); err != nil {
+	if err := run(*impl, *kubeconfig, *ns, *prefix, *n, *lead, *window); err != nil {
 		fmt.Fprintln(os.Stderr, "hundred:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, ns, prefix string, n int, lead bool, window time.Duration) error {
+func run(impl, kubeconfig, ns, prefix string, n int, lead bool, window time.Duration) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
@@ -83,23 +88,50 @@ func run(kubeconfig, ns, prefix string, n int, lead bool, window time.Duration) 
 	reg := prometheus.NewRegistry()
 	for i := range n {
 		var seen atomic.Bool
-		e, err := elector.New(elector.Config{
-			Client: cs, Namespace: ns, Name: "shard-" + strconv.Itoa(i), Identity: prefix + "-" + strconv.Itoa(i),
-			OnStartedLeading: func(ctx context.Context, _ elector.Token) {
-				leading.Add(1)
-				<-ctx.Done()
-				leading.Add(-1)
-			},
-			OnNewLeader: func(string, int64) {
-				if seen.CompareAndSwap(false, true) {
-					observed.Add(1)
-				}
-			},
-		}, elector.WithMetricsRegisterer(reg))
-		if err != nil {
-			return err
+		name, id := "shard-"+strconv.Itoa(i), prefix+"-"+strconv.Itoa(i)
+		lead := func(ctx context.Context) {
+			leading.Add(1)
+			<-ctx.Done()
+			leading.Add(-1)
 		}
-		wg.Go(func() { _ = e.Run(ctx) })
+		observe := func() {
+			if seen.CompareAndSwap(false, true) {
+				observed.Add(1)
+			}
+		}
+		switch impl {
+		case "fencekit":
+			e, err := elector.New(elector.Config{
+				Client: cs, Namespace: ns, Name: name, Identity: id,
+				OnStartedLeading: func(ctx context.Context, _ elector.Token) { lead(ctx) },
+				OnNewLeader:      func(string, int64) { observe() },
+			}, elector.WithMetricsRegisterer(reg))
+			if err != nil {
+				return err
+			}
+			wg.Go(func() { _ = e.Run(ctx) })
+		case "client-go":
+			le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+				Lock: &resourcelock.LeaseLock{
+					LeaseMeta:  metav1.ObjectMeta{Namespace: ns, Name: name},
+					Client:     cs.CoordinationV1(),
+					LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+				},
+				LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+				ReleaseOnCancel: true,
+				Callbacks: leaderelection.LeaderCallbacks{
+					OnStartedLeading: lead,
+					OnStoppedLeading: func() {},
+					OnNewLeader:      func(string) { observe() },
+				},
+			})
+			if err != nil {
+				return err
+			}
+			wg.Go(func() { le.Run(ctx) })
+		default:
+			return fmt.Errorf("unknown -impl %q", impl)
+		}
 	}
 	ready := func() bool {
 		if lead {
