@@ -13,7 +13,7 @@ import (
 
 // TestStatusLifecycle follows one FencedResource's status through its life, as a user reading
 // `kubectl get fr` would: declared before its Lease exists, the Lease acquired, the holder's write, a new
-// holder's acquisition, that holder's write, and a Lease whose epoch was corrupted.
+// holder's acquisition, that holder's fence-on-acquire, and a Lease whose epoch was corrupted.
 func TestStatusLifecycle(t *testing.T) {
 	env.StartOperator(t)
 	ctx := t.Context()
@@ -43,12 +43,16 @@ func TestStatusLifecycle(t *testing.T) {
 		fencingv1alpha1.FencedResourceStatus{AdmittedEpoch: 3, Holder: "worker-a", LeaseEpoch: 4, LeaseHolder: "worker-b",
 			Conditions: behindLease("3", "4")})
 
-	if _, err := fencing.NewWriter(b.client).Set(ctx, tb, key, map[string]any{"v": "b4"}); err != nil {
-		t.Fatalf("the new holder's write at epoch 4: %v", err)
+	// worker-b's elector fences the resource (fence-on-acquire) without writing data.
+	if err := fencing.FenceOnAcquire(b.client)(ctx, tb); err != nil {
+		t.Fatalf("fencing at epoch 4: %v", err)
 	}
-	eventuallyStatus(t, "worker-b wrote at epoch 4: Fenced True again", key,
+	fr = eventuallyStatus(t, "fenced at epoch 4: Fenced True again", key,
 		fencingv1alpha1.FencedResourceStatus{AdmittedEpoch: 4, Holder: "worker-b", LeaseEpoch: 4, LeaseHolder: "worker-b",
 			Conditions: atLeaseEpoch("4")})
+	if string(fr.Spec.Data.Raw) != `{"v":"a3"}` {
+		t.Errorf("data %s after fencing, want worker-a's {\"v\":\"a3\"} untouched", fr.Spec.Data.Raw)
+	}
 
 	// An admin (the Lease policy does not apply to system:masters) corrupts the epoch.
 	var lease coordinationv1.Lease
