@@ -27,6 +27,10 @@ func TestStatusLifecycle(t *testing.T) {
 	ta := a.acquire(t, ns, "orders-writer", 3)
 	eventuallyStatus(t, "lease acquired at epoch 3: LeaseFound True, Fenced False (BehindLease)", key,
 		fencingv1alpha1.FencedResourceStatus{LeaseEpoch: 3, LeaseHolder: "worker-a", Conditions: behindLease("0", "3")})
+	eventually(t, "the lease created after the resource was declared gets the finalizer", func() (bool, string) {
+		_, fin, seen := protected(t, types.NamespacedName{Namespace: ns, Name: "orders-writer"})
+		return fin, seen
+	})
 
 	if _, err := fencing.NewWriter(a.client).Set(ctx, ta, key, map[string]any{"v": "a3"}); err != nil {
 		t.Fatalf("the holder's write at epoch 3: %v", err)
