@@ -1,0 +1,126 @@
+package fencing_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/pkg/fencing"
+)
+
+// crdStaleEpoch is the error the apiserver returns when the CRD's own transition rule on spec.epoch refuses
+// a write (no webhook involved): 422 Invalid, one cause on spec.epoch.
+func crdStaleEpoch(epoch, admitted int64) error {
+	return apierrors.NewInvalid(schema.GroupKind{Group: fencingv1alpha1.GroupVersion.Group, Kind: "FencedResource"}, "orders",
+		field.ErrorList{field.Forbidden(field.NewPath("spec", "epoch"),
+			fmt.Sprintf("stale epoch %d: this FencedResource has already admitted epoch %d", epoch, admitted))})
+}
+
+func TestReasonOf(t *testing.T) {
+	stale := refusal(fencing.ReasonStale, 5, 6, "stale epoch 5: lease orders-writer is at epoch 6, held by worker-b")
+	notHolder := refusal(fencing.ReasonNotHolder, 6, 6, "not the holder")
+	missing := refusal(fencing.ReasonLeaseMissing, 6, 0, "lease missing")
+	future := refusal(fencing.ReasonFutureEpoch, 7, 6, "future")
+	invalid := refusal(fencing.ReasonInvalid, 6, 0, "too big")
+	tests := map[string]struct {
+		err  error
+		want fencing.Reason
+	}{
+		"nil":                      {err: nil, want: ""},
+		"a plain error":            {err: errors.New("connection refused"), want: ""},
+		"a stale *Error":           {err: stale, want: fencing.ReasonStale},
+		"a wrapped *Error":         {err: fmt.Errorf("writing FencedResource ns/orders: %w", notHolder), want: fencing.ReasonNotHolder},
+		"the webhook's stale":      {err: stale.StatusError(), want: fencing.ReasonStale},
+		"the webhook's not-holder": {err: notHolder.StatusError(), want: fencing.ReasonNotHolder},
+		"the webhook's missing":    {err: missing.StatusError(), want: fencing.ReasonLeaseMissing},
+		"the webhook's future":     {err: future.StatusError(), want: fencing.ReasonFutureEpoch},
+		"the webhook's invalid":    {err: invalid.StatusError(), want: fencing.ReasonInvalid},
+		"the webhook's, wrapped by the writer": {
+			err: fmt.Errorf("writing FencedResource ns/orders at epoch 5: %w", missing.StatusError()), want: fencing.ReasonLeaseMissing,
+		},
+		"the CRD's 422 stale epoch":          {err: crdStaleEpoch(4, 5), want: fencing.ReasonStale},
+		"the CRD's 422 stale epoch, wrapped": {err: fmt.Errorf("writing FencedResource ns/orders at epoch 4: %w", crdStaleEpoch(4, 5)), want: fencing.ReasonStale},
+		"a 422 on another field": {
+			err: apierrors.NewInvalid(schema.GroupKind{Group: fencingv1alpha1.GroupVersion.Group, Kind: "FencedResource"}, "orders",
+				field.ErrorList{field.Invalid(field.NewPath("spec", "leaseName"), "Orders", "stale epoch is not a name")}),
+			want: "",
+		},
+		"a 422 on spec.epoch that is not the rule": {
+			err: apierrors.NewInvalid(schema.GroupKind{Group: fencingv1alpha1.GroupVersion.Group, Kind: "FencedResource"}, "orders",
+				field.ErrorList{field.Invalid(field.NewPath("spec", "epoch"), -1, "should be greater than or equal to 0")}),
+			want: "",
+		},
+		"a conflict": {
+			err:  apierrors.NewConflict(schema.GroupResource{Group: fencingv1alpha1.GroupVersion.Group, Resource: "fencedresources"}, "orders", errors.New("the object has been modified")),
+			want: "",
+		},
+		"RBAC forbidden": {
+			err:  apierrors.NewForbidden(schema.GroupResource{Group: fencingv1alpha1.GroupVersion.Group, Resource: "fencedresources"}, "orders", errors.New("no RBAC policy matched")),
+			want: "",
+		},
+		"not found": {
+			err: apierrors.NewNotFound(schema.GroupResource{Group: fencingv1alpha1.GroupVersion.Group, Resource: "fencedresources"}, "orders"), want: "",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := fencing.ReasonOf(tc.err); got != tc.want {
+				t.Errorf("ReasonOf() = %q, want %q", got, tc.want)
+			}
+			preds := map[string]struct {
+				got, want bool
+			}{
+				"IsStale":        {fencing.IsStale(tc.err), tc.want == fencing.ReasonStale},
+				"IsNotHolder":    {fencing.IsNotHolder(tc.err), tc.want == fencing.ReasonNotHolder},
+				"IsLeaseMissing": {fencing.IsLeaseMissing(tc.err), tc.want == fencing.ReasonLeaseMissing},
+				"IsFenced":       {fencing.IsFenced(tc.err), tc.want != ""},
+			}
+			for p, v := range preds {
+				if v.got != v.want {
+					t.Errorf("%s() = %v, want %v", p, v.got, v.want)
+				}
+			}
+		})
+	}
+}
+
+// TestAPIStatus: the status the webhook returns is 403 (never retried as a conflict), 422 for malformed
+// writes, and carries the reason as the first cause on spec.epoch.
+func TestAPIStatus(t *testing.T) {
+	tests := map[string]struct {
+		err  *fencing.Error
+		want metav1.Status
+	}{
+		"stale": {
+			err: refusal(fencing.ReasonStale, 5, 6, "stale epoch 5: lease orders-writer is at epoch 6, held by worker-b"),
+			want: metav1.Status{Status: metav1.StatusFailure, Code: 403, Reason: metav1.StatusReasonForbidden,
+				Message: "stale epoch 5: lease orders-writer is at epoch 6, held by worker-b",
+				Details: &metav1.StatusDetails{Group: "fencing.fencekit.io", Kind: "fencedresources", Name: "ns/orders",
+					Causes: []metav1.StatusCause{{Type: "FencingStaleEpoch", Field: "spec.epoch",
+						Message: "stale epoch 5: lease orders-writer is at epoch 6, held by worker-b"}}}},
+		},
+		"invalid": {
+			err: refusal(fencing.ReasonInvalid, 6, 0, "too big"),
+			want: metav1.Status{Status: metav1.StatusFailure, Code: 422, Reason: metav1.StatusReasonInvalid, Message: "too big",
+				Details: &metav1.StatusDetails{Group: "fencing.fencekit.io", Kind: "fencedresources", Name: "ns/orders",
+					Causes: []metav1.StatusCause{{Type: "FencingInvalid", Field: "spec.epoch", Message: "too big"}}}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, tc.err.APIStatus()); diff != "" {
+				t.Errorf("APIStatus() (-want +got):\n%s", diff)
+			}
+			if got := tc.err.StatusError().Error(); got != tc.want.Message {
+				t.Errorf("StatusError().Error() = %q, want %q", got, tc.want.Message)
+			}
+		})
+	}
+}
