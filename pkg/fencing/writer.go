@@ -4,16 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
 )
+
+// conflictRetry retries a resourceVersion conflict at once, then backs off: the usual cause is the
+// operator's status update right after the previous write, which a fresh read already reflects.
+var conflictRetry = wait.Backoff{Steps: 6, Duration: time.Millisecond, Factor: 4, Jitter: 0.5}
 
 // Writer performs fenced writes of FencedResources with a lease holder's Token.
 type Writer struct {
@@ -39,7 +45,7 @@ func (w *Writer) Update(ctx context.Context, token elector.Token, key types.Name
 		return nil, fmt.Errorf("writing FencedResource %s: no fencing token (not the leader)", key)
 	}
 	var fr fencingv1alpha1.FencedResource
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(conflictRetry, func() error {
 		if err := w.client.Get(ctx, key, &fr); err != nil {
 			return err
 		}
@@ -69,15 +75,65 @@ func (w *Writer) Update(ctx context.Context, token elector.Token, key types.Name
 	return &fr, nil
 }
 
-// Set replaces the FencedResource's data with data, carrying token (see Update).
+// Set replaces the FencedResource's data with data, carrying token. It reads the resource once (to check
+// its binding and learn the keys to remove) and writes with one JSON merge patch that carries no
+// resourceVersion, so that the operator's status updates cannot make it conflict: whether the epoch is
+// current is decided inside the apiserver (the CRD rule, the webhook), atomically with the write. Keys that
+// a concurrent writer adds between the read and the patch survive; use Update for a read-modify-write.
+// As with any JSON merge patch, keys whose value is null are removed rather than stored.
 func (w *Writer) Set(ctx context.Context, token elector.Token, key types.NamespacedName, data map[string]any) (*fencingv1alpha1.FencedResource, error) {
-	return w.Update(ctx, token, key, func(d map[string]any) error {
-		clear(d)
-		for k, v := range data {
-			d[k] = v
+	if token.IsZero() {
+		return nil, fmt.Errorf("writing FencedResource %s: no fencing token (not the leader)", key)
+	}
+	var fr fencingv1alpha1.FencedResource
+	if err := w.client.Get(ctx, key, &fr); err != nil {
+		return nil, wrap(key, token, err)
+	}
+	if err := checkBinding(&fr, token); err != nil {
+		return nil, err
+	}
+	var old any
+	if fr.Spec.Data != nil && len(fr.Spec.Data.Raw) > 0 {
+		if err := json.Unmarshal(fr.Spec.Data.Raw, &old); err != nil {
+			return nil, fmt.Errorf("decoding spec.data of FencedResource %s: %w", key, err)
 		}
-		return nil
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]string{fencingv1alpha1.WriterAnnotation: token.Holder}},
+		"spec":     map[string]any{"epoch": token.Epoch, "data": replacement(old, data)},
 	})
+	if err != nil {
+		return nil, fmt.Errorf("encoding the patch of FencedResource %s: %w", key, err)
+	}
+	if err := w.client.Patch(ctx, &fr, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return nil, wrap(key, token, err)
+	}
+	return &fr, nil
+}
+
+// replacement is the JSON merge patch (RFC 7386) value that turns old into new: a merge patch merges
+// objects key by key, so every key of old that new lacks is set to null, at every depth.
+func replacement(old any, new map[string]any) map[string]any {
+	out := make(map[string]any, len(new))
+	for k, v := range new {
+		out[k] = v
+	}
+	oldMap, ok := old.(map[string]any)
+	if !ok {
+		return out
+	}
+	for k, ov := range oldMap {
+		nv, present := new[k]
+		switch nm, isMap := nv.(map[string]any); {
+		case !present:
+			out[k] = nil
+		case isMap:
+			if _, oldIsMap := ov.(map[string]any); oldIsMap {
+				out[k] = replacement(ov, nm)
+			}
+		}
+	}
+	return out
 }
 
 // checkBinding refuses, before any write, a token for another Lease: such a write could never be fenced.
