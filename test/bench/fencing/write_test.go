@@ -25,9 +25,10 @@ const (
 
 // writeSamples are one mode's measurements.
 type writeSamples struct {
-	patch, writer           []time.Duration // per sequential write
-	patchTime, writerTime   time.Duration   // wall time of the sequential writes
-	concurrentTime          time.Duration   // wall time of the concurrent writes
+	patch, set, update      []time.Duration // per sequential write
+	patchTime, setTime      time.Duration   // wall time of the sequential writes
+	updateTime              time.Duration
+	concurrentTime          time.Duration // wall time of the concurrent writes
 	concurrentWrites, phase int
 	// handlerTime and handlerCalls are the webhook handler's own time and calls during the sequential patches.
 	handlerTime  time.Duration
@@ -39,16 +40,19 @@ type writeSamples struct {
 // operator's controllers run in both modes, so that only the webhook differs. Phases run A B B A (A = CEL
 // only, B = webhook) so that a drift of the control plane over the run falls on both modes alike.
 //
-// Two kinds of sequential write: "patch", one merge-patch request setting data, epoch and writer (the
-// write itself), and "writer", pkg/fencing's Writer.Set (a GET and an UPDATE, retried on conflict).
+// Three kinds of sequential write: "patch", one merge-patch request setting data, epoch and writer (the
+// write itself); "set", pkg/fencing's Writer.Set (a GET, then one merge patch without resourceVersion);
+// and "update", pkg/fencing's Writer.Update (a GET and an UPDATE with the resourceVersion, retried on
+// conflict). Set and Update write through clients of their own, which count their writes and conflicts.
 func BenchmarkFencedWrite(b *testing.B) {
 	startOperator(b)
 	ctx := b.Context()
 	ns := env.Namespace(b)
 	holder := newWorker(b, ns, "holder")
 	tok := holder.acquire(b, ns, "bench-writer", 1)
-	counted, u := countingClient(b, holder.config)
-	w := fencing.NewWriter(counted)
+	setClient, setCount := countingClient(b, holder.config)
+	updateClient, updateCount := countingClient(b, holder.config)
+	w, wu := fencing.NewWriter(setClient), fencing.NewWriter(updateClient)
 	keys := make([]types.NamespacedName, concurrentN)
 	for i := range keys {
 		keys[i] = declare(b, ns, fmt.Sprintf("bench-%d", i), "bench-writer")
@@ -69,6 +73,14 @@ func BenchmarkFencedWrite(b *testing.B) {
 	set := func(key types.NamespacedName) error {
 		seq++
 		_, err := w.Set(ctx, tok, key, map[string]any{"seq": seq, "by": tok.Holder})
+		return err
+	}
+	update := func(key types.NamespacedName) error {
+		seq++
+		_, err := wu.Update(ctx, tok, key, func(data map[string]any) error {
+			data["seq"], data["by"] = seq, tok.Holder
+			return nil
+		})
 		return err
 	}
 	sequential := func(write func(types.NamespacedName) error) ([]time.Duration, time.Duration) {
@@ -114,8 +126,10 @@ func BenchmarkFencedWrite(b *testing.B) {
 		return elapsed
 	}
 
-	u.sent.Store(0)
-	u.conflicts.Store(0)
+	for _, u := range []*updates{setCount, updateCount} {
+		u.sent.Store(0)
+		u.conflicts.Store(0)
+	}
 	samples := map[bool]*writeSamples{false: {}, true: {}}
 	for _, webhook := range []bool{false, true, true, false} {
 		setWebhook(b, webhook)
@@ -126,7 +140,9 @@ func BenchmarkFencedWrite(b *testing.B) {
 		sum1, n1 := webhookHandlerTime(b)
 		s.handlerTime, s.handlerCalls = s.handlerTime+sum1-sum0, s.handlerCalls+n1-n0
 		ds, d = sequential(set)
-		s.writer, s.writerTime = append(s.writer, ds...), s.writerTime+d
+		s.set, s.setTime = append(s.set, ds...), s.setTime+d
+		ds, d = sequential(update)
+		s.update, s.updateTime = append(s.update, ds...), s.updateTime+d
 		s.concurrentTime += concurrent(tok)
 		s.concurrentWrites += concurrentBurst
 		s.phase++
@@ -141,9 +157,12 @@ func BenchmarkFencedWrite(b *testing.B) {
 		b.ReportMetric(p50, prefix+"-p50-ms")
 		b.ReportMetric(p99, prefix+"-p99-ms")
 		b.ReportMetric(tput, prefix+"-writes/s")
-		b.ReportMetric(ms(quantile(s.writer, 0.5)), prefix+"-writer-p50-ms")
-		b.ReportMetric(ms(quantile(s.writer, 0.99)), prefix+"-writer-p99-ms")
-		b.ReportMetric(rate(len(s.writer), s.writerTime), prefix+"-writer-writes/s")
+		b.ReportMetric(ms(quantile(s.set, 0.5)), prefix+"-set-p50-ms")
+		b.ReportMetric(ms(quantile(s.set, 0.99)), prefix+"-set-p99-ms")
+		b.ReportMetric(rate(len(s.set), s.setTime), prefix+"-set-writes/s")
+		b.ReportMetric(ms(quantile(s.update, 0.5)), prefix+"-update-p50-ms")
+		b.ReportMetric(ms(quantile(s.update, 0.99)), prefix+"-update-p99-ms")
+		b.ReportMetric(rate(len(s.update), s.updateTime), prefix+"-update-writes/s")
 		b.ReportMetric(rate(s.concurrentWrites, s.concurrentTime), prefix+"-concurrent8-writes/s")
 		return p50, p99, tput
 	}
@@ -155,14 +174,19 @@ func BenchmarkFencedWrite(b *testing.B) {
 	if wh.handlerCalls > 0 {
 		b.ReportMetric(ms(wh.handlerTime)/float64(wh.handlerCalls), "webhook-handler-mean-ms")
 	}
-	b.ReportMetric(ms(quantile(wh.writer, 0.5))-ms(quantile(cel.writer, 0.5)), "added-writer-p50-ms")
-	b.ReportMetric(ms(quantile(wh.writer, 0.99))-ms(quantile(cel.writer, 0.99)), "added-writer-p99-ms")
+	b.ReportMetric(ms(quantile(wh.set, 0.5))-ms(quantile(cel.set, 0.5)), "added-set-p50-ms")
+	b.ReportMetric(ms(quantile(wh.set, 0.99))-ms(quantile(cel.set, 0.99)), "added-set-p99-ms")
+	b.ReportMetric(ms(quantile(wh.update, 0.5))-ms(quantile(cel.update, 0.5)), "added-update-p50-ms")
+	b.ReportMetric(ms(quantile(wh.update, 0.99))-ms(quantile(cel.update, 0.99)), "added-update-p99-ms")
 	b.ReportMetric(100*rate(wh.concurrentWrites, wh.concurrentTime)/rate(cel.concurrentWrites, cel.concurrentTime), "concurrent8-webhook/cel-%")
-	sets := len(cel.writer) + len(wh.writer) + (cel.phase+wh.phase)*warmupPerPhase
-	b.ReportMetric(float64(u.sent.Load())/float64(sets), "writer-updates/write")
-	b.ReportMetric(float64(u.conflicts.Load())/float64(sets), "writer-conflicts/write")
-	b.Logf("per mode: %d sequential patches, %d Writer.Set, %d concurrent patches (%d writers), over %d phases",
-		len(cel.patch), len(cel.writer), cel.concurrentWrites, concurrentN, cel.phase)
+	// Per call of Set or Update, warm-up calls included (the counters run through them too).
+	calls := float64(writesPerPhase+warmupPerPhase) * float64(cel.phase+wh.phase)
+	b.ReportMetric(float64(setCount.sent.Load())/calls, "set-writes/call")
+	b.ReportMetric(float64(setCount.conflicts.Load())/calls, "set-conflicts/call")
+	b.ReportMetric(float64(updateCount.sent.Load())/calls, "update-writes/call")
+	b.ReportMetric(float64(updateCount.conflicts.Load())/calls, "update-conflicts/call")
+	b.Logf("per mode: %d sequential patches, %d Writer.Set, %d Writer.Update, %d concurrent patches (%d writers), over %d phases",
+		len(cel.patch), len(cel.set), len(cel.update), cel.concurrentWrites, concurrentN, cel.phase)
 }
 
 // webhookHandlerTime reads controller-runtime's histogram of the in-process webhook handler's latency (the
