@@ -1,0 +1,61 @@
+package elector_test
+
+import (
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// The leader is cut off from the apiserver (every request fails): it keeps its authority only until its
+// deadline, stepping down before a standby, which still reaches the apiserver, takes over at expiry. The
+// leaderships never overlap.
+func TestPartitionedLeaderStepsDownBeforeTakeover(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	h := newHistory()
+	var cut atomic.Bool
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if cut.Load() {
+				return nil, errors.New("network partition")
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := shortConfig(t, ns, "lock", "partitioned")
+	lc.Client = cs
+	lc.OnStartedLeading = h.lead
+	leader := start(t, lc)
+	first := h.wait(t, 15*time.Second)
+	if first.Holder != "partitioned" {
+		t.Fatalf("first leader %v", first)
+	}
+	sc := shortConfig(t, ns, "lock", "standby")
+	sc.OnStartedLeading = h.lead
+	start(t, sc)
+	time.Sleep(time.Second) // the standby observes a renewal or two
+
+	cut.Store(true)
+	second := h.wait(t, 15*time.Second)
+	if second.Holder != "standby" || second.Epoch != first.Epoch+1 {
+		t.Errorf("takeover %v after %v", second, first)
+	}
+	if leader.e.IsLeader() || !leader.e.Token().IsZero() {
+		t.Errorf("the partitioned leader still reports %v", leader.e.Token())
+	}
+	h.check(t) // in particular: the partitioned leader's context ended before the standby started
+}
