@@ -13,7 +13,7 @@
 // epoch, so at most one holder ever acts with a given epoch. (The next epoch is the previous one plus one;
 // a Lease without a valid epoch, including a new one, is seeded from a storage resourceVersion, which on
 // Kubernetes >= 1.35 is a comparable integer above the resourceVersion of every earlier write and hence
-// above every earlier epoch; see docs/design-elector.md.)
+// above every earlier epoch; see docs/design.md.)
 //
 // # What is not guaranteed
 //
