@@ -328,7 +328,12 @@ func checkElector(t *testing.T, other string) {
 		if err := env.Client.Create(t.Context(), rb); err != nil {
 			t.Fatal(err)
 		}
-		return serviceAccount(namespace, sa)
+		id := serviceAccount(namespace, sa)
+		// The authorizer learns of the binding from its informer a moment later.
+		waitFor(t, "the binding of "+sa+" to take effect", func(context.Context) (bool, error) {
+			return allowed(t, id, access{verb: "update", group: "fencing.fencekit.io", resource: "fencedresources", namespace: namespace}), nil
+		})
+		return id
 	}
 	worker, intruder := bind("orders-worker"), bind("intruder")
 
