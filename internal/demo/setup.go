@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -154,7 +155,17 @@ func bindElector(ctx context.Context, c client.Client, ns, user string) error {
 	if err := c.Create(ctx, rb); err != nil {
 		return fmt.Errorf("binding fencekit-elector to %s: %w", user, err)
 	}
-	return nil
+	// The apiserver's authorizer learns of the binding a moment later: wait, so that no worker starts early.
+	return wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: ns, Verb: "update", Group: "fencing.fencekit.io", Resource: "fencedresources"},
+		}}
+		if err := c.Create(ctx, sar); err != nil {
+			return false, err
+		}
+		return sar.Status.Allowed, nil
+	})
 }
 
 var errNotShown = errors.New("the demo did not show what it should")
