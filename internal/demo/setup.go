@@ -10,9 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
-	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
@@ -95,7 +93,7 @@ func Local(ctx context.Context, root string, progress io.Writer) (t *Target, sto
 		if *kc, err = cluster.UserKubeconfig(user); err != nil {
 			return nil, nil, err
 		}
-		if err := bindElector(ctx, cluster.Client, ns.Name, user); err != nil {
+		if err := devcluster.BindElector(ctx, cluster.Client, ns.Name, user); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -144,28 +142,6 @@ func Existing(ctx context.Context, root, kubeconfig string) (t *Target, stop fun
 	}
 	return &Target{Namespace: ns.Name, Admin: admin, W1Kubeconfig: kubeconfig, W2Kubeconfig: kubeconfig,
 		UnfencedKubeconfig: kubeconfig, WorkerBinary: bin}, stop, nil
-}
-
-func bindElector(ctx context.Context, c client.Client, ns, user string) error {
-	rb := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fencekit-elector"},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
-	}
-	if err := c.Create(ctx, rb); err != nil {
-		return fmt.Errorf("binding fencekit-elector to %s: %w", user, err)
-	}
-	// The apiserver's authorizer learns of the binding a moment later: wait, so that no worker starts early.
-	return wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: ns, Verb: "update", Group: "fencing.fencekit.io", Resource: "fencedresources"},
-		}}
-		if err := c.Create(ctx, sar); err != nil {
-			return false, err
-		}
-		return sar.Status.Allowed, nil
-	})
 }
 
 var errNotShown = errors.New("the demo did not show what it should")

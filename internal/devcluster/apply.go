@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -75,6 +76,33 @@ func applyFile(ctx context.Context, c client.Client, path string) error {
 			return fmt.Errorf("applying %s %s from %s: %w", u.GetKind(), u.GetName(), path, err)
 		}
 	}
+}
+
+// BindElector binds the fencekit-elector ClusterRole to user in namespace with a RoleBinding, and waits
+// until the apiserver's authorizer, which learns of bindings from its own informer, allows it.
+func BindElector(ctx context.Context, c client.Client, namespace, user string) error {
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "fencekit-elector-", Namespace: namespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fencekit-elector"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}
+	if err := c.Create(ctx, rb); err != nil {
+		return fmt.Errorf("binding fencekit-elector to %s: %w", user, err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: namespace, Verb: "update", Group: "fencing.fencekit.io", Resource: "fencedresources"},
+		}}
+		if err := c.Create(ctx, sar); err != nil {
+			return false, err
+		}
+		return sar.Status.Allowed, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the fencekit-elector binding of %s never took effect: %w", user, err)
+	}
+	return nil
 }
 
 // probeUser is the user WaitForLeasePolicy impersonates: it is neither an admin nor in the break-glass group.

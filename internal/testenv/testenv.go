@@ -9,14 +9,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
-	"time"
 
-	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -174,27 +169,8 @@ func (e *Env) UserClient(name string, groups ...string) (client.Client, *rest.Co
 // namespace (requires WithLeasePolicy, which installs the role).
 func (e *Env) ElectorClient(t testing.TB, namespace, name string) (client.Client, *rest.Config) {
 	t.Helper()
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "fencekit-elector-", Namespace: namespace},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fencekit-elector"},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: name}},
-	}
-	if err := e.Client.Create(t.Context(), binding); err != nil {
-		t.Fatalf("binding fencekit-elector to %s: %v", name, err)
-	}
-	// The apiserver's authorizer learns of the binding from its own informer, a moment later: wait until it
-	// authorizes the user, so that the test's first request does not race it.
-	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: name, ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: namespace, Verb: "update", Group: "fencing.fencekit.io", Resource: "fencedresources"},
-		}}
-		if err := e.Client.Create(ctx, sar); err != nil {
-			return false, err
-		}
-		return sar.Status.Allowed, nil
-	}); err != nil {
-		t.Fatalf("the fencekit-elector binding of %s never took effect: %v", name, err)
+	if err := devcluster.BindElector(t.Context(), e.Client, namespace, name); err != nil {
+		t.Fatal(err)
 	}
 	c, cfg, err := e.UserClient(name)
 	if err != nil {
