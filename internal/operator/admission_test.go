@@ -2,11 +2,13 @@ package operator_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -261,5 +263,58 @@ func TestWebhookUnavailable(t *testing.T) {
 	}
 	if got := data(t, get(t, key)); got["v"] != float64(1) {
 		t.Fatalf("stored data %v after a refused write, want v=1", got)
+	}
+}
+
+// TestDelete: while its Lease has a live holder, a FencedResource may be deleted only by the holder's user
+// or an admin; once the Lease is released anyone with RBAC may.
+func TestDelete(t *testing.T) {
+	startOperator(t)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	a := newWorker(t, ns, "worker-a")
+	// A user with the right to delete FencedResources (RBAC) who is not the holder.
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "deleter", Namespace: ns},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"fencing.fencekit.io"}, Resources: []string{"fencedresources"}, Verbs: []string{"delete"}}},
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "deleter", Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "deleter"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "gitops"}},
+	}
+	for _, o := range []client.Object{role, binding} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gitops, _, err := env.UserClient("gitops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := declare(t, ns, "orders", "orders-writer")
+	ta := a.acquire(t, ns, "orders-writer", 2)
+	if _, err := fencing.NewWriter(a.client).Set(ctx, ta, key, map[string]any{"v": 1}); err != nil {
+		t.Fatal(err)
+	}
+	fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: ns}}
+	eventually(t, "the deleter's RBAC to take effect and the webhook to refuse", func() (bool, string) {
+		err := gitops.Delete(ctx, fr.DeepCopy(), client.DryRunAll)
+		return fencing.IsNotHolder(err), fmt.Sprint(err)
+	})
+	err = gitops.Delete(ctx, fr.DeepCopy())
+	wantRefused(t, err, fencing.IsNotHolder, "FencedResource "+ns+"/orders is bound to lease orders-writer, held by worker-a at epoch 2: only that holder's user \"worker-a-user\" or an admin (group fencekit:breakglass) may delete it")
+
+	// The holder releases the Lease: now the declaration's owner may remove it.
+	var lease coordinationv1.Lease
+	if err := a.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "orders-writer"}, &lease); err != nil {
+		t.Fatal(err)
+	}
+	lease.Spec.HolderIdentity = ptr.To("")
+	if err := a.client.Update(ctx, &lease); err != nil {
+		t.Fatalf("releasing: %v", err)
+	}
+	if err := gitops.Delete(ctx, fr.DeepCopy()); err != nil {
+		t.Fatalf("deleting after the release: %v", err)
 	}
 }
