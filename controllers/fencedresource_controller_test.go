@@ -24,7 +24,7 @@ func TestStatusLifecycle(t *testing.T) {
 	eventuallyStatus(t, "declared with no lease: LeaseFound False (LeaseNotFound), Ready False", key,
 		fencingv1alpha1.FencedResourceStatus{Conditions: leaseNotFound(ns)})
 
-	ta := a.acquire(t, ns, "orders-writer", 3)
+	ta := a.Acquire(t, ns, "orders-writer", 3)
 	eventuallyStatus(t, "lease acquired at epoch 3: LeaseFound True, Fenced False (BehindLease)", key,
 		fencingv1alpha1.FencedResourceStatus{LeaseEpoch: 3, LeaseHolder: "worker-a", Conditions: behindLease("0", "3")})
 	eventually(t, "the lease created after the resource was declared gets the finalizer", func() (bool, string) {
@@ -32,7 +32,7 @@ func TestStatusLifecycle(t *testing.T) {
 		return fin, seen
 	})
 
-	if _, err := fencing.NewWriter(a.client).Set(ctx, ta, key, map[string]any{"v": "a3"}); err != nil {
+	if _, err := fencing.NewWriter(a.Client).Set(ctx, ta, key, map[string]any{"v": "a3"}); err != nil {
 		t.Fatalf("the holder's write at epoch 3: %v", err)
 	}
 	fr := eventuallyStatus(t, "the holder wrote at epoch 3: Fenced True (AtLeaseEpoch), Ready True", key,
@@ -42,13 +42,13 @@ func TestStatusLifecycle(t *testing.T) {
 		t.Errorf("observedGeneration %d, generation %d: want the generation of the write", fr.Status.ObservedGeneration, fr.Generation)
 	}
 
-	tb := b.acquire(t, ns, "orders-writer", 4)
+	tb := b.Acquire(t, ns, "orders-writer", 4)
 	eventuallyStatus(t, "worker-b acquired epoch 4: BehindLease until fenced", key,
 		fencingv1alpha1.FencedResourceStatus{AdmittedEpoch: 3, Holder: "worker-a", LeaseEpoch: 4, LeaseHolder: "worker-b",
 			Conditions: behindLease("3", "4")})
 
 	// worker-b's elector fences the resource (fence-on-acquire) without writing data.
-	if err := fencing.FenceOnAcquire(b.client)(ctx, tb); err != nil {
+	if err := fencing.FenceOnAcquire(b.Client)(ctx, tb); err != nil {
 		t.Fatalf("fencing at epoch 4: %v", err)
 	}
 	fr = eventuallyStatus(t, "fenced at epoch 4: Fenced True again", key,

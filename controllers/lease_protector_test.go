@@ -43,13 +43,13 @@ func TestLeaseFinalizer(t *testing.T) {
 	ns := env.Namespace(t)
 	a := newWorker(t, ns, "worker-a")
 	lease := types.NamespacedName{Namespace: ns, Name: "orders-writer"}
-	a.acquire(t, ns, lease.Name, 1)
+	a.Acquire(t, ns, lease.Name, 1)
 	first := declare(t, ns, "orders", lease.Name)
 	second := declare(t, ns, "invoices", lease.Name)
 
 	// A Lease of the same name in another namespace, with a resource bound to a third Lease beside it.
 	other := env.Namespace(t)
-	newWorker(t, other, "worker-a").acquire(t, other, lease.Name, 1)
+	newWorker(t, other, "worker-a").Acquire(t, other, lease.Name, 1)
 	declare(t, other, "unrelated", "another-writer")
 
 	eventually(t, "the bound lease gets the finalizer", func() (bool, string) {
@@ -81,7 +81,7 @@ func TestLeaseDeleteWhileBound(t *testing.T) {
 	ns := env.Namespace(t)
 	a := newWorker(t, ns, "worker-a")
 	lease := types.NamespacedName{Namespace: ns, Name: "orders-writer"}
-	a.acquire(t, ns, lease.Name, 2)
+	a.Acquire(t, ns, lease.Name, 2)
 	key := declare(t, ns, "orders", lease.Name)
 	eventually(t, "the bound lease gets the finalizer", func() (bool, string) {
 		_, fin, seen := protected(t, lease)

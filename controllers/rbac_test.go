@@ -79,9 +79,9 @@ func TestOperatorWithItsOwnRole(t *testing.T) {
 	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
 	key := declare(t, ns, "orders", "orders-writer")
 	lease := types.NamespacedName{Namespace: ns, Name: "orders-writer"}
-	ta := a.acquire(t, ns, lease.Name, 1)
+	ta := a.Acquire(t, ns, lease.Name, 1)
 
-	if _, err := fencing.NewWriter(a.client).Set(ctx, ta, key, map[string]any{"v": "a1"}); err != nil {
+	if _, err := fencing.NewWriter(a.Client).Set(ctx, ta, key, map[string]any{"v": "a1"}); err != nil {
 		t.Fatalf("the holder's write: %v", err)
 	}
 	eventuallyStatus(t, "status at the lease's epoch", key,
@@ -92,7 +92,7 @@ func TestOperatorWithItsOwnRole(t *testing.T) {
 		return fin, seen
 	})
 
-	_, err := fencing.NewWriter(b.client).Set(ctx, ta, key, map[string]any{"v": "copied"})
+	_, err := fencing.NewWriter(b.Client).Set(ctx, ta, key, map[string]any{"v": "copied"})
 	if !fencing.IsNotHolder(err) {
 		t.Fatalf("worker-b's write with worker-a's token: got %v, want a not-holder refusal", err)
 	}

@@ -65,15 +65,15 @@ func TestRefusedWritesAreReported(t *testing.T) {
 	ns := env.Namespace(t)
 	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
 	key := declare(t, ns, "orders", "orders-writer")
-	ta := a.acquire(t, ns, "orders-writer", 5)
-	if _, err := fencing.NewWriter(a.client).Set(ctx, ta, key, map[string]any{"v": "a5"}); err != nil {
+	ta := a.Acquire(t, ns, "orders-writer", 5)
+	if _, err := fencing.NewWriter(a.Client).Set(ctx, ta, key, map[string]any{"v": "a5"}); err != nil {
 		t.Fatal(err)
 	}
 	// worker-b takes over without fencing the resource: worker-a's write at epoch 5 passes the CRD's own
 	// rule (the resource is at 5) and reaches the webhook, which knows the lease is at 6.
-	tb := b.acquire(t, ns, "orders-writer", 6)
+	tb := b.Acquire(t, ns, "orders-writer", 6)
 
-	_, err := fencing.NewWriter(a.client).Set(ctx, ta, key, map[string]any{"v": "a5-late"})
+	_, err := fencing.NewWriter(a.Client).Set(ctx, ta, key, map[string]any{"v": "a5-late"})
 	if !fencing.IsStale(err) {
 		t.Fatalf("worker-a's late write: got %v, want a stale refusal", err)
 	}
@@ -83,7 +83,7 @@ func TestRefusedWritesAreReported(t *testing.T) {
 	}
 
 	// worker-a presents worker-b's token: the right epoch, the wrong user.
-	_, err = fencing.NewWriter(a.client).Set(ctx, tb, key, map[string]any{"v": "copied"})
+	_, err = fencing.NewWriter(a.Client).Set(ctx, tb, key, map[string]any{"v": "copied"})
 	if !fencing.IsNotHolder(err) {
 		t.Fatalf("worker-a's write with worker-b's token: got %v, want a not-holder refusal", err)
 	}

@@ -57,11 +57,11 @@ func TestFencedWrites(t *testing.T) {
 
 	// No Lease yet: a write is refused as lease-missing.
 	ghost := elector.Token{Epoch: 1, Lease: types.NamespacedName{Namespace: ns, Name: "orders-writer"}, Holder: "worker-a"}
-	_, err := fencing.NewWriter(a.client).Set(ctx, ghost, key, map[string]any{"v": "ghost"})
+	_, err := fencing.NewWriter(a.Client).Set(ctx, ghost, key, map[string]any{"v": "ghost"})
 	wantRefused(t, err, fencing.IsLeaseMissing, "lease orders-writer not found in namespace "+ns, "epoch 1")
 
-	ta := a.acquire(t, ns, "orders-writer", 5)
-	if _, err := fencing.NewWriter(a.client).Set(ctx, ta, key, map[string]any{"v": "a5"}); err != nil {
+	ta := a.Acquire(t, ns, "orders-writer", 5)
+	if _, err := fencing.NewWriter(a.Client).Set(ctx, ta, key, map[string]any{"v": "a5"}); err != nil {
 		t.Fatalf("the holder's write at the current epoch was refused: %v", err)
 	}
 	want := map[string]any{"v": "a5"}
@@ -74,7 +74,7 @@ func TestFencedWrites(t *testing.T) {
 	}{{
 		name: "another user presenting the holder's token",
 		write: func() error {
-			_, err := fencing.NewWriter(b.client).Set(ctx, ta, key, map[string]any{"v": "b-copy"})
+			_, err := fencing.NewWriter(b.Client).Set(ctx, ta, key, map[string]any{"v": "b-copy"})
 			return err
 		},
 		is:  fencing.IsNotHolder,
@@ -84,7 +84,7 @@ func TestFencedWrites(t *testing.T) {
 		write: func() error {
 			tok := ta
 			tok.Holder = "worker-x"
-			_, err := fencing.NewWriter(a.client).Set(ctx, tok, key, map[string]any{"v": "x"})
+			_, err := fencing.NewWriter(a.Client).Set(ctx, tok, key, map[string]any{"v": "x"})
 			return err
 		},
 		is:  fencing.IsNotHolder,
@@ -94,7 +94,7 @@ func TestFencedWrites(t *testing.T) {
 		write: func() error {
 			tok := ta
 			tok.Epoch = 6
-			_, err := fencing.NewWriter(a.client).Set(ctx, tok, key, map[string]any{"v": "a6"})
+			_, err := fencing.NewWriter(a.Client).Set(ctx, tok, key, map[string]any{"v": "a6"})
 			return err
 		},
 		is:  func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonFutureEpoch },
@@ -102,7 +102,7 @@ func TestFencedWrites(t *testing.T) {
 	}, {
 		name: "data over the byte bound",
 		write: func() error {
-			_, err := fencing.NewWriter(a.client).Set(ctx, ta, key, map[string]any{"blob": strings.Repeat("x", fencingv1alpha1.MaxDataBytes)})
+			_, err := fencing.NewWriter(a.Client).Set(ctx, ta, key, map[string]any{"blob": strings.Repeat("x", fencingv1alpha1.MaxDataBytes)})
 			return err
 		},
 		is:  func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonInvalid },
@@ -116,20 +116,20 @@ func TestFencedWrites(t *testing.T) {
 	}
 
 	// worker-b takes over at epoch 6; worker-a, who does not know, writes at epoch 5.
-	tb := b.acquire(t, ns, "orders-writer", 6)
-	_, err = fencing.NewWriter(a.client).Set(ctx, ta, key, map[string]any{"v": "a5-late"})
+	tb := b.Acquire(t, ns, "orders-writer", 6)
+	_, err = fencing.NewWriter(a.Client).Set(ctx, ta, key, map[string]any{"v": "a5-late"})
 	wantRefused(t, err, fencing.IsStale, "stale epoch 5: lease orders-writer is at epoch 6, held by worker-b")
-	if _, err := fencing.NewWriter(b.client).Set(ctx, tb, key, map[string]any{"v": "b6"}); err != nil {
+	if _, err := fencing.NewWriter(b.Client).Set(ctx, tb, key, map[string]any{"v": "b6"}); err != nil {
 		t.Fatalf("the new holder's write was refused: %v", err)
 	}
 	// Now the resource itself stores epoch 6: the CRD's rule refuses epoch 5 before the webhook is asked,
 	// and the writer's own check refuses it before sending.
-	_, err = fencing.NewWriter(a.client).Set(ctx, ta, key, map[string]any{"v": "a5-later"})
+	_, err = fencing.NewWriter(a.Client).Set(ctx, ta, key, map[string]any{"v": "a5-later"})
 	wantRefused(t, err, fencing.IsStale, "stale epoch 5")
 	raw := get(t, key)
 	raw.Spec.Epoch, raw.Spec.Data.Raw = 5, []byte(`{"v":"a5-raw"}`)
 	raw.Annotations[fencingv1alpha1.WriterAnnotation] = "worker-a"
-	err = a.client.Update(ctx, raw)
+	err = a.Client.Update(ctx, raw)
 	wantRefused(t, err, fencing.IsStale, "stale epoch 5: this FencedResource has already admitted epoch 6")
 	if got := get(t, key); data(t, got)["v"] != "b6" || got.Spec.Epoch != 6 || got.Annotations[fencingv1alpha1.WriterAnnotation] != "worker-b" {
 		t.Fatalf("stored %v at epoch %d by %s, want worker-b's b6 at epoch 6", data(t, got), got.Spec.Epoch, got.Annotations[fencingv1alpha1.WriterAnnotation])
@@ -141,7 +141,7 @@ func TestLeasePolicy(t *testing.T) {
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
-	a.acquire(t, ns, "l", 3)
+	a.Acquire(t, ns, "l", 3)
 	read := func() *coordinationv1.Lease {
 		var l coordinationv1.Lease
 		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "l"}, &l); err != nil {
@@ -182,7 +182,7 @@ func TestLeasePolicy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			l := read()
 			tc.mutate(l)
-			err := tc.as.client.Update(ctx, l)
+			err := tc.as.Client.Update(ctx, l)
 			if tc.want == "" {
 				if err != nil {
 					t.Fatalf("want admitted, got %v", err)
@@ -228,8 +228,8 @@ func TestDeclarationCoexistsWithHolder(t *testing.T) {
 		t.Fatalf("declaring with no holder and no lease was refused: %v", err)
 	}
 	key := types.NamespacedName{Namespace: ns, Name: "inventory"}
-	ta := a.acquire(t, ns, "inventory-writer", 1)
-	if _, err := fencing.NewWriter(a.client).Set(ctx, ta, key, map[string]any{"sku": "42"}); err != nil {
+	ta := a.Acquire(t, ns, "inventory-writer", 1)
+	if _, err := fencing.NewWriter(a.Client).Set(ctx, ta, key, map[string]any{"sku": "42"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := apply(declaration(map[string]string{"team": "orders"})); err != nil {
@@ -249,12 +249,12 @@ func TestWebhookUnavailable(t *testing.T) {
 	ns := env.Namespace(t)
 	a := newWorker(t, ns, "worker-a")
 	key := declare(t, ns, "orders", "orders-writer")
-	ta := a.acquire(t, ns, "orders-writer", 1)
-	if _, err := fencing.NewWriter(a.client).Set(ctx, ta, key, map[string]any{"v": 1}); err != nil {
+	ta := a.Acquire(t, ns, "orders-writer", 1)
+	if _, err := fencing.NewWriter(a.Client).Set(ctx, ta, key, map[string]any{"v": 1}); err != nil {
 		t.Fatal(err)
 	}
 	stop()
-	_, err := fencing.NewWriter(a.client).Set(ctx, ta, key, map[string]any{"v": 2})
+	_, err := fencing.NewWriter(a.Client).Set(ctx, ta, key, map[string]any{"v": 2})
 	if err == nil {
 		t.Fatal("a write was admitted while the webhook was down")
 	}
@@ -293,8 +293,8 @@ func TestDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := declare(t, ns, "orders", "orders-writer")
-	ta := a.acquire(t, ns, "orders-writer", 2)
-	if _, err := fencing.NewWriter(a.client).Set(ctx, ta, key, map[string]any{"v": 1}); err != nil {
+	ta := a.Acquire(t, ns, "orders-writer", 2)
+	if _, err := fencing.NewWriter(a.Client).Set(ctx, ta, key, map[string]any{"v": 1}); err != nil {
 		t.Fatal(err)
 	}
 	fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: ns}}
@@ -307,11 +307,11 @@ func TestDelete(t *testing.T) {
 
 	// The holder releases the Lease: now the declaration's owner may remove it.
 	var lease coordinationv1.Lease
-	if err := a.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "orders-writer"}, &lease); err != nil {
+	if err := a.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "orders-writer"}, &lease); err != nil {
 		t.Fatal(err)
 	}
 	lease.Spec.HolderIdentity = ptr.To("")
-	if err := a.client.Update(ctx, &lease); err != nil {
+	if err := a.Client.Update(ctx, &lease); err != nil {
 		t.Fatalf("releasing: %v", err)
 	}
 	if err := gitops.Delete(ctx, fr.DeepCopy()); err != nil {

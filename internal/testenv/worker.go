@@ -1,0 +1,101 @@
+package testenv
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/pkg/elector"
+)
+
+// Worker is a lease contender in tests that write Leases by hand: a user (Holder + "-user") bound to the
+// fencekit-elector role, with a client authenticated as that user.
+type Worker struct {
+	User, Holder string
+	Client       client.Client
+	Config       *rest.Config
+}
+
+// NewWorker returns the Worker holder in namespace (requires WithLeasePolicy, which installs the role).
+func (e *Env) NewWorker(t testing.TB, namespace, holder string) Worker {
+	t.Helper()
+	c, cfg := e.ElectorClient(t, namespace, holder+"-user")
+	return Worker{User: holder + "-user", Holder: holder, Client: c, Config: cfg}
+}
+
+// Acquire writes the Lease namespace/name as pkg/elector does when it acquires at epoch (holder, epoch
+// and acquirer annotations, fenced label, a fresh renewTime, a 15 s duration), creating it if needed, and
+// returns the Token the elector would hand out.
+func (w Worker) Acquire(t testing.TB, namespace, name string, epoch int64) elector.Token {
+	t.Helper()
+	ctx := t.Context()
+	var lease coordinationv1.Lease
+	err := w.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &lease)
+	exists := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	lease.Namespace, lease.Name = namespace, name
+	if lease.Labels == nil {
+		lease.Labels = map[string]string{}
+	}
+	if lease.Annotations == nil {
+		lease.Annotations = map[string]string{}
+	}
+	lease.Labels[elector.FencedLabel] = "true"
+	lease.Annotations[elector.EpochAnnotation] = strconv.FormatInt(epoch, 10)
+	lease.Annotations[elector.AcquirerAnnotation] = w.User
+	now := metav1.NewMicroTime(time.Now())
+	lease.Spec = coordinationv1.LeaseSpec{
+		HolderIdentity: ptr.To(w.Holder), LeaseDurationSeconds: ptr.To[int32](15),
+		AcquireTime: &now, RenewTime: &now, LeaseTransitions: ptr.To(int32(epoch)),
+	}
+	if exists {
+		err = w.Client.Update(ctx, &lease)
+	} else {
+		err = w.Client.Create(ctx, &lease)
+	}
+	if err != nil {
+		t.Fatalf("%s acquiring lease %s at epoch %d: %v", w.Holder, name, epoch, err)
+	}
+	return elector.Token{Epoch: epoch, Lease: types.NamespacedName{Namespace: namespace, Name: name}, Holder: w.Holder}
+}
+
+// Declare creates a FencedResource bound to lease, with no data, as an admin or a GitOps tool would.
+func (e *Env) Declare(t testing.TB, namespace, name, lease string) types.NamespacedName {
+	t.Helper()
+	fr := &fencingv1alpha1.FencedResource{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec:       fencingv1alpha1.FencedResourceSpec{LeaseName: lease},
+	}
+	if err := e.Client.Create(t.Context(), fr); err != nil {
+		t.Fatalf("declaring FencedResource %s: %v", name, err)
+	}
+	return client.ObjectKeyFromObject(fr)
+}
+
+// Eventually polls cond every 20 ms until it holds, for at most 30 s (the operator reconciles
+// asynchronously); cond returns what it saw, for the failure message.
+func Eventually(t testing.TB, what string, cond func() (bool, string)) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		ok, got := cond()
+		last = got
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: never happened in 30s; last seen: %s", what, last)
+	}
+}
