@@ -100,7 +100,7 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		if err := mgr.Add(gate); err != nil {
 			return nil, err
 		}
-		leaderOnly = gatedManager{Manager: mgr, gate: gate}
+		leaderOnly = gate.Manager(mgr)
 	}
 	if err := controllers.NewFencedResourceReconciler(mgr.GetClient()).SetupWithManager(leaderOnly); err != nil {
 		return nil, fmt.Errorf("setting up the FencedResource controller: %w", err)
@@ -162,18 +162,4 @@ func newGate(cfg *rest.Config, opts Options) (*managed.Gate, error) {
 		return nil, fmt.Errorf("setting up leader election: %w", err)
 	}
 	return gate, nil
-}
-
-// gatedManager is the manager as the controllers' builders see it: the runnables that need leader election
-// (controllers) go to the gate, everything else to the manager.
-type gatedManager struct {
-	manager.Manager
-	gate *managed.Gate
-}
-
-func (m gatedManager) Add(r manager.Runnable) error {
-	if le, ok := r.(manager.LeaderElectionRunnable); ok && !le.NeedLeaderElection() {
-		return m.Manager.Add(r)
-	}
-	return m.gate.Add(r)
 }

@@ -7,7 +7,8 @@
 // runnable added to the manager directly keep serving on every replica.
 //
 //	gate, err := managed.NewGate(elector.Config{Client: cs, Namespace: ns, Name: "my-operator"})
-//	_ = gate.Add(myLeaderOnlyRunnable) // for a controller: controller.NewUnmanaged, then gate.Add
+//	_ = ctrl.NewControllerManagedBy(gate.Manager(mgr)).For(&v1.Foo{}).Complete(r) // a leader-only controller
+//	_ = gate.Add(myLeaderOnlyRunnable)     // a leader-only runnable
 //	_ = mgr.Add(gate)                  // with the manager's LeaderElection off
 //
 // When leadership is lost (not released), Start returns an error: the manager stops and the pod restarts,

@@ -49,15 +49,6 @@ func startReplica(t *testing.T, ns, name string) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.gate.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		r.leaderActive.Store(true)
-		defer r.leaderActive.Store(false)
-		r.leaderOnly <- r.gate.Elector().Token()
-		<-ctx.Done()
-		return nil
-	})); err != nil {
-		t.Fatal(err)
-	}
 	mgr, err := manager.New(env.Config, manager.Options{
 		Scheme:                 env.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -69,11 +60,23 @@ func startReplica(t *testing.T, ns, name string) *replica {
 	if err := mgr.Add(r.gate); err != nil {
 		t.Fatal(err)
 	}
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		r.always <- struct{}{}
+	// Both runnables go through the gate's view of the manager: a plain runnable needs leader election
+	// (controller-runtime's rule) and goes to the gate; one that says it does not goes to the manager.
+	view := r.gate.Manager(mgr)
+	if err := view.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		r.leaderActive.Store(true)
+		defer r.leaderActive.Store(false)
+		r.leaderOnly <- r.gate.Elector().Token()
 		<-ctx.Done()
 		return nil
 	})); err != nil {
+		t.Fatal(err)
+	}
+	if err := view.Add(everyReplica{manager.RunnableFunc(func(ctx context.Context) error {
+		r.always <- struct{}{}
+		<-ctx.Done()
+		return nil
+	})}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -89,6 +92,11 @@ func startReplica(t *testing.T, ns, name string) *replica {
 	})
 	return r
 }
+
+// everyReplica is a runnable that does not need leader election, as a webhook server.
+type everyReplica struct{ manager.Runnable }
+
+func (everyReplica) NeedLeaderElection() bool { return false }
 
 func waitToken(t *testing.T, ch <-chan elector.Token, within time.Duration, what string) elector.Token {
 	t.Helper()
