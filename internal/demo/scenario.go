@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -99,6 +100,7 @@ type runner struct {
 	s        Settings
 	scenario Scenario
 	fenced   bool
+	name     string
 	start    time.Time
 	live     func(Event)
 	mu       sync.Mutex
@@ -109,7 +111,7 @@ type runner struct {
 // Run plays scenario once, fenced by fencekit or (fenced=false) with client-go's leaderelection and a
 // ConfigMap, calling live (if set) for each event as it happens.
 func Run(ctx context.Context, t Target, s Settings, scenario Scenario, fenced bool, live func(Event)) (*Result, error) {
-	r := &runner{t: t, s: s, scenario: scenario, fenced: fenced, start: time.Now(), live: live}
+	r := &runner{t: t, s: s, scenario: scenario, fenced: fenced, name: runName(scenario, fenced), start: time.Now(), live: live}
 	defer r.stopAll()
 	res, err := r.run(ctx)
 	if res != nil {
@@ -134,12 +136,24 @@ func (r *runner) say(format string, args ...any) {
 	r.record(Event{At: time.Since(r.start), Worker: "demo", Msg: fmt.Sprintf(format, args...)})
 }
 
+// names are the run's Lease and target: "fenced-paused-holder-writer" and "fenced-paused-holder" the
+// first time a scenario runs in this process, with a sequence number after that.
 func (r *runner) names() (lease, resource string) {
-	kind := "fenced"
-	if !r.fenced {
-		kind = "unfenced"
+	return r.name + "-writer", r.name
+}
+
+var runs sync.Map // run name -> *atomic.Int64, how many runs used it
+
+func runName(scenario Scenario, fenced bool) string {
+	name := fmt.Sprintf("unfenced-%s", scenario)
+	if fenced {
+		name = fmt.Sprintf("fenced-%s", scenario)
 	}
-	return fmt.Sprintf("%s-%s-writer", kind, r.scenario), fmt.Sprintf("%s-%s", kind, r.scenario)
+	n, _ := runs.LoadOrStore(name, new(atomic.Int64))
+	if seq := n.(*atomic.Int64).Add(1); seq > 1 {
+		name = fmt.Sprintf("%s-%d", name, seq)
+	}
+	return name
 }
 
 func (r *runner) startWorker(name, kubeconfig string, extra ...string) (*process, error) {
