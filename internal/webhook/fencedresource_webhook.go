@@ -88,7 +88,7 @@ func (v *Validator) ValidateDelete(ctx context.Context, fr *fencingv1alpha1.Fenc
 }
 
 func (v *Validator) validate(ctx context.Context, old, fr *fencingv1alpha1.FencedResource) error {
-	if !fencing.TouchesFencedFields(old, fr) {
+	if !mayTouchFencedFields(old, fr) {
 		return nil
 	}
 	req, err := admission.RequestFromContext(ctx)
