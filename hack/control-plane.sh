@@ -55,7 +55,8 @@ build_apiserver() {
     done
     log "replaced ${n} staging modules with their ${STAGING_VERSION} releases"
     go mod edit -require="k8s.io/kubernetes@${want}"
-    go get -tool k8s.io/kubernetes/cmd/kube-apiserver 2>&1 | grep -v "^go: \\(downloading\\|added\\|upgraded\\)" >&2 || true
+    local out
+    out="$(go get -tool k8s.io/kubernetes/cmd/kube-apiserver 2>&1)" || { echo "$out" >&2; die "go get k8s.io/kubernetes/cmd/kube-apiserver failed"; }
     go mod tidy
     log "compiling kube-apiserver"
     go build -trimpath -o "$ASSETS/kube-apiserver.tmp" \
@@ -79,7 +80,8 @@ build_etcd() {
   (
     cd "$work"
     go mod init fencekit.local/etcd-build >/dev/null 2>&1
-    go get -tool "go.etcd.io/etcd/server/v3@v${want}" >/dev/null
+    local out
+    out="$(go get -tool "go.etcd.io/etcd/server/v3@v${want}" 2>&1)" || { echo "$out" >&2; die "go get go.etcd.io/etcd/server/v3@v${want} failed"; }
     go mod tidy
     go build -trimpath -o "$ASSETS/etcd.tmp" go.etcd.io/etcd/server/v3
   ) || die "building etcd v${want} failed (see the go output above)"
