@@ -25,6 +25,8 @@ type Worker struct {
 	User, Holder string
 	Client       client.Client
 	Config       *rest.Config
+	// LeaseDuration is the duration Acquire writes (default 15 s).
+	LeaseDuration time.Duration
 }
 
 // NewWorker returns the Worker holder in namespace (requires WithLeasePolicy, which installs the role).
@@ -47,20 +49,11 @@ func (w Worker) Acquire(t testing.TB, namespace, name string, epoch int64) elect
 		t.Fatal(err)
 	}
 	lease.Namespace, lease.Name = namespace, name
-	if lease.Labels == nil {
-		lease.Labels = map[string]string{}
+	duration := w.LeaseDuration
+	if duration == 0 {
+		duration = 15 * time.Second
 	}
-	if lease.Annotations == nil {
-		lease.Annotations = map[string]string{}
-	}
-	lease.Labels[elector.FencedLabel] = "true"
-	lease.Annotations[elector.EpochAnnotation] = strconv.FormatInt(epoch, 10)
-	lease.Annotations[elector.AcquirerAnnotation] = w.User
-	now := metav1.NewMicroTime(time.Now())
-	lease.Spec = coordinationv1.LeaseSpec{
-		HolderIdentity: ptr.To(w.Holder), LeaseDurationSeconds: ptr.To[int32](15),
-		AcquireTime: &now, RenewTime: &now, LeaseTransitions: ptr.To(int32(epoch)),
-	}
+	AcquiredBy(&lease, w.User, w.Holder, epoch, duration)
 	if exists {
 		err = w.Client.Update(ctx, &lease)
 	} else {
@@ -70,6 +63,25 @@ func (w Worker) Acquire(t testing.TB, namespace, name string, epoch int64) elect
 		t.Fatalf("%s acquiring lease %s at epoch %d: %v", w.Holder, name, epoch, err)
 	}
 	return elector.Token{Epoch: epoch, Lease: types.NamespacedName{Namespace: namespace, Name: name}, Holder: w.Holder}
+}
+
+// AcquiredBy sets lease to what pkg/elector writes when user, as holder, acquires it at epoch: the epoch
+// and acquirer annotations, the fenced label, the holder, a fresh acquire and renew time, the duration.
+func AcquiredBy(lease *coordinationv1.Lease, user, holder string, epoch int64, duration time.Duration) {
+	if lease.Labels == nil {
+		lease.Labels = map[string]string{}
+	}
+	if lease.Annotations == nil {
+		lease.Annotations = map[string]string{}
+	}
+	lease.Labels[elector.FencedLabel] = "true"
+	lease.Annotations[elector.EpochAnnotation] = strconv.FormatInt(epoch, 10)
+	lease.Annotations[elector.AcquirerAnnotation] = user
+	now := metav1.NewMicroTime(time.Now())
+	lease.Spec = coordinationv1.LeaseSpec{
+		HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To(int32(duration / time.Second)),
+		AcquireTime: &now, RenewTime: &now, LeaseTransitions: ptr.To(int32(epoch)),
+	}
 }
 
 // Declare creates a FencedResource bound to lease, with no data, as an admin or a GitOps tool would.

@@ -33,8 +33,8 @@ func BenchmarkFenceOnAcquire(b *testing.B) {
 			var sent, conflicts int64
 			for epoch := int64(1); epoch <= fenceRepeats+1; epoch++ {
 				w := holders[epoch%2]
-				c, u := countingClient(b, w.config)
-				tok := w.acquire(b, ns, "bench-writer", epoch)
+				c, u := countingClient(b, w.Config)
+				tok := w.Acquire(b, ns, "bench-writer", epoch)
 				start := time.Now()
 				if err := fencing.FenceOnAcquire(c)(b.Context(), tok); err != nil {
 					b.Fatalf("fencing %d resources at epoch %d: %v", n, epoch, err)
@@ -56,13 +56,13 @@ func BenchmarkFenceOnAcquire(b *testing.B) {
 	b.Run("resources=100/client-go-default-rate-limit", func(b *testing.B) {
 		ns := env.Namespace(b)
 		w := newWorker(b, ns, "holder-a")
-		cfg := rest.CopyConfig(w.config)
+		cfg := rest.CopyConfig(w.Config)
 		cfg.QPS, cfg.Burst = 0, 0
 		limited, u := countingClient(b, cfg)
 		for i := range 100 {
 			declare(b, ns, fmt.Sprintf("fenced-%03d", i), "bench-writer")
 		}
-		tok := w.acquire(b, ns, "bench-writer", 1)
+		tok := w.Acquire(b, ns, "bench-writer", 1)
 		start := time.Now()
 		if err := fencing.FenceOnAcquire(limited)(b.Context(), tok); err != nil {
 			b.Fatal(err)

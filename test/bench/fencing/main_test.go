@@ -8,25 +8,21 @@ import (
 	"math"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator"
 	"github.com/fencekit/fencekit/internal/testenv"
-	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
@@ -51,63 +47,20 @@ func unlimited(cfg *rest.Config) *rest.Config {
 	return cfg
 }
 
-// worker is a lease holder: an authenticated user bound to the fencekit-elector role.
-type worker struct {
-	user, holder string
-	client       client.Client
-	config       *rest.Config
-}
+// worker is a lease holder (see testenv.Worker) whose client has no client-side rate limit and whose
+// Leases last an hour, so that they stay live through a benchmark without renewals.
+type worker = testenv.Worker
 
 func newWorker(b *testing.B, ns, holder string) worker {
 	b.Helper()
-	_, cfg := env.ElectorClient(b, ns, holder+"-user")
-	cfg = unlimited(cfg)
-	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	w := env.NewWorker(b, ns, holder)
+	w.Config = unlimited(w.Config)
+	c, err := client.New(w.Config, client.Options{Scheme: env.Scheme})
 	if err != nil {
 		b.Fatal(err)
 	}
-	return worker{user: holder + "-user", holder: holder, client: c, config: cfg}
-}
-
-// acquire writes the Lease as pkg/elector does when it acquires at epoch (holder, acquirer, epoch, fenced
-// label), with a one-hour duration so that it stays live through a benchmark without renewals.
-func (w worker) acquire(b *testing.B, ns, name string, epoch int64) elector.Token {
-	b.Helper()
-	ctx := b.Context()
-	var lease coordinationv1.Lease
-	err := w.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &lease)
-	exists := err == nil
-	if err != nil && !apierrors.IsNotFound(err) {
-		b.Fatal(err)
-	}
-	lease.Namespace, lease.Name = ns, name
-	setLeaseFormat(&lease, w.user, w.holder, epoch)
-	if exists {
-		err = w.client.Update(ctx, &lease)
-	} else {
-		err = w.client.Create(ctx, &lease)
-	}
-	if err != nil {
-		b.Fatalf("%s acquiring lease %s at epoch %d: %v", w.holder, name, epoch, err)
-	}
-	return elector.Token{Epoch: epoch, Lease: types.NamespacedName{Namespace: ns, Name: name}, Holder: w.holder}
-}
-
-func setLeaseFormat(lease *coordinationv1.Lease, user, holder string, epoch int64) {
-	if lease.Labels == nil {
-		lease.Labels = map[string]string{}
-	}
-	if lease.Annotations == nil {
-		lease.Annotations = map[string]string{}
-	}
-	lease.Labels[elector.FencedLabel] = "true"
-	lease.Annotations[elector.EpochAnnotation] = strconv.FormatInt(epoch, 10)
-	lease.Annotations[elector.AcquirerAnnotation] = user
-	now := metav1.NewMicroTime(time.Now())
-	lease.Spec = coordinationv1.LeaseSpec{
-		HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](3600),
-		AcquireTime: &now, RenewTime: &now, LeaseTransitions: ptr.To(int32(epoch)),
-	}
+	w.Client, w.LeaseDuration = c, time.Hour
+	return w
 }
 
 func declare(b *testing.B, ns, name, lease string) types.NamespacedName {

@@ -58,7 +58,7 @@ func BenchmarkOperatorScale(b *testing.B) {
 	leaseOf := map[string]int{} // FencedResource name -> lease index
 	workqueue.ParallelizeUntil(ctx, 8, scaleLeases, func(i int) {
 		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("lease-%02d", i)}}
-		setLeaseFormat(lease, "holder-a-user", "holder-a", 1)
+		testenv.AcquiredBy(lease, "holder-a-user", "holder-a", 1, time.Hour)
 		if err := env.Client.Create(ctx, lease); err != nil {
 			b.Error(err)
 		}
@@ -151,7 +151,7 @@ func BenchmarkOperatorScale(b *testing.B) {
 		if epoch%2 == 0 {
 			holder = "holder-b"
 		}
-		setLeaseFormat(&lease, holder+"-user", holder, epoch)
+		testenv.AcquiredBy(&lease, holder+"-user", holder, epoch, time.Hour)
 		if err := env.Client.Update(ctx, &lease); err != nil {
 			b.Fatal(err)
 		}

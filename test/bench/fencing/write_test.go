@@ -50,9 +50,9 @@ func BenchmarkFencedWrite(b *testing.B) {
 	ctx := b.Context()
 	ns := env.Namespace(b)
 	holder := newWorker(b, ns, "holder")
-	tok := holder.acquire(b, ns, "bench-writer", 1)
-	setClient, setCount := countingClient(b, holder.config)
-	updateClient, updateCount := countingClient(b, holder.config)
+	tok := holder.Acquire(b, ns, "bench-writer", 1)
+	setClient, setCount := countingClient(b, holder.Config)
+	updateClient, updateCount := countingClient(b, holder.Config)
 	w, wu := fencing.NewWriter(setClient), fencing.NewWriter(updateClient)
 	keys := make([]types.NamespacedName, concurrentN)
 	for i := range keys {
@@ -69,7 +69,7 @@ func BenchmarkFencedWrite(b *testing.B) {
 		fr.Namespace, fr.Name = key.Namespace, key.Name
 		p := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}},"spec":{"epoch":%d,"data":{"seq":%d,"by":%q}}}`,
 			fencingv1alpha1.WriterAnnotation, tok.Holder, tok.Epoch, seq, tok.Holder)
-		return holder.client.Patch(ctx, fr, client.RawPatch(types.MergePatchType, []byte(p)))
+		return holder.Client.Patch(ctx, fr, client.RawPatch(types.MergePatchType, []byte(p)))
 	}
 	set := func(key types.NamespacedName) error {
 		seq++
@@ -111,7 +111,7 @@ func BenchmarkFencedWrite(b *testing.B) {
 				fr.Namespace, fr.Name = keys[i].Namespace, keys[i].Name
 				for n := range concurrentEach {
 					p := fmt.Sprintf(`{"spec":{"epoch":%d,"data":{"seq":%d,"by":%q}}}`, tok.Epoch, n, tok.Holder)
-					if err := holder.client.Patch(ctx, fr, client.RawPatch(types.MergePatchType, []byte(p))); err != nil {
+					if err := holder.Client.Patch(ctx, fr, client.RawPatch(types.MergePatchType, []byte(p))); err != nil {
 						errs <- err
 						return
 					}
