@@ -2,10 +2,17 @@ package controllers
 
 import (
 	"context"
+	"slices"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/pkg/elector"
 )
 
 // LeaseNameField indexes FencedResources by spec.leaseName in the operator's cache (the same name as the
@@ -26,4 +33,21 @@ func boundTo(ctx context.Context, c client.Reader, namespace, lease string) ([]f
 		return nil, err
 	}
 	return list.Items, nil
+}
+
+// leaseChanges passes a Lease update only if it changes what the controllers read: the holder, the epoch
+// annotation, the finalizers or the deletion. A renewal (renewTime) changes none of them, so the holder's
+// renewal every RetryPeriod does not make the controllers reconcile every bound FencedResource.
+var leaseChanges = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		old, ok1 := e.ObjectOld.(*coordinationv1.Lease)
+		lease, ok2 := e.ObjectNew.(*coordinationv1.Lease)
+		if !ok1 || !ok2 {
+			return true
+		}
+		return ptr.Deref(old.Spec.HolderIdentity, "") != ptr.Deref(lease.Spec.HolderIdentity, "") ||
+			old.Annotations[elector.EpochAnnotation] != lease.Annotations[elector.EpochAnnotation] ||
+			!slices.Equal(old.Finalizers, lease.Finalizers) ||
+			!old.DeletionTimestamp.Equal(lease.DeletionTimestamp)
+	},
 }

@@ -6,6 +6,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -33,7 +34,7 @@ func NewLeaseProtector(c client.Client) *LeaseProtector { return &LeaseProtector
 // SetupWithManager registers the protector; the spec.leaseName index must be registered (IndexLeaseName).
 func (p *LeaseProtector) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&coordinationv1.Lease{}).
+		For(&coordinationv1.Lease{}, builder.WithPredicates(leaseChanges)).
 		Watches(&fencingv1alpha1.FencedResource{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			fr := o.(*fencingv1alpha1.FencedResource)
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: fr.Namespace, Name: fr.Spec.LeaseName}}}
