@@ -120,7 +120,8 @@ func setupWebhook(mgr manager.Manager, opts Options) error {
 	if opts.WebhookPort == 0 {
 		return mgr.AddReadyzCheck("readyz", healthz.Ping)
 	}
-	certsReady := make(<-chan struct{})
+	// Without rotation the certificate is provided (cert-manager, envtest): ready from the start.
+	var certsReady <-chan struct{}
 	if opts.CertRotation {
 		ready, err := certs.AddRotator(mgr, certs.Options{
 			Namespace: opts.LeaderElectionNamespace, SecretName: opts.CertSecretName, ServiceName: opts.WebhookServiceName,
@@ -130,20 +131,18 @@ func setupWebhook(mgr manager.Manager, opts Options) error {
 			return err
 		}
 		certsReady = ready
-	} else {
-		closed := make(chan struct{})
-		close(closed)
-		certsReady = closed
 	}
 	if err := webhook.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the FencedResource webhook: %w", err)
 	}
 	started := mgr.GetWebhookServer().StartedChecker()
 	return mgr.AddReadyzCheck("webhook", func(req *http.Request) error {
-		select {
-		case <-certsReady:
-		default:
-			return errors.New("the webhook certificate is not ready yet")
+		if certsReady != nil {
+			select {
+			case <-certsReady:
+			default:
+				return errors.New("the webhook certificate is not ready yet")
+			}
 		}
 		return started(req)
 	})
