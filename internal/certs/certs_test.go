@@ -55,7 +55,7 @@ func startReplicas(t *testing.T, opts ...certs.Options) []*replica {
 	errs := make([]error, len(opts))
 	var wg sync.WaitGroup
 	for i, o := range opts {
-		port := freePort(t)
+		port := testenv.FreePort(t)
 		mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 			Scheme:                 env.Scheme,
 			Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -97,14 +97,27 @@ func (r *replica) waitReady(t *testing.T) {
 	}
 }
 
-func freePort(t *testing.T) int {
+// seedSecret stores in opts' Secret a CA valid for caValidity and a serving certificate that expires in a
+// day, both issued by cert-controller's functions, and returns the CA.
+func seedSecret(t *testing.T, opts certs.Options, caValidity time.Duration) *rotator.KeyPairArtifacts {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	cr := &rotator.CertRotator{CAName: "fencekit-webhook-ca", CAOrganization: "fencekit",
+		DNSName: opts.ServiceName + "." + opts.Namespace + ".svc", ExtKeyUsages: &[]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	now := time.Now()
+	ca, err := cr.CreateCACert(now.Add(-time.Hour), now.Add(caValidity))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	cert, key, err := cr.CreateCertPEM(ca, now.Add(-time.Hour), now.Add(24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{Data: map[string][]byte{"ca.crt": ca.CertPEM, "ca.key": ca.KeyPEM, "tls.crt": cert, "tls.key": key}}
+	secret.Namespace, secret.Name = opts.Namespace, opts.SecretName
+	if err := env.Client.Create(t.Context(), secret); err != nil {
+		t.Fatal(err)
+	}
+	return ca
 }
 
 // newOptions creates a namespace and a ValidatingWebhookConfiguration with an empty caBundle.
@@ -240,22 +253,7 @@ func TestAddRotatorIssuesInjectsAndServes(t *testing.T) {
 func TestRenewsBeforeExpiry(t *testing.T) {
 	opts := newOptions(t)
 	// A CA valid for years and a serving certificate that expires tomorrow, well inside the 90-day lookahead.
-	cr := &rotator.CertRotator{CAName: "fencekit-webhook-ca", CAOrganization: "fencekit",
-		DNSName: opts.ServiceName + "." + opts.Namespace + ".svc", ExtKeyUsages: &[]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	now := time.Now()
-	ca, err := cr.CreateCACert(now.Add(-time.Hour), now.Add(5*365*24*time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, key, err := cr.CreateCertPEM(ca, now.Add(-time.Hour), now.Add(24*time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret := &corev1.Secret{Data: map[string][]byte{"ca.crt": ca.CertPEM, "ca.key": ca.KeyPEM, "tls.crt": cert, "tls.key": key}}
-	secret.Namespace, secret.Name = opts.Namespace, opts.SecretName
-	if err := env.Client.Create(t.Context(), secret); err != nil {
-		t.Fatal(err)
-	}
+	ca := seedSecret(t, opts, 5*365*24*time.Hour)
 
 	r := startReplica(t, opts)
 	r.waitReady(t)
@@ -328,22 +326,7 @@ func TestReinjectsAResetCABundle(t *testing.T) {
 func TestReplacesAnExpiringCA(t *testing.T) {
 	opts := newOptions(t)
 	// A CA (and serving certificate) that expire tomorrow: both are replaced, and the caBundle follows.
-	cr := &rotator.CertRotator{CAName: "fencekit-webhook-ca", CAOrganization: "fencekit",
-		DNSName: opts.ServiceName + "." + opts.Namespace + ".svc", ExtKeyUsages: &[]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	now := time.Now()
-	ca, err := cr.CreateCACert(now.Add(-time.Hour), now.Add(24*time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, key, err := cr.CreateCertPEM(ca, now.Add(-time.Hour), now.Add(24*time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret := &corev1.Secret{Data: map[string][]byte{"ca.crt": ca.CertPEM, "ca.key": ca.KeyPEM, "tls.crt": cert, "tls.key": key}}
-	secret.Namespace, secret.Name = opts.Namespace, opts.SecretName
-	if err := env.Client.Create(t.Context(), secret); err != nil {
-		t.Fatal(err)
-	}
+	ca := seedSecret(t, opts, 24*time.Hour)
 
 	r := startReplica(t, opts)
 	r.waitReady(t)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fencekit/fencekit/internal/operator"
+	"github.com/fencekit/fencekit/internal/testenv"
 )
 
 // operatorOptions are the operator's options as the chart's Deployment sets them through its arguments;
@@ -35,23 +35,13 @@ func operatorOptions(t *testing.T, r rendered, namespace string) operator.Option
 		}
 	}
 	return operator.Options{
-		MetricsAddr: "0", ProbeAddr: "127.0.0.1:" + strconv.Itoa(freePort(t)),
-		WebhookHost: "127.0.0.1", WebhookPort: freePort(t), WebhookCertDir: t.TempDir(),
+		MetricsAddr: "0", ProbeAddr: "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t)),
+		WebhookHost: "127.0.0.1", WebhookPort: testenv.FreePort(t), WebhookCertDir: t.TempDir(),
 		CertRotation: a["cert-rotation"] == "true", CertSecretName: a["cert-secret-name"],
 		WebhookServiceName: a["webhook-service-name"], WebhookConfigName: a["webhook-config-name"],
 		LeaderElect: a["leader-elect"] == "true", LeaderElectionNamespace: a["leader-election-namespace"],
 		SkipNameValidation: true,
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // checkCertRotation runs the operator as id with the chart's arguments (certificate rotation on) against the
