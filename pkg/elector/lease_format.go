@@ -1,5 +1,10 @@
 package elector
 
+import (
+	"strconv"
+	"strings"
+)
+
 // The Lease format: how fencekit records a fencing epoch on a coordination.k8s.io/v1 Lease. It is the
 // contract between the elector (which writes it), the fencekit admission (which checks FencedResource
 // writes against it and guards it with a ValidatingAdmissionPolicy) and the operator (which reports it).
@@ -18,3 +23,39 @@ const (
 	// may renew or release.
 	FencedLabel = "fencing.fencekit.io/fenced"
 )
+
+// The request-scoped token. A check of the object a write results in cannot tell "this request carried
+// epoch N" from "this request left the epoch out and inherited N from storage", so every fenced write
+// presents its epoch in the request itself, as its field manager (CreateOptions, UpdateOptions and
+// PatchOptions.fieldManager): "fencing.fencekit.io/epoch=7". Admission reads it from the request
+// (request.options.fieldManager for a ValidatingAdmissionPolicy, AdmissionRequest.options for a webhook);
+// it is never stored where a later write could inherit it as a token (the apiserver records it in
+// managedFields, which proves nothing about later requests).
+const (
+	// FieldManagerPrefix starts the field manager of a request that presents a fencing token.
+	FieldManagerPrefix = "fencing.fencekit.io/epoch="
+
+	// MaxEpoch is the highest epoch fencekit issues or admits: 2^53-1, exact in every JSON consumer
+	// (JavaScript, jq, float64 decoders), and far beyond what one-by-one acquisitions can reach.
+	MaxEpoch int64 = 1<<53 - 1
+)
+
+// FieldManager is the field manager that presents t's epoch in a request: "fencing.fencekit.io/epoch=7".
+func (t Token) FieldManager() string { return FieldManagerFor(t.Epoch) }
+
+// FieldManagerFor is the field manager that presents epoch in a request.
+func FieldManagerFor(epoch int64) string { return FieldManagerPrefix + strconv.FormatInt(epoch, 10) }
+
+// EpochFromFieldManager reads the epoch a request's field manager presents. ok is false unless fm is
+// exactly FieldManagerPrefix followed by a canonical decimal in [1, MaxEpoch] (no sign, no leading zero).
+func EpochFromFieldManager(fm string) (epoch int64, ok bool) {
+	s, found := strings.CutPrefix(fm, FieldManagerPrefix)
+	if !found {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 1 || v > MaxEpoch || strconv.FormatInt(v, 10) != s {
+		return 0, false
+	}
+	return v, true
+}

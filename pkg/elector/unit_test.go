@@ -239,3 +239,27 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 	t.Fatalf("timed out waiting for %s", what)
 }
+
+func TestEpochFromFieldManager(t *testing.T) {
+	for fm, want := range map[string]int64{
+		"fencing.fencekit.io/epoch=7":                7,
+		"fencing.fencekit.io/epoch=9007199254740991": MaxEpoch,
+		"fencing.fencekit.io/epoch=9007199254740992": 0, // above MaxEpoch
+		"fencing.fencekit.io/epoch=0":                0,
+		"fencing.fencekit.io/epoch=07":               0,
+		"fencing.fencekit.io/epoch=+7":               0,
+		"fencing.fencekit.io/epoch=-7":               0,
+		"fencing.fencekit.io/epoch=":                 0,
+		"fencing.fencekit.io/epoch=7 ":               0,
+		"kubectl-edit":                               0,
+		"":                                           0,
+	} {
+		got, ok := EpochFromFieldManager(fm)
+		if got != want || ok != (want != 0) {
+			t.Errorf("EpochFromFieldManager(%q) = %d, %v; want %d, %v", fm, got, ok, want, want != 0)
+		}
+	}
+	if got := (Token{Epoch: 42}).FieldManager(); got != "fencing.fencekit.io/epoch=42" {
+		t.Errorf("Token{Epoch: 42}.FieldManager() = %q", got)
+	}
+}
