@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/selfstop"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
@@ -139,14 +140,15 @@ func work(ctx context.Context, e *elector.Elector, w *fencing.Writer, tok electo
 	}
 }
 
-// pauseHere stops the process with SIGSTOP before write n when asked to (demonstrations only).
+// pauseHere stops the process with SIGSTOP before write n when asked to (demonstrations only), and returns
+// once it has been continued (selfstop.Stop says why that needs care).
 func pauseHere(n, stopBeforeWrite int, holder string, epoch int64) {
 	if n != stopBeforeWrite {
 		return
 	}
 	log.Info("pausing", "holder", holder, "epoch", epoch, "write", n)
-	if err := syscall.Kill(os.Getpid(), syscall.SIGSTOP); err != nil {
-		fmt.Fprintln(os.Stderr, "SIGSTOP:", err)
+	if err := selfstop.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 	}
 	log.Info("resumed", "holder", holder, "epoch", epoch, "write", n)
 }
