@@ -74,7 +74,7 @@ func lateWrite(s Style, r *Result) string {
 	case e.Reason != "":
 		return s.good(fmt.Sprintf("REJECTED (%s, epoch %d)", e.Reason, e.Epoch))
 	default:
-		return s.bad("failed: " + e.Error)
+		return s.bad("failed: no answer (see below)")
 	}
 }
 
@@ -94,25 +94,54 @@ func (s Style) Summary(w io.Writer, fenced, unfenced *Result) {
 }
 
 // Check returns nil if the runs showed what the demo is for: the fenced run refused W1's late write as
-// stale and kept W2's data, and the unfenced run let W1 overwrite W2.
+// stale and kept W2's data, and the unfenced run let W1 overwrite W2. Otherwise its error says, in one
+// line per run that went wrong, which run, what it saw instead, and what to try.
 func Check(fenced, unfenced *Result) error {
 	var problems []string
-	if fenced.StaleAdmitted() {
-		problems = append(problems, "fencekit admitted the paused holder's stale write")
-	} else if fenced.LateWrite.Reason != "FencingStaleEpoch" {
-		problems = append(problems, fmt.Sprintf("the paused holder's write was not refused as stale (reason %q, error %q)", fenced.LateWrite.Reason, fenced.LateWrite.Error))
+	if p := fencedProblem(fenced); p != "" {
+		problems = append(problems, "fenced run: "+p)
 	}
-	if fenced.W2Epoch != fenced.W1Epoch+1 {
-		problems = append(problems, fmt.Sprintf("W2 acquired epoch %d, not W1's epoch %d + 1", fenced.W2Epoch, fenced.W1Epoch))
-	}
-	if fenced.Final == nil || fmt.Sprint(fenced.Final["writer"]) != "W2" {
-		problems = append(problems, fmt.Sprintf("the fenced resource's data is not W2's: %v", fenced.Final))
-	}
-	if !unfenced.StaleAdmitted() || unfenced.Final == nil || fmt.Sprint(unfenced.Final["writer"]) != "W1" {
-		problems = append(problems, fmt.Sprintf("the unfenced run did not show the overwrite (W1's late write accepted: %v, final data %v)", unfenced.StaleAdmitted(), unfenced.Final))
+	if p := unfencedProblem(unfenced); p != "" {
+		problems = append(problems, "unfenced run: "+p)
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("%w: %s", errNotShown, strings.Join(problems, "; "))
+		return fmt.Errorf("%w:\n  %s", errNotShown, strings.Join(problems, "\n  "))
 	}
 	return nil
+}
+
+// undecided is the hint for a late write that got no answer from the apiserver (a timeout, a refused
+// connection): the demo proved nothing either way.
+func undecided(e Event) string {
+	return fmt.Sprintf("W1's write after SIGCONT got no answer from the apiserver (%s); the machine may be overloaded: run it again, and if it keeps failing, give it more room with --pause=40s", e.Error)
+}
+
+func fencedProblem(r *Result) string {
+	late := r.LateWrite
+	switch {
+	case r.StaleAdmitted():
+		return fmt.Sprintf("fencekit ADMITTED the paused holder's write at epoch %d after W2 acquired epoch %d: this is a fencing bug, please report it with this output", late.Epoch, r.W2Epoch)
+	case late.Reason == "" && late.Error != "":
+		return undecided(late)
+	case late.Reason != "FencingStaleEpoch":
+		return fmt.Sprintf("W1's write after SIGCONT was refused as %s, not as a stale epoch (%s)", late.Reason, late.Error)
+	case r.W2Epoch != r.W1Epoch+1:
+		return fmt.Sprintf("W2 acquired epoch %d, not W1's epoch %d + 1: another elector wrote the Lease %s-writer meanwhile", r.W2Epoch, r.W1Epoch, r.Scenario)
+	case r.Final == nil || fmt.Sprint(r.Final["writer"]) != "W2":
+		return fmt.Sprintf("the FencedResource's stored data is not W2's: %v", r.Final)
+	}
+	return ""
+}
+
+func unfencedProblem(r *Result) string {
+	late := r.LateWrite
+	switch {
+	case !r.StaleAdmitted() && late.Error != "":
+		return undecided(late)
+	case !r.StaleAdmitted():
+		return "W1's write after SIGCONT was not made (no write event): see the timeline above"
+	case r.Final == nil || fmt.Sprint(r.Final["writer"]) != "W1":
+		return fmt.Sprintf("W1's late write was accepted but the ConfigMap's stored data is %v, not W1's: another writer came after it", r.Final)
+	}
+	return ""
 }

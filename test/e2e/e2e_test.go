@@ -28,10 +28,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func run(t *testing.T, scenario demo.Scenario, fenced bool) *demo.Result {
+func run(t *testing.T, s demo.Settings, scenario demo.Scenario, fenced bool) *demo.Result {
 	t.Helper()
 	name := map[bool]string{true: "fenced", false: "unfenced"}[fenced]
-	res, err := demo.Run(t.Context(), *target, demo.QuickSettings(), scenario, fenced, func(e demo.Event) {
+	res, err := demo.Run(t.Context(), *target, s, scenario, fenced, func(e demo.Event) {
 		t.Log(demo.Style{}.Line(name, e))
 	})
 	if err != nil {
@@ -50,14 +50,27 @@ func monotonic(t *testing.T, h []demo.Written) {
 	}
 }
 
-// TestPausedHolder: W1 stopped past its lease just before a write; W2 takes over and writes; W1 resumes.
-// Fenced, W1's write is refused as stale and W2's data stays; unfenced, W1 overwrites W2 (if that ever
-// stopped happening, the scenario would no longer reproduce the problem, and this test would say so).
+// TestPausedHolder is `make demo` at its default timings (15 s lease, 20 s pause): W1 stopped past its
+// lease just before a write; W2 takes over and writes; W1 resumes. Fenced, W1's write is refused as stale
+// and W2's data stays; unfenced, W1 overwrites W2 (if that ever stopped happening, the scenario would no
+// longer reproduce the problem, and this test would say so). A pause of 12 s or more once made W1's write
+// fail with "context deadline exceeded" (internal/selfstop says why); the quick timings never showed it.
 func TestPausedHolder(t *testing.T) {
+	t.Parallel()
+	testPausedHolder(t, demo.DefaultSettings())
+}
+
+// TestPausedHolderQuick is the same scenario at `make demo DEMO_ARGS=--quick`'s timings.
+func TestPausedHolderQuick(t *testing.T) {
+	t.Parallel()
+	testPausedHolder(t, demo.QuickSettings())
+}
+
+func testPausedHolder(t *testing.T, s demo.Settings) {
 	var fenced, unfenced *demo.Result
 	t.Run("group", func(t *testing.T) {
-		t.Run("fenced", func(t *testing.T) { t.Parallel(); fenced = run(t, demo.PausedHolder, true) })
-		t.Run("unfenced", func(t *testing.T) { t.Parallel(); unfenced = run(t, demo.PausedHolder, false) })
+		t.Run("fenced", func(t *testing.T) { t.Parallel(); fenced = run(t, s, demo.PausedHolder, true) })
+		t.Run("unfenced", func(t *testing.T) { t.Parallel(); unfenced = run(t, s, demo.PausedHolder, false) })
 	})
 	if fenced == nil || unfenced == nil {
 		t.FailNow()
@@ -86,7 +99,7 @@ func TestPausedHolder(t *testing.T) {
 // fence-on-acquire stands between W1 and the resource, and it refuses W1's write.
 func TestPausedBeforeTakeoverWrite(t *testing.T) {
 	t.Parallel()
-	res := run(t, demo.PausedBeforeTakeoverWrite, true)
+	res := run(t, demo.QuickSettings(), demo.PausedBeforeTakeoverWrite, true)
 	if res.W2Epoch != res.W1Epoch+1 {
 		t.Errorf("W2 acquired epoch %d, want %d", res.W2Epoch, res.W1Epoch+1)
 	}
@@ -102,7 +115,7 @@ func TestPausedBeforeTakeoverWrite(t *testing.T) {
 // TestCrash: W1 killed with SIGKILL; W2 takes over after the lease, at a higher epoch, and writes.
 func TestCrash(t *testing.T) {
 	t.Parallel()
-	res := run(t, demo.Crash, true)
+	res := run(t, demo.QuickSettings(), demo.Crash, true)
 	if res.W2Epoch <= res.W1Epoch {
 		t.Errorf("W2 acquired epoch %d, not above W1's %d", res.W2Epoch, res.W1Epoch)
 	}
