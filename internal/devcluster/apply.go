@@ -143,7 +143,8 @@ func WaitForLeasePolicy(ctx context.Context, admin *rest.Config, c client.Client
 			},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("probe")},
 		}
-		last = probe.Create(ctx, lease, client.DryRunAll)
+		// The probe presents its epoch, as the elector would, so that the acquirer rule is what denies it.
+		last = probe.Create(ctx, lease, client.DryRunAll, client.FieldOwner(elector.FieldManagerFor(1)))
 		return apierrors.IsForbidden(last) && strings.Contains(last.Error(), "must name its requester"), nil
 	})
 	if err != nil {

@@ -5,14 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
@@ -136,72 +133,6 @@ func TestFencedWrites(t *testing.T) {
 	}
 }
 
-// TestLeasePolicy checks the ValidatingAdmissionPolicy that binds each epoch to the user that acquired it.
-func TestLeasePolicy(t *testing.T) {
-	ctx := t.Context()
-	ns := env.Namespace(t)
-	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
-	a.Acquire(t, ns, "l", 3)
-	read := func() *coordinationv1.Lease {
-		var l coordinationv1.Lease
-		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "l"}, &l); err != nil {
-			t.Fatal(err)
-		}
-		return &l
-	}
-	tests := []struct {
-		name   string
-		as     worker
-		mutate func(*coordinationv1.Lease)
-		want   string // "" admits
-	}{
-		{"the acquirer renews", a, func(l *coordinationv1.Lease) { l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now())) }, ""},
-		{"another user renews", b, func(l *coordinationv1.Lease) { l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now())) },
-			"only worker-a-user, which acquired epoch 3, may renew or release it; worker-b-user may not"},
-		{"another user releases", b, func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("") },
-			"only worker-a-user, which acquired epoch 3, may renew or release it"},
-		{"the epoch goes down", a, func(l *coordinationv1.Lease) { l.Annotations[elector.EpochAnnotation] = "2" },
-			"fenced lease l: epoch may not go down, from 3 to 2"},
-		{"an acquisition naming someone else", b, func(l *coordinationv1.Lease) {
-			l.Annotations[elector.EpochAnnotation] = "4"
-			l.Annotations[elector.AcquirerAnnotation] = "worker-a-user"
-			l.Spec.HolderIdentity = ptr.To("worker-b")
-		}, "an acquisition at epoch 4 must name its requester worker-b-user as acquirer"},
-		{"the acquirer rewritten without a new epoch", b, func(l *coordinationv1.Lease) { l.Annotations[elector.AcquirerAnnotation] = "worker-b-user" },
-			"the acquirer of epoch 3 is worker-a-user and cannot change without a new epoch"},
-		{"the fenced label removed", a, func(l *coordinationv1.Lease) { delete(l.Labels, elector.FencedLabel) },
-			"the label fencing.fencekit.io/fenced=true cannot be removed"},
-		{"another user changes only metadata", b, func(l *coordinationv1.Lease) { l.Labels["team"] = "orders" }, ""},
-		{"another user acquires at a new epoch", b, func(l *coordinationv1.Lease) {
-			l.Annotations[elector.EpochAnnotation] = "4"
-			l.Annotations[elector.AcquirerAnnotation] = "worker-b-user"
-			l.Spec.HolderIdentity = ptr.To("worker-b")
-		}, ""},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			l := read()
-			tc.mutate(l)
-			err := tc.as.Client.Update(ctx, l)
-			if tc.want == "" {
-				if err != nil {
-					t.Fatalf("want admitted, got %v", err)
-				}
-				return
-			}
-			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("want Forbidden %q, got %v", tc.want, err)
-			}
-		})
-	}
-	// Break glass: an admin (system:masters) may do what the policy otherwise forbids.
-	l := read()
-	l.Annotations[elector.EpochAnnotation] = "1"
-	if err := env.Client.Update(ctx, l); err != nil {
-		t.Fatalf("break glass: an admin's update was refused: %v", err)
-	}
-}
-
 // TestDeclarationCoexistsWithHolder: declaring is free, and a GitOps tool re-applying its declaration with
 // server-side apply neither fights the holder nor erases its data.
 func TestDeclarationCoexistsWithHolder(t *testing.T) {
@@ -306,14 +237,7 @@ func TestDelete(t *testing.T) {
 	wantRefused(t, err, fencing.IsNotHolder, "FencedResource "+ns+"/orders is bound to lease orders-writer, held by worker-a at epoch 2: only that holder's user \"worker-a-user\" or an admin (group fencekit:breakglass) may delete it")
 
 	// The holder releases the Lease: now the declaration's owner may remove it.
-	var lease coordinationv1.Lease
-	if err := a.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "orders-writer"}, &lease); err != nil {
-		t.Fatal(err)
-	}
-	lease.Spec.HolderIdentity = ptr.To("")
-	if err := a.Client.Update(ctx, &lease); err != nil {
-		t.Fatalf("releasing: %v", err)
-	}
+	a.Release(t, ta)
 	if err := gitops.Delete(ctx, fr.DeepCopy()); err != nil {
 		t.Fatalf("deleting after the release: %v", err)
 	}

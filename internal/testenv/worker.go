@@ -38,7 +38,9 @@ func (e *Env) NewWorker(t testing.TB, namespace, holder string) Worker {
 
 // Acquire writes the Lease namespace/name as pkg/elector does when it acquires at epoch (holder, epoch
 // and acquirer annotations, fenced label, a fresh renewTime, a 15 s duration), creating it if needed, and
-// returns the Token the elector would hand out.
+// returns the Token the elector would hand out. Like the elector, it presents the epoch in the request
+// (field manager fencing.fencekit.io/epoch=N), and fencekit's Lease policy holds it to the elector's rule:
+// an existing fenced Lease at epoch e can only be acquired at e+1; a create chooses its starting epoch.
 func (w Worker) Acquire(t testing.TB, namespace, name string, epoch int64) elector.Token {
 	t.Helper()
 	ctx := t.Context()
@@ -55,9 +57,9 @@ func (w Worker) Acquire(t testing.TB, namespace, name string, epoch int64) elect
 	}
 	AcquiredBy(&lease, w.User, w.Holder, epoch, duration)
 	if exists {
-		err = w.Client.Update(ctx, &lease)
+		err = w.Client.Update(ctx, &lease, Presenting(epoch))
 	} else {
-		err = w.Client.Create(ctx, &lease)
+		err = w.Client.Create(ctx, &lease, Presenting(epoch))
 	}
 	if err != nil {
 		t.Fatalf("%s acquiring lease %s at epoch %d: %v", w.Holder, name, epoch, err)
@@ -65,8 +67,31 @@ func (w Worker) Acquire(t testing.TB, namespace, name string, epoch int64) elect
 	return elector.Token{Epoch: epoch, Lease: types.NamespacedName{Namespace: namespace, Name: name}, Holder: w.Holder}
 }
 
+// Release clears the holder of the Lease tok names, as pkg/elector releases it (an empty holder, a
+// one-second duration, the epoch and acquirer kept), presenting tok's epoch.
+func (w Worker) Release(t testing.TB, tok elector.Token) {
+	t.Helper()
+	ctx := t.Context()
+	var lease coordinationv1.Lease
+	if err := w.Client.Get(ctx, tok.Lease, &lease); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.NewMicroTime(time.Now())
+	lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds, lease.Spec.RenewTime = ptr.To(""), ptr.To(int32(1)), &now
+	if err := w.Client.Update(ctx, &lease, Presenting(tok.Epoch)); err != nil {
+		t.Fatalf("%s releasing lease %s at epoch %d: %v", w.Holder, tok.Lease.Name, tok.Epoch, err)
+	}
+}
+
+// Presenting is the write option that presents epoch in the request, as pkg/elector does on every Lease
+// write: the field manager fencing.fencekit.io/epoch=N.
+func Presenting(epoch int64) client.FieldOwner {
+	return client.FieldOwner(elector.FieldManagerFor(epoch))
+}
+
 // AcquiredBy sets lease to what pkg/elector writes when user, as holder, acquires it at epoch: the epoch
 // and acquirer annotations, the fenced label, the holder, a fresh acquire and renew time, the duration.
+// Write it presenting the epoch (Presenting(epoch)), as the elector does.
 func AcquiredBy(lease *coordinationv1.Lease, user, holder string, epoch int64, duration time.Duration) {
 	if lease.Labels == nil {
 		lease.Labels = map[string]string{}
@@ -77,10 +102,15 @@ func AcquiredBy(lease *coordinationv1.Lease, user, holder string, epoch int64, d
 	lease.Labels[elector.FencedLabel] = "true"
 	lease.Annotations[elector.EpochAnnotation] = strconv.FormatInt(epoch, 10)
 	lease.Annotations[elector.AcquirerAnnotation] = user
+	// leaseTransitions: 0 on create, +1 on every other acquisition.
+	var transitions int32
+	if lease.ResourceVersion != "" {
+		transitions = ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1
+	}
 	now := metav1.NewMicroTime(time.Now())
 	lease.Spec = coordinationv1.LeaseSpec{
 		HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To(int32(duration / time.Second)),
-		AcquireTime: &now, RenewTime: &now, LeaseTransitions: ptr.To(int32(epoch)),
+		AcquireTime: &now, RenewTime: &now, LeaseTransitions: ptr.To(transitions),
 	}
 }
 

@@ -11,9 +11,13 @@
 // that Lease's namespace and name: across holders, restarts that reuse an identity, a holder re-acquiring
 // after its own lease expired, and the Lease being deleted and recreated. Two acquisitions never share an
 // epoch, so at most one holder ever acts with a given epoch. (The next epoch is the previous one plus one;
-// a Lease without a valid epoch, including a new one, is seeded from a storage resourceVersion, which on
-// Kubernetes >= 1.35 is a comparable integer above the resourceVersion of every earlier write and hence
-// above every earlier epoch; see docs/design.md.)
+// a Lease without a valid epoch, including a new one and one that lacks the fenced label, whose annotation
+// nobody guarded, is seeded from a storage resourceVersion, which on Kubernetes >= 1.35 is a comparable
+// integer above the resourceVersion of every earlier write and hence above every earlier epoch; see
+// docs/design.md.) Epochs stay within [1, MaxEpoch]: rather than exceed it, or issue an epoch at or below
+// one it has seen under the name, the elector does not acquire and logs why (ErrNoEpoch). Every Lease
+// write presents its epoch in the request, as its field manager (see FieldManagerFor), as fencekit's
+// Lease policy requires.
 //
 // # What is not guaranteed
 //

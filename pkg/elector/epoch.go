@@ -3,10 +3,10 @@ package elector
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // ErrInvalidResourceVersion is returned (and the acquisition abandoned) when a resourceVersion the epoch
@@ -14,7 +14,13 @@ import (
 // elector fails closed rather than guess.
 var ErrInvalidResourceVersion = errors.New("elector: resourceVersion is not a positive integer")
 
-// parseEpoch reads the epoch annotation: a decimal int64 >= 1.
+// ErrNoEpoch is returned (and the acquisition abandoned) when no epoch can be issued safely: the next one
+// would exceed MaxEpoch, or would not be above an epoch already seen under the Lease's name (which only a
+// hand-edited or unguarded Lease can cause). The error names the numbers; an admin has to repair the Lease.
+var ErrNoEpoch = errors.New("elector: no epoch can be issued safely")
+
+// parseEpoch reads the epoch annotation as written: a canonical decimal int64 >= 1. It may be above
+// MaxEpoch (written by hand or before fencekit bounded epochs); trustedEpoch decides whether to use it.
 func parseEpoch(l *coordinationv1.Lease) (int64, error) {
 	if l == nil {
 		return 0, errors.New("no lease")
@@ -24,11 +30,30 @@ func parseEpoch(l *coordinationv1.Lease) (int64, error) {
 		return 0, fmt.Errorf("annotation %s is missing", EpochAnnotation)
 	}
 	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
+	if err != nil || strconv.FormatInt(v, 10) != s {
 		return 0, fmt.Errorf("annotation %s=%q is not a decimal int64", EpochAnnotation, s)
 	}
 	if v < 1 {
 		return 0, fmt.Errorf("annotation %s=%q is below 1", EpochAnnotation, s)
+	}
+	return v, nil
+}
+
+// trustedEpoch is the epoch of l that the next acquisition may continue from (+1). fencekit's Lease policy
+// guards only Leases labelled fencing.fencekit.io/fenced=true, so the annotation of an unlabelled Lease
+// proves nothing: anyone who could write the Lease could have written any number there (issue #10: an
+// admin recreated a live Lease unlabelled at an old epoch, and an elector then issued epoch 2 after 3).
+// An epoch above MaxEpoch is not continued either.
+func trustedEpoch(l *coordinationv1.Lease) (int64, error) {
+	if l.Labels[FencedLabel] != "true" {
+		return 0, fmt.Errorf("the Lease lacks the label %s=true, so no policy guarded its annotation %s", FencedLabel, EpochAnnotation)
+	}
+	v, err := parseEpoch(l)
+	if err != nil {
+		return 0, err
+	}
+	if v > MaxEpoch {
+		return 0, fmt.Errorf("annotation %s=%d is above the highest epoch %d", EpochAnnotation, v, MaxEpoch)
 	}
 	return v, nil
 }
@@ -51,38 +76,49 @@ type epochChoice struct {
 
 // nextEpoch is the epoch rule. l is the Lease about to be acquired (nil: it is about to be created) and
 // listRV the resourceVersion of a fresh consistent List of Leases in the namespace (used only when l is
-// nil). floor is the highest epoch this elector has seen under this name; the result is always above it.
+// nil). floor is the highest epoch this elector has seen under this name.
 //
-//   - l carries a valid epoch e: e+1.
+//   - l carries a trusted epoch e (fenced label, valid annotation, at most MaxEpoch): e+1.
 //   - l is nil: listRV (the current storage revision, above the resourceVersion of every write before it,
 //     and every epoch is below the resourceVersion of the write that issued it).
-//   - l has no valid epoch: l's own resourceVersion, for the same reason.
-func nextEpoch(l *coordinationv1.Lease, listRV string, floor int64) (epochChoice, error) {
+//   - otherwise (no valid epoch, or an unlabelled Lease): l's own resourceVersion, for the same reason.
+//
+// It fails closed (ErrNoEpoch, with the numbers) rather than issue an epoch above MaxEpoch or one at or
+// below an epoch already seen: floor, or the number in l's annotation, trusted or not. It never computes
+// past MaxEpoch+1, so it cannot overflow.
+func nextEpoch(lease types.NamespacedName, l *coordinationv1.Lease, listRV string, floor int64) (epochChoice, error) {
 	var c epochChoice
+	seen, seenWhere := floor, "the highest epoch this elector has seen under this name"
 	switch {
 	case l == nil:
 		v, err := parseResourceVersion(listRV)
 		if err != nil {
-			return c, fmt.Errorf("seeding the epoch of a new Lease from the list resourceVersion: %w", err)
+			return c, fmt.Errorf("lease %s: seeding the epoch of a new Lease from the list resourceVersion: %w", lease, err)
 		}
 		c = epochChoice{epoch: v, seed: "lease is being created"}
 	default:
-		prev, perr := parseEpoch(l)
+		if v, err := parseEpoch(l); err == nil && v > seen {
+			seen, seenWhere = v, "the epoch in its annotation "+EpochAnnotation
+		}
+		prev, perr := trustedEpoch(l)
 		if perr == nil {
-			if prev == math.MaxInt64 {
-				return c, fmt.Errorf("epoch %d cannot be incremented", prev)
+			if prev == MaxEpoch {
+				return c, fmt.Errorf("%w: lease %s is at epoch %d; the next epoch %d would exceed the highest epoch %d", ErrNoEpoch, lease, prev, prev+1, MaxEpoch)
 			}
 			c = epochChoice{epoch: prev + 1}
 			break
 		}
 		v, err := parseResourceVersion(l.ResourceVersion)
 		if err != nil {
-			return c, fmt.Errorf("seeding the epoch from the Lease's resourceVersion (%v): %w", perr, err)
+			return c, fmt.Errorf("lease %s: seeding the epoch from the Lease's resourceVersion (%v): %w", lease, perr, err)
 		}
 		c = epochChoice{epoch: v, seed: perr.Error()}
 	}
-	if c.epoch <= floor {
-		c.epoch = floor + 1
+	if c.seed != "" && c.epoch > MaxEpoch {
+		return c, fmt.Errorf("%w: lease %s: the seed resourceVersion %d exceeds the highest epoch %d", ErrNoEpoch, lease, c.epoch, MaxEpoch)
+	}
+	if c.epoch <= seen {
+		return c, fmt.Errorf("%w: lease %s: the next epoch %d is not above %d, %s; an admin must repair the Lease", ErrNoEpoch, lease, c.epoch, seen, seenWhere)
 	}
 	return c, nil
 }

@@ -108,15 +108,17 @@ func earliest(a, b time.Time) time.Time {
 	return b
 }
 
-// noteLeader calls OnNewLeader when the observed holder or epoch changes.
+// noteLeader raises the floor to every epoch observed (held or not, trusted or not: the elector never
+// issues an epoch at or below one it has seen) and calls OnNewLeader when the observed holder or epoch
+// changes.
 func (r *runner) noteLeader(o observation) {
-	h := holder(o.lease)
-	if h == "" {
-		return
-	}
 	epoch, _ := parseEpoch(o.lease)
 	if epoch > r.floor {
 		r.floor = epoch
+	}
+	h := holder(o.lease)
+	if h == "" {
+		return
 	}
 	if h == r.reportedHolder && epoch == r.reportedEpoch {
 		return
@@ -168,7 +170,7 @@ func (r *runner) acquire(ctx context.Context, o observation, tk takeover) {
 		}
 		listRV = list.ResourceVersion
 	}
-	choice, err := nextEpoch(o.lease, listRV, r.floor)
+	choice, err := nextEpoch(r.e.lease, o.lease, listRV, r.floor)
 	if err != nil {
 		r.retryLater(ctx, err, "Not acquiring: cannot choose an epoch")
 		return
@@ -179,13 +181,15 @@ func (r *runner) acquire(ctx context.Context, o observation, tk takeover) {
 	a := acquisition{identity: cfg.Identity, acquirer: r.acquirer, epoch: choice.epoch,
 		leaseDuration: cfg.LeaseDuration, now: r.e.clock.Now()}
 	sent := r.e.clock.Now()
+	// Every Lease write presents the epoch it writes at in the request (the Lease policy requires it).
+	fm := FieldManagerFor(choice.epoch)
 	var res *coordinationv1.Lease
 	if o.lease == nil {
-		res, err = r.leases.Create(ctx, newLease(r.e.lease.Namespace, r.e.lease.Name, a), metav1.CreateOptions{})
+		res, err = r.leases.Create(ctx, newLease(r.e.lease.Namespace, r.e.lease.Name, a), metav1.CreateOptions{FieldManager: fm})
 	} else {
 		l := o.lease.DeepCopy()
 		applyAcquisition(l, a)
-		res, err = r.leases.Update(ctx, l, metav1.UpdateOptions{})
+		res, err = r.leases.Update(ctx, l, metav1.UpdateOptions{FieldManager: fm})
 	}
 	switch {
 	case err == nil:
@@ -271,7 +275,7 @@ func (r *runner) renew(ctx context.Context, sent, stepAt time.Time) {
 	l := r.held.DeepCopy()
 	applyRenewal(l, sent, cfg.LeaseDuration)
 	rctx, cancel := context.WithTimeout(ctx, stepAt.Sub(sent))
-	res, err := r.leases.Update(rctx, l, metav1.UpdateOptions{})
+	res, err := r.leases.Update(rctx, l, metav1.UpdateOptions{FieldManager: r.term.token.FieldManager()})
 	cancel()
 	switch {
 	case err == nil:
@@ -393,7 +397,7 @@ func (r *runner) release(ctx context.Context, t *term) bool {
 	for attempt := 0; attempt < 2; attempt++ {
 		l := base.DeepCopy()
 		applyRelease(l, r.e.clock.Now())
-		res, err := r.leases.Update(rctx, l, metav1.UpdateOptions{})
+		res, err := r.leases.Update(rctx, l, metav1.UpdateOptions{FieldManager: t.token.FieldManager()})
 		if err == nil {
 			r.held = res
 			r.obs.set(res)

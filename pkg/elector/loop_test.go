@@ -3,6 +3,7 @@ package elector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,6 +63,17 @@ func (f *fakeAPI) write(update bool) k8stesting.ReactionFunc {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		l := a.(k8stesting.CreateAction).GetObject().(*coordinationv1.Lease).DeepCopy()
+		// As fencekit's Lease policy does: every write presents the epoch it writes at.
+		fm := ""
+		switch a := a.(type) {
+		case k8stesting.CreateActionImpl:
+			fm = a.CreateOptions.FieldManager
+		case k8stesting.UpdateActionImpl:
+			fm = a.UpdateOptions.FieldManager
+		}
+		if want := FieldManagerPrefix + l.Annotations[EpochAnnotation]; fm != want {
+			return true, nil, apierrors.NewForbidden(leasesGVR.GroupResource(), l.Name, fmt.Errorf("send fieldManager %s, not %q", want, fm))
+		}
 		tracker := f.cs.Tracker()
 		if update {
 			f.attempts++
@@ -382,7 +394,7 @@ func TestHandEditedEpochStepsDown(t *testing.T) {
 	leadCtx := <-h.leadCtx
 	l := api.current(t)
 	l.Annotations[EpochAnnotation] = strconv.FormatInt(tok.Epoch+10, 10)
-	if _, err := api.cs.CoordinationV1().Leases("ns").Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
+	if _, err := api.cs.CoordinationV1().Leases("ns").Update(context.Background(), l, metav1.UpdateOptions{FieldManager: FieldManagerFor(tok.Epoch + 10)}); err != nil {
 		t.Fatal(err)
 	}
 	select {

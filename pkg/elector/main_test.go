@@ -19,7 +19,9 @@ import (
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) { testenv.Main(m, &env) }
+// The control plane carries fencekit's Lease policy: the tests' admin client is exempt from it (break
+// glass), electorClientset's users are held to it.
+func TestMain(m *testing.M) { testenv.Main(m, &env, testenv.WithLeasePolicy()) }
 
 // Short durations for the integration tests: 2s lease, 1.5s renew deadline, 0.3s retry, 0.2s margin
 // (safe-work window 2s*0.99-0.2s = 1.78s).
@@ -35,6 +37,18 @@ func shortConfig(t testing.TB, ns, name, identity string) elector.Config {
 		RetryPeriod:   300 * time.Millisecond,
 		SafetyMargin:  200 * time.Millisecond,
 	}
+}
+
+// electorClientset is a client authenticated as user, bound to the fencekit-elector role in ns: neither
+// an admin nor break glass, so fencekit's Lease policy applies to its writes.
+func electorClientset(t testing.TB, ns, user string) kubernetes.Interface {
+	t.Helper()
+	_, cfg := env.ElectorClient(t, ns, user)
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
 }
 
 func clientset(t testing.TB) kubernetes.Interface {

@@ -59,7 +59,7 @@ func BenchmarkOperatorScale(b *testing.B) {
 	workqueue.ParallelizeUntil(ctx, 8, scaleLeases, func(i int) {
 		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("lease-%02d", i)}}
 		testenv.AcquiredBy(lease, "holder-a-user", "holder-a", 1, time.Hour)
-		if err := env.Client.Create(ctx, lease); err != nil {
+		if err := env.Client.Create(ctx, lease, testenv.Presenting(1)); err != nil {
 			b.Error(err)
 		}
 	})
@@ -152,7 +152,7 @@ func BenchmarkOperatorScale(b *testing.B) {
 			holder = "holder-b"
 		}
 		testenv.AcquiredBy(&lease, holder+"-user", holder, epoch, time.Hour)
-		if err := env.Client.Update(ctx, &lease); err != nil {
+		if err := env.Client.Update(ctx, &lease, testenv.Presenting(epoch)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,0 +1,219 @@
+package operator_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fencekit/fencekit/internal/testenv"
+	"github.com/fencekit/fencekit/pkg/elector"
+)
+
+// token is the field manager a Lease write presents ("" presents none, as kubectl and plain clients do).
+func token(epoch string) []client.UpdateOption {
+	if epoch == "" {
+		return nil
+	}
+	return []client.UpdateOption{client.FieldOwner(elector.FieldManagerPrefix + epoch)}
+}
+
+func readLease(t *testing.T, ns, name string) *coordinationv1.Lease {
+	t.Helper()
+	var l coordinationv1.Lease
+	if err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, &l); err != nil {
+		t.Fatal(err)
+	}
+	return &l
+}
+
+func wantPolicy(t *testing.T, err error, want string) {
+	t.Helper()
+	if want == "" {
+		if err != nil {
+			t.Fatalf("want admitted, got %v", err)
+		}
+		return
+	}
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("want Forbidden %q, got %v", want, err)
+	}
+}
+
+// acquire sets what an acquisition by w at epoch writes.
+func acquire(w worker, epoch string) func(*coordinationv1.Lease) {
+	return func(l *coordinationv1.Lease) {
+		l.Annotations[elector.EpochAnnotation] = epoch
+		l.Annotations[elector.AcquirerAnnotation] = w.User
+		l.Spec.HolderIdentity = ptr.To(w.Holder)
+	}
+}
+
+func renew(l *coordinationv1.Lease) { l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now())) }
+
+// TestLeasePolicy checks the ValidatingAdmissionPolicy that binds each epoch to the user that acquired it,
+// one write after another on one Lease (an admitted write changes it for the next).
+func TestLeasePolicy(t *testing.T) {
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
+	a.Acquire(t, ns, "l", 3)
+	const presentThree = "must present that epoch in the request: send fieldManager fencing.fencekit.io/epoch=3"
+	notAnEpoch := func(v string) string {
+		return `fenced lease l: annotation fencing.fencekit.io/epoch="` + v + `" is not an epoch: send a decimal integer in [1, 9007199254740991], without sign or leading zeros`
+	}
+	tests := []struct {
+		name    string
+		as      worker
+		mutate  func(*coordinationv1.Lease)
+		present string // the epoch the request presents as its field manager; "" none
+		want    string // "" admits
+	}{
+		{"the acquirer renews, presenting its epoch", a, renew, "3", ""},
+		// Issue #10: a write that leaves the epoch out inherits it from storage; only the request proves it.
+		{"the acquirer renews without presenting its epoch", a, renew, "",
+			"fenced lease l: a write that acquires, renews or releases it at epoch 3 " + presentThree + ` (this request sent "")`},
+		{"the acquirer renews presenting an older epoch", a, renew, "2", presentThree + ` (this request sent "fencing.fencekit.io/epoch=2")`},
+		{"another user renews", b, renew, "3", "only worker-a-user, which acquired epoch 3, may renew or release it; worker-b-user may not"},
+		{"another user releases", b, func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("") }, "3",
+			"only worker-a-user, which acquired epoch 3, may renew or release it"},
+		// Issue #10: a stale replica sharing the acquirer's ServiceAccount takes over the current epoch.
+		{"a replica of the acquirer's user names itself holder at the current epoch", a,
+			func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("worker-a-2") }, "3",
+			`fenced lease l: under epoch 3 spec.holderIdentity may only stay "worker-a" or become "" (release), not "worker-a-2"; another holder needs an acquisition at epoch 4`},
+		{"the epoch goes down", a, func(l *coordinationv1.Lease) { l.Annotations[elector.EpochAnnotation] = "2" }, "2",
+			"fenced lease l: epoch may not go down, from 3 to 2"},
+		// Issue #10: epochs are bounded, and one acquisition cannot skip ahead.
+		{"an acquisition that skips epochs", b, acquire(b, "5"), "5", "fenced lease l: an acquisition of epoch 3 must take epoch 4, not 5"},
+		{"an acquisition at the highest int64", b, acquire(b, "9223372036854775807"), "9223372036854775807", notAnEpoch("9223372036854775807")},
+		{"an acquisition one above MaxEpoch", b, acquire(b, "9007199254740992"), "9007199254740992", notAnEpoch("9007199254740992")},
+		// Issue #10: these said only "type conversion error".
+		{"a non-numeric epoch", b, acquire(b, "4a"), "4a", notAnEpoch("4a")},
+		{"an epoch with a leading zero", b, acquire(b, "04"), "04", notAnEpoch("04")},
+		{"a negative epoch", b, acquire(b, "-4"), "-4", notAnEpoch("-4")},
+		{"an epoch beyond int64", b, acquire(b, "99999999999999999999"), "", notAnEpoch("99999999999999999999")},
+		{"an epoch too long to show", b, acquire(b, strings.Repeat("7", 40)), "", notAnEpoch(strings.Repeat("7", 24) + "...")},
+		{"an acquisition naming someone else", b, func(l *coordinationv1.Lease) {
+			acquire(b, "4")(l)
+			l.Annotations[elector.AcquirerAnnotation] = "worker-a-user"
+		}, "4", "an acquisition at epoch 4 must name its requester worker-b-user as acquirer"},
+		{"an acquisition without presenting its epoch", b, acquire(b, "4"), "",
+			"a write that acquires, renews or releases it at epoch 4 must present that epoch in the request: send fieldManager fencing.fencekit.io/epoch=4"},
+		{"an acquisition without a holder", b, func(l *coordinationv1.Lease) {
+			acquire(b, "4")(l)
+			l.Spec.HolderIdentity = ptr.To("")
+		}, "4", "fenced lease l: an acquisition at epoch 4 must set spec.holderIdentity"},
+		{"an acquisition presenting the previous epoch", b, acquire(b, "4"), "3",
+			`send fieldManager fencing.fencekit.io/epoch=4 (this request sent "fencing.fencekit.io/epoch=3")`},
+		{"the acquirer rewritten without a new epoch", b, func(l *coordinationv1.Lease) { l.Annotations[elector.AcquirerAnnotation] = "worker-b-user" }, "3",
+			"the acquirer of epoch 3 is worker-a-user and cannot change without a new epoch"},
+		{"the epoch removed", a, func(l *coordinationv1.Lease) { delete(l.Annotations, elector.EpochAnnotation) }, "3",
+			"fenced lease l: the annotation fencing.fencekit.io/epoch cannot be removed (it is 3)"},
+		{"the fenced label removed", a, func(l *coordinationv1.Lease) { delete(l.Labels, elector.FencedLabel) }, "3",
+			"the label fencing.fencekit.io/fenced=true cannot be removed"},
+		// Metadata other than the epoch, the acquirer and the label stays free: the operator's finalizer.
+		{"another user changes only other metadata, presenting nothing", b, func(l *coordinationv1.Lease) {
+			l.Labels["team"] = "orders"
+			l.Annotations["example.com/note"] = "x"
+		}, "", ""},
+		{"another user acquires at the next epoch, presenting it", b, acquire(b, "4"), "4", ""},
+		{"the old acquirer renews at its epoch after the takeover", a, renew, "3",
+			"only worker-b-user, which acquired epoch 4, may renew or release it; worker-a-user may not"},
+		{"the new acquirer releases, presenting its epoch", b, func(l *coordinationv1.Lease) {
+			l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = ptr.To(""), ptr.To[int32](1)
+		}, "4", ""},
+		{"the released holder takes the Lease back under the same epoch", b, func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("worker-b") }, "4",
+			`under epoch 4 spec.holderIdentity may only stay "" or become "" (release), not "worker-b"; another holder needs an acquisition at epoch 5`},
+		{"the previous acquirer takes it at the next epoch", a, acquire(a, "5"), "5", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := readLease(t, ns, "l")
+			tc.mutate(l)
+			wantPolicy(t, tc.as.Client.Update(ctx, l, token(tc.present)...), tc.want)
+		})
+	}
+	// Break glass: an admin (system:masters) may do what the policy otherwise forbids.
+	l := readLease(t, ns, "l")
+	l.Annotations[elector.EpochAnnotation] = "1"
+	if err := env.Client.Update(ctx, l); err != nil {
+		t.Fatalf("break glass: an admin's update was refused: %v", err)
+	}
+}
+
+// TestLeasePolicyCreate: a create chooses its starting epoch, within [1, MaxEpoch], presenting it; from
+// MaxEpoch no acquisition is possible (the epoch space is bounded, and only a create of a missing Lease
+// can spend it).
+func TestLeasePolicyCreate(t *testing.T) {
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
+	create := func(name string, epoch int64, present string) error {
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		testenv.AcquiredBy(l, a.User, a.Holder, epoch, 15*time.Second)
+		var opts []client.CreateOption
+		if present != "" {
+			opts = append(opts, client.FieldOwner(elector.FieldManagerPrefix+present))
+		}
+		return a.Client.Create(ctx, l, opts...)
+	}
+	max := strconv.FormatInt(elector.MaxEpoch, 10)
+	wantPolicy(t, create("above", elector.MaxEpoch+1, "9007199254740992"),
+		`fenced lease above: annotation fencing.fencekit.io/epoch="9007199254740992" is not an epoch: send a decimal integer in [1, 9007199254740991]`)
+	wantPolicy(t, create("untokened", 7, ""),
+		`fenced lease untokened: a write that acquires, renews or releases it at epoch 7 must present that epoch in the request: send fieldManager fencing.fencekit.io/epoch=7 (this request sent "")`)
+	wantPolicy(t, create("seven", 7, "7"), "")
+	wantPolicy(t, create("top", elector.MaxEpoch, max), "")
+	l := readLease(t, ns, "top")
+	acquire(b, "9007199254740992")(l)
+	wantPolicy(t, b.Client.Update(ctx, l, token("9007199254740992")...),
+		`fenced lease top: annotation fencing.fencekit.io/epoch="9007199254740992" is not an epoch`)
+}
+
+// TestLeasePolicyUntrustedEpoch: issue #10's unlabelled Lease. An admin deleted a live Lease and recreated
+// it unlabelled at an old epoch; nobody guarded that annotation, so the acquisition that labels the Lease
+// must take its resourceVersion (above every epoch ever issued, as pkg/elector seeds it), not epoch+1. The
+// same holds for a labelled Lease whose epoch is not valid.
+func TestLeasePolicyUntrustedEpoch(t *testing.T) {
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	b := newWorker(t, ns, "worker-b")
+	stale := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "u",
+			Annotations: map[string]string{elector.EpochAnnotation: "1", elector.AcquirerAnnotation: "admin"}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(""), LeaseDurationSeconds: ptr.To[int32](1)},
+	}
+	if err := env.Client.Create(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	l := readLease(t, ns, "u")
+	rv := l.ResourceVersion
+	untrusted := "fenced lease u: it has no trusted epoch (it was not labelled fencing.fencekit.io/fenced=true), so an acquisition must take its resourceVersion " + rv + " as epoch, not "
+	l.Labels = map[string]string{elector.FencedLabel: "true"}
+	wantPolicy(t, b.Client.Update(ctx, l.DeepCopy()), untrusted+"1")
+	acquire(b, "2")(l)
+	wantPolicy(t, b.Client.Update(ctx, l.DeepCopy(), token("2")...), untrusted+"2")
+	acquire(b, rv)(l)
+	wantPolicy(t, b.Client.Update(ctx, l.DeepCopy(), token(rv)...), "")
+
+	// A labelled Lease whose epoch an admin broke: the next acquisition is seeded the same way.
+	l = readLease(t, ns, "u")
+	l.Annotations[elector.EpochAnnotation] = "garbage"
+	if err := env.Client.Update(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	l = readLease(t, ns, "u")
+	rv = l.ResourceVersion
+	acquire(b, "5")(l)
+	wantPolicy(t, b.Client.Update(ctx, l.DeepCopy(), token("5")...),
+		"fenced lease u: it has no trusted epoch (no valid fencing.fencekit.io/epoch), so an acquisition must take its resourceVersion "+rv+" as epoch, not 5")
+	acquire(b, rv)(l)
+	wantPolicy(t, b.Client.Update(ctx, l, token(rv)...), "")
+}
