@@ -160,7 +160,9 @@ func (e *Elector) Run(ctx context.Context) error {
 // whoAmI learns the authenticated user name with a SelfSubjectReview, retrying every RetryPeriod.
 func (e *Elector) whoAmI(ctx context.Context, log logr.Logger) (string, bool) {
 	for {
-		ssr, err := e.cfg.Client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		rctx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline) // bounded, as every request of the elector
+		ssr, err := e.cfg.Client.AuthenticationV1().SelfSubjectReviews().Create(rctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		cancel()
 		if err == nil && ssr.Status.UserInfo.Username != "" {
 			log.V(1).Info("Learned the acquirer user name", "acquirer", ssr.Status.UserInfo.Username)
 			return ssr.Status.UserInfo.Username, true

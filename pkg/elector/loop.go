@@ -161,9 +161,14 @@ func (r *runner) acquire(ctx context.Context, o observation, tk takeover) {
 	if tk.why == "malformed" {
 		log.Info("Treating the Lease as expired", "reason", tk.detail, "holder", holder(o.lease))
 	}
+	// Each request of an acquisition is bounded by RenewDeadline: a request on a connection that died
+	// (an apiserver restart, a NAT entry dropped while this process was paused) would otherwise hang until
+	// client-go's HTTP/2 health check closes it, 45 s later, or for ever over HTTP/1.1.
+	rctx, cancel := context.WithTimeout(ctx, cfg.RenewDeadline)
+	defer cancel()
 	var listRV string
 	if o.lease == nil {
-		list, err := r.leases.List(ctx, metav1.ListOptions{Limit: 1})
+		list, err := r.leases.List(rctx, metav1.ListOptions{Limit: 1})
 		if err != nil {
 			r.retryLater(ctx, err, "Cannot list Leases to seed the epoch")
 			return
@@ -185,11 +190,11 @@ func (r *runner) acquire(ctx context.Context, o observation, tk takeover) {
 	fm := FieldManagerFor(choice.epoch)
 	var res *coordinationv1.Lease
 	if o.lease == nil {
-		res, err = r.leases.Create(ctx, newLease(r.e.lease.Namespace, r.e.lease.Name, a), metav1.CreateOptions{FieldManager: fm})
+		res, err = r.leases.Create(rctx, newLease(r.e.lease.Namespace, r.e.lease.Name, a), metav1.CreateOptions{FieldManager: fm})
 	} else {
 		l := o.lease.DeepCopy()
 		applyAcquisition(l, a)
-		res, err = r.leases.Update(ctx, l, metav1.UpdateOptions{FieldManager: fm})
+		res, err = r.leases.Update(rctx, l, metav1.UpdateOptions{FieldManager: fm})
 	}
 	switch {
 	case err == nil:
@@ -311,8 +316,11 @@ func (r *runner) renew(ctx context.Context, sent, stepAt time.Time) {
 	}
 }
 
-// reread reads the Lease after a conflict and records what it saw; nil if absent or unreadable.
+// reread reads the Lease after a conflict and records what it saw; nil if absent or unreadable. The read is
+// bounded by RenewDeadline, as every request of the elector.
 func (r *runner) reread(ctx context.Context) *coordinationv1.Lease {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg().RenewDeadline)
+	defer cancel()
 	l, err := r.leases.Get(ctx, r.e.lease.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):

@@ -2,13 +2,17 @@ package elector_test
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/fencekit/fencekit/internal/testenv"
 )
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
@@ -58,4 +62,43 @@ func TestPartitionedLeaderStepsDownBeforeTakeover(t *testing.T) {
 		t.Errorf("the partitioned leader still reports %v", leader.e.Token())
 	}
 	h.check(t) // in particular: the partitioned leader's context ended before the standby started
+}
+
+// An acquisition's request that never gets an answer (a connection that died while the process was
+// paused, an apiserver that stopped answering) is abandoned after RenewDeadline and tried again, instead
+// of holding the elector for ever; once the apiserver answers again, the elector acquires.
+func TestHungAcquisitionIsAbandoned(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	h := newHistory()
+	var hang atomic.Bool
+	var abandoned atomic.Int32
+	hang.Store(true)
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if hang.Load() && r.Method != http.MethodGet && strings.Contains(r.URL.Path, "/leases") {
+				<-r.Context().Done() // no answer until the client gives up
+				abandoned.Add(1)
+				return nil, r.Context().Err()
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := shortConfig(t, ns, "lock", "hung")
+	lc.Client = cs
+	lc.OnStartedLeading = h.lead
+	start(t, lc)
+	testenv.Eventually(t, "two hung acquisitions abandoned", func() (bool, string) {
+		n := abandoned.Load()
+		return n >= 2, fmt.Sprintf("%d abandoned", n)
+	})
+	hang.Store(false)
+	if got := h.wait(t, 15*time.Second); got.Holder != "hung" {
+		t.Errorf("leader %v, want hung", got)
+	}
 }
