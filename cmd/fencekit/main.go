@@ -2,8 +2,10 @@
 //
 //	fencekit devcluster   start a local control plane with fencekit installed and run the operator against it
 //	fencekit demo         the paused lock holder, fenced and unfenced
+//	fencekit run          run a command only while leading a Lease, with the fencing token in its environment
+//	fencekit elect        the token sidecar: elect on a Lease and serve the token over localhost HTTP and a file
 //
-// It only parses flags and wires; the work is done in internal/devcluster and internal/demo.
+// It only parses flags and wires; the work is done in internal/devcluster, internal/demo and internal/leadrun.
 package main
 
 import (
@@ -18,6 +20,10 @@ Commands:
   devcluster   start a local control plane with fencekit's CRDs and admission installed, run the operator
                against it and print the kubeconfig path; Ctrl-C stops everything
   demo         show the paused lock holder: a stale write rejected by fencekit, and accepted without it
+  run          run a command only while leading a Lease (fencekit run --lease NAME -- CMD ARGS...), with
+               FENCEKIT_EPOCH in its environment; SIGTERM at the safe-work deadline or on lost leadership
+  elect        the token sidecar: elect on a Lease and serve the current token on localhost (--serve) and in
+               a file (--token-file); readiness is leadership
   version      print the version
 
 Run 'fencekit <command> -h' for a command's flags.
@@ -35,6 +41,10 @@ func main() {
 		err = runDevcluster(os.Args[2:])
 	case "demo":
 		err = runDemo(os.Args[2:])
+	case "run":
+		err = runCommand(os.Args[2:])
+	case "elect":
+		err = runElect(os.Args[2:])
 	case "version":
 		printVersion()
 	case "-h", "--help", "help":
