@@ -15,8 +15,8 @@ const (
 	MaxDataKeys = 256
 
 	// WriterAnnotation names the Lease holder identity that made the last fenced write. The fenced writer in
-	// pkg/fencing sets it on every write; the admission webhook admits a write only if it names the Lease's
-	// current holder, and the operator reports it as status.holder.
+	// pkg/fencing sets it on every write; the admission webhook admits a fenced write only if it names the
+	// Lease's current holder (and changing it is itself fenced), and the operator reports it as status.holder.
 	WriterAnnotation = "fencing.fencekit.io/writer"
 
 	// DeleteAtEpochAnnotation is the fenced deletion marker: the holder writes it, with its fencing token,
@@ -60,7 +60,8 @@ type FencedResourceSpec struct {
 
 	// data is the protected payload: a JSON object of the user's choosing, stored as is. It holds at most
 	// 256 top-level keys (enforced by the schema) and at most 262144 bytes once serialized (enforced by the
-	// fencekit admission webhook). Only the current lease holder may set or change it.
+	// fencekit admission webhook). Only the current lease holder may set or change it, in a request whose
+	// fieldManager is fencing.fencekit.io/epoch=<its epoch>.
 	// +optional
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:validation:MaxProperties=256
@@ -104,8 +105,10 @@ type FencedResourceStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// FencedResource is a resource whose writes are fenced: a write that sets or changes spec.data or
-// spec.epoch is admitted only if it carries the current epoch of the bound Lease and comes from its holder.
+// FencedResource is a resource whose writes are fenced: a write that sets or changes spec.data,
+// spec.epoch, the writer annotation, the deletion marker or owner references is admitted only if the
+// request presents the bound Lease's current epoch as its field manager ("fencing.fencekit.io/epoch=N")
+// and comes from its holder.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
