@@ -3,6 +3,7 @@ package fencing
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"reflect"
 
@@ -108,6 +109,8 @@ func SameData(a, b *runtime.RawExtension) bool {
 	}
 	return reflect.DeepEqual(va, vb)
 }
+
+var errTrailingData = errors.New("data after the JSON value")
 
 // decodeExact decodes one JSON value, keeping numbers as json.Number (their exact text).
 func decodeExact(raw []byte) (any, error) {

@@ -1,7 +1,6 @@
 package fencing
 
 import (
-	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,7 +13,7 @@ import (
 )
 
 // BreakGlassGroup is the group whose members may write a FencedResource without being the Lease's acquirer
-// (the epoch rules still apply) and may delete a FencedResource whose Lease has a live holder. Members of
+// (the epoch rules still apply: they present the Lease's current token like anyone) and may delete a FencedResource whose Lease has a live holder. Members of
 // system:masters have the same rights. Grant it only for recovery.
 const BreakGlassGroup = "fencekit:breakglass"
 
@@ -28,8 +27,6 @@ const (
 	// only while its namespace is terminating.
 	NamespaceControllerUser = "system:serviceaccount:kube-system:namespace-controller"
 )
-
-var errTrailingData = errors.New("data after the JSON value")
 
 // Requester is the authenticated user making a write, as the apiserver reports it to admission, and the
 // field manager of the request, which presents the fencing token.
