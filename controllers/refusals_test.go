@@ -77,7 +77,7 @@ func TestRefusedWritesAreReported(t *testing.T) {
 	if !fencing.IsStale(err) {
 		t.Fatalf("worker-a's late write: got %v, want a stale refusal", err)
 	}
-	eventuallyEvent(t, ns, "orders", fencing.ReasonStale, "stale epoch 5: lease orders-writer is at epoch 6, held by worker-b")
+	eventuallyEvent(t, ns, "orders", fencing.ReasonStale, "FencedResource "+ns+"/orders: stale epoch 5: lease orders-writer is at epoch 6, held by worker-b")
 	if got := rejected(t, ns, "orders-writer", fencing.ReasonStale); got != 1 {
 		t.Errorf("fencekit_stale_writes_rejected_total{reason=%q} = %v after one refused write, want 1", fencing.ReasonStale, got)
 	}

@@ -15,9 +15,20 @@ const (
 	MaxDataKeys = 256
 
 	// WriterAnnotation names the Lease holder identity that made the last fenced write. The fenced writer in
-	// pkg/fencing sets it on every write; the admission webhook admits a write only if it names the Lease's
-	// current holder, and the operator reports it as status.holder.
+	// pkg/fencing sets it on every write; the admission webhook admits a fenced write only if it names the
+	// Lease's current holder (and changing it is itself fenced), and the operator reports it as status.holder.
 	WriterAnnotation = "fencing.fencekit.io/writer"
+
+	// DeleteAtEpochAnnotation is the fenced deletion marker: the holder writes it, with its fencing token,
+	// set to the epoch it holds ("7"), and then deletes the resource. While the bound Lease has a live holder
+	// the admission webhook admits a delete only from the acquiring user and only if this marker equals the
+	// Lease's current epoch, so that a stale replica of the same user (whose delete cannot carry a token)
+	// cannot delete the live holder's resource. Changing it needs the token, like spec.data.
+	DeleteAtEpochAnnotation = "fencing.fencekit.io/delete-at-epoch"
+
+	// MaxEpoch is the highest epoch a FencedResource stores: 2^53-1, as pkg/elector.MaxEpoch (api/v1alpha1
+	// imports nothing of fencekit; a test checks that the two agree).
+	MaxEpoch int64 = 1<<53 - 1
 )
 
 // FencedResourceSpec is what a user declares and what the lease holder writes.
@@ -38,16 +49,19 @@ type FencedResourceSpec struct {
 
 	// epoch is the fencing token carried by the writer: the epoch of the Lease acquisition that authorised
 	// the write. It never decreases: the apiserver rejects any write whose epoch is below the stored one.
-	// Absent means 0, the epoch of a resource that no holder has written yet.
+	// Absent means 0, the epoch of a resource that no holder has written yet. At most 9007199254740991
+	// (2^53-1), the highest epoch fencekit issues.
 	// +optional
 	// +default=0
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=9007199254740991
 	// +kubebuilder:validation:XValidation:rule="self >= oldSelf",messageExpression="'stale epoch %d: this FencedResource has already admitted epoch %d'.format([self, oldSelf])",reason=FieldValueForbidden
 	Epoch int64 `json:"epoch,omitempty"`
 
 	// data is the protected payload: a JSON object of the user's choosing, stored as is. It holds at most
 	// 256 top-level keys (enforced by the schema) and at most 262144 bytes once serialized (enforced by the
-	// fencekit admission webhook). Only the current lease holder may set or change it.
+	// fencekit admission webhook). Only the current lease holder may set or change it, in a request whose
+	// fieldManager is fencing.fencekit.io/epoch=<its epoch>.
 	// +optional
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:validation:MaxProperties=256
@@ -91,8 +105,10 @@ type FencedResourceStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// FencedResource is a resource whose writes are fenced: a write that sets or changes spec.data or
-// spec.epoch is admitted only if it carries the current epoch of the bound Lease and comes from its holder.
+// FencedResource is a resource whose writes are fenced: a write that sets or changes spec.data,
+// spec.epoch, the writer annotation, the deletion marker or owner references is admitted only if the
+// request presents the bound Lease's current epoch as its field manager ("fencing.fencekit.io/epoch=N")
+// and comes from its holder.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

@@ -96,6 +96,15 @@ func TestSchema(t *testing.T) {
 			}(),
 			wantErr: []string{"spec.epoch", "should be greater than or equal to 0"},
 		},
+		"epoch at the bound 2^53-1 is accepted": {
+			create: valid("at-max"),
+			update: func(fr *fencingv1alpha1.FencedResource) { fr.Spec.Epoch = fencingv1alpha1.MaxEpoch },
+		},
+		"epoch above 2^53-1 is rejected": {
+			create:  valid("above-max"),
+			update:  func(fr *fencingv1alpha1.FencedResource) { fr.Spec.Epoch = fencingv1alpha1.MaxEpoch + 1 },
+			wantErr: []string{"spec.epoch", "should be less than or equal to 9007199254740991"},
+		},
 		"missing leaseName is rejected": {
 			rawCreate: map[string]any{"metadata": map[string]any{"name": "missing"}, "spec": map[string]any{"epoch": 1}},
 			wantErr:   []string{"spec.leaseName", "Required value"},

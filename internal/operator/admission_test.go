@@ -172,8 +172,8 @@ func TestDeclarationCoexistsWithHolder(t *testing.T) {
 	}
 }
 
-// TestWebhookUnavailable: with the webhook down, fenced writes are refused (fail closed) and nothing is
-// stored; declarations are refused too, since the apiserver cannot ask.
+// TestWebhookUnavailable: with the webhook down, fenced writes are refused (fail closed), with or without
+// a token, and nothing is stored; declarations are refused too, since the apiserver cannot ask.
 func TestWebhookUnavailable(t *testing.T) {
 	stop := startOperator(t)
 	ctx := t.Context()
@@ -191,6 +191,12 @@ func TestWebhookUnavailable(t *testing.T) {
 	}
 	if !apierrors.IsInternalError(err) || !strings.Contains(err.Error(), "failed calling webhook") {
 		t.Errorf("want the apiserver's failed-webhook error, got %v", err)
+	}
+	// A write without a token is refused all the same: nobody can check it.
+	fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.Name}}
+	err = a.Client.Patch(ctx, fr, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"data":{"v":3}}}`)))
+	if !apierrors.IsInternalError(err) || !strings.Contains(err.Error(), "failed calling webhook") {
+		t.Errorf("a write without a token while the webhook is down: want the apiserver's failed-webhook error, got %v", err)
 	}
 	if got := data(t, get(t, key)); got["v"] != float64(1) {
 		t.Fatalf("stored data %v after a refused write, want v=1", got)

@@ -2,7 +2,9 @@ package webhook
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,9 +18,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
+// The webhook reads the bound Lease and, for the namespace controller's deletes, the Namespace.
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 // +kubebuilder:webhook:path=/validate-fencing-fencekit-io-v1alpha1-fencedresource,mutating=false,failurePolicy=fail,sideEffects=None,groups=fencing.fencekit.io,resources=fencedresources,verbs=create;update;delete,versions=v1alpha1,name=vfencedresource-v1alpha1.fencing.fencekit.io,admissionReviewVersions=v1,timeoutSeconds=5
 
 // Validator admits fenced writes of FencedResources.
@@ -64,13 +69,15 @@ func (v *Validator) ValidateCreate(ctx context.Context, fr *fencingv1alpha1.Fenc
 	return nil, v.validate(ctx, nil, fr)
 }
 
-// ValidateUpdate admits an update that leaves data, epoch and the writer untouched freely, and any other
-// only if it is fenced.
+// ValidateUpdate (updates and patches) admits an update that changes no fenced field and presents no token
+// freely, and any other only if it is fenced.
 func (v *Validator) ValidateUpdate(ctx context.Context, old, fr *fencingv1alpha1.FencedResource) (admission.Warnings, error) {
 	return nil, v.validate(ctx, old, fr)
 }
 
-// ValidateDelete admits a delete by the Lease's holder, an admin, or anyone once the Lease has no live holder.
+// ValidateDelete admits a delete by the Lease's holder (with the deletion marker at the current epoch), an
+// admin, the garbage collector, the namespace controller in a terminating namespace, or anyone once the
+// Lease has no live holder.
 func (v *Validator) ValidateDelete(ctx context.Context, fr *fencingv1alpha1.FencedResource) (admission.Warnings, error) {
 	req, err := admission.RequestFromContext(ctx)
 	if err != nil {
@@ -80,7 +87,15 @@ func (v *Validator) ValidateDelete(ctx context.Context, fr *fencingv1alpha1.Fenc
 	if err != nil {
 		return nil, err
 	}
-	if ferr := fencing.CheckDelete(fr, lease, requester(req), v.clock.Now()); ferr != nil {
+	who := requester(req)
+	var ns *corev1.Namespace
+	if who.Username == fencing.NamespaceControllerUser {
+		// Only the namespace controller's delete depends on its namespace: read it, as the Lease, without a cache.
+		if ns, err = v.namespace(ctx, fr); err != nil {
+			return nil, err
+		}
+	}
+	if ferr := fencing.CheckDelete(fr, lease, ns, who, v.clock.Now()); ferr != nil {
 		v.refused(ctx, fr, ferr)
 		return nil, ferr.StatusError()
 	}
@@ -88,18 +103,22 @@ func (v *Validator) ValidateDelete(ctx context.Context, fr *fencingv1alpha1.Fenc
 }
 
 func (v *Validator) validate(ctx context.Context, old, fr *fencingv1alpha1.FencedResource) error {
-	if !mayTouchFencedFields(old, fr) {
-		return nil
-	}
 	req, err := admission.RequestFromContext(ctx)
 	if err != nil {
 		return err
+	}
+	who := requester(req)
+	if who.FieldManager, err = fieldManager(req); err != nil {
+		return apierrors.NewBadRequest(fmt.Sprintf("FencedResource %s/%s: %v", fr.Namespace, fr.Name, err))
+	}
+	if !mayTouchFencedFields(old, fr) && !strings.HasPrefix(who.FieldManager, elector.FieldManagerPrefix) {
+		return nil
 	}
 	lease, err := v.lease(ctx, fr)
 	if err != nil {
 		return err
 	}
-	if ferr := fencing.CheckWrite(old, fr, lease, requester(req), v.clock.Now()); ferr != nil {
+	if ferr := fencing.CheckWrite(old, fr, lease, who, v.clock.Now()); ferr != nil {
 		v.refused(ctx, fr, ferr)
 		return ferr.StatusError()
 	}
@@ -119,6 +138,35 @@ func (v *Validator) lease(ctx context.Context, fr *fencingv1alpha1.FencedResourc
 			"reading lease %s/%s to fence FencedResource %s/%s: %v", fr.Namespace, fr.Spec.LeaseName, fr.Namespace, fr.Name, err))
 	}
 	return &lease, nil
+}
+
+// namespace reads fr's Namespace, nil if it does not exist; any other error fails the admission.
+func (v *Validator) namespace(ctx context.Context, fr *fencingv1alpha1.FencedResource) (*corev1.Namespace, error) {
+	var ns corev1.Namespace
+	err := v.reader.Get(ctx, types.NamespacedName{Name: fr.Namespace}, &ns)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf(
+			"reading namespace %s to decide the deletion of FencedResource %s/%s: %v", fr.Namespace, fr.Namespace, fr.Name, err))
+	}
+	return &ns, nil
+}
+
+// fieldManager is the request's field manager, where a fenced write presents its token: the options of a
+// CREATE (CreateOptions), an UPDATE (UpdateOptions) or a PATCH (PatchOptions; admission sees it as UPDATE).
+func fieldManager(req admission.Request) (string, error) {
+	if len(req.Options.Raw) == 0 {
+		return "", nil
+	}
+	var opts struct {
+		FieldManager string `json:"fieldManager"`
+	}
+	if err := json.Unmarshal(req.Options.Raw, &opts); err != nil {
+		return "", fmt.Errorf("decoding the request's options: %w", err)
+	}
+	return opts.FieldManager, nil
 }
 
 func (v *Validator) refused(ctx context.Context, fr *fencingv1alpha1.FencedResource, ferr *fencing.Error) {

@@ -3,6 +3,7 @@ package webhook
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -11,7 +12,7 @@ import (
 )
 
 // mayTouchFencedFields is a cheap over-approximation of fencing.TouchesFencedFields: it is true whenever
-// TouchesFencedFields is, and it compares spec.data by its bytes instead of decoding the old and the new
+// TouchesFencedFields is (epoch, writer, deletion marker, owner references, data), and it compares spec.data by its bytes instead of decoding the old and the new
 // data (up to MaxDataBytes each), which CheckWrite does anyway. The handler used to decode them twice:
 // once here, to decide whether to read the Lease, and once in CheckWrite.
 //
@@ -24,7 +25,9 @@ func mayTouchFencedFields(old, fr *fencingv1alpha1.FencedResource) bool {
 		return fencing.TouchesFencedFields(nil, fr) // a create decodes no data
 	}
 	if old.Spec.Epoch != fr.Spec.Epoch ||
-		old.Annotations[fencingv1alpha1.WriterAnnotation] != fr.Annotations[fencingv1alpha1.WriterAnnotation] {
+		old.Annotations[fencingv1alpha1.WriterAnnotation] != fr.Annotations[fencingv1alpha1.WriterAnnotation] ||
+		old.Annotations[fencingv1alpha1.DeleteAtEpochAnnotation] != fr.Annotations[fencingv1alpha1.DeleteAtEpochAnnotation] ||
+		len(old.OwnerReferences) != len(fr.OwnerReferences) || (len(old.OwnerReferences) > 0 && !reflect.DeepEqual(old.OwnerReferences, fr.OwnerReferences)) {
 		return true
 	}
 	a, b := rawData(old.Spec.Data), rawData(fr.Spec.Data)

@@ -3,6 +3,7 @@ package webhook
 import (
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
@@ -23,6 +24,17 @@ func TestMayTouchFencedFields(t *testing.T) {
 		}
 		return r
 	}
+	owned := func(r *fencingv1alpha1.FencedResource) *fencingv1alpha1.FencedResource {
+		r.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "parent", UID: "00000000-0000-0000-0000-000000000002"}}
+		return r
+	}
+	marked := func(r *fencingv1alpha1.FencedResource) *fencingv1alpha1.FencedResource {
+		if r.Annotations == nil {
+			r.Annotations = map[string]string{}
+		}
+		r.Annotations[fencingv1alpha1.DeleteAtEpochAnnotation] = "2"
+		return r
+	}
 	tests := map[string]struct {
 		old, new *fencingv1alpha1.FencedResource
 		want     bool
@@ -40,6 +52,11 @@ func TestMayTouchFencedFields(t *testing.T) {
 		"writer changed":                   {fr(2, "w", `{"a":1}`), fr(2, "v", `{"a":1}`), true},
 		"same bytes, not JSON":             {fr(2, "w", `{"a":`), fr(2, "w", `{"a":`), true},
 		"same data, other encoding (over)": {fr(2, "w", `{"a":1,"b":2}`), fr(2, "w", `{"b":2,"a":1}`), true},
+		"big integer off by one":           {fr(2, "w", `{"n":9007199254740993}`), fr(2, "w", `{"n":9007199254740992}`), true},
+		"owner reference added":            {fr(2, "w", `{"a":1}`), owned(fr(2, "w", `{"a":1}`)), true},
+		"owner reference removed":          {owned(fr(2, "w", `{"a":1}`)), fr(2, "w", `{"a":1}`), true},
+		"same owner references":            {owned(fr(2, "w", `{"a":1}`)), owned(fr(2, "w", `{"a":1}`)), false},
+		"deletion marker set":              {fr(2, "w", `{"a":1}`), marked(fr(2, "w", `{"a":1}`)), true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -36,7 +36,7 @@ func (leaseReader) List(context.Context, client.ObjectList, ...client.ListOption
 func BenchmarkValidateUpdate(b *testing.B) {
 	now := metav1.NewMicroTime(time.Now())
 	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "writer", Annotations: map[string]string{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "writer", Labels: map[string]string{elector.FencedLabel: "true"}, Annotations: map[string]string{
 			elector.EpochAnnotation: "3", elector.AcquirerAnnotation: "holder-user",
 		}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("holder"), LeaseDurationSeconds: ptr.To[int32](3600), RenewTime: &now},
@@ -44,6 +44,7 @@ func BenchmarkValidateUpdate(b *testing.B) {
 	v := NewValidator(leaseReader{lease})
 	ctx := admission.NewContextWithRequest(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 		UserInfo: authenticationv1.UserInfo{Username: "holder-user"},
+		Options:  runtime.RawExtension{Raw: []byte(`{"kind":"PatchOptions","apiVersion":"meta.k8s.io/v1","fieldManager":"` + elector.FieldManagerFor(3) + `"}`)},
 	}})
 	for _, size := range []int{64, 16 << 10, 200 << 10} {
 		b.Run(fmt.Sprintf("data=%dB", size), func(b *testing.B) {

@@ -1,29 +1,42 @@
 package fencing
 
 import (
-	"encoding/json"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
 )
 
 // BreakGlassGroup is the group whose members may write a FencedResource without being the Lease's acquirer
-// (the epoch rules still apply) and may delete a FencedResource whose Lease has a live holder. Members of
+// (the epoch rules still apply: they present the Lease's current token like anyone) and may delete a FencedResource whose Lease has a live holder. Members of
 // system:masters have the same rights. Grant it only for recovery.
 const BreakGlassGroup = "fencekit:breakglass"
 
-// Requester is the authenticated user making a write, as the apiserver reports it to admission.
+// The kube-system controllers that CheckDelete lets delete a FencedResource under a live Lease.
+const (
+	// GarbageCollectorUser deletes objects whose owners are gone. Owner references are fenced, so the owners
+	// it acts on are the ones the holder set; it may also remove owner references (orphaning, or dropping
+	// a dangling owner), never add or change one.
+	GarbageCollectorUser = "system:serviceaccount:kube-system:generic-garbage-collector"
+	// NamespaceControllerUser empties a namespace that is being deleted; it may delete a FencedResource
+	// only while its namespace is terminating.
+	NamespaceControllerUser = "system:serviceaccount:kube-system:namespace-controller"
+)
+
+// Requester is the authenticated user making a write, as the apiserver reports it to admission, and the
+// field manager of the request, which presents the fencing token.
 type Requester struct {
 	Username string
 	Groups   []string
+	// FieldManager is the request's fieldManager (CreateOptions, UpdateOptions or PatchOptions): a fenced
+	// write presents its token there, "fencing.fencekit.io/epoch=7" (elector.FieldManagerFor). It is never
+	// read from the stored object, so a write cannot inherit it. Empty for a DELETE.
+	FieldManager string
 }
 
 func (r Requester) breakGlass() bool {
@@ -53,6 +66,9 @@ func ViewLease(l *coordinationv1.Lease) LeaseView {
 		v.EpochErr = "it has no " + elector.EpochAnnotation + " annotation (no fencekit elector has acquired it)"
 	case err != nil || epoch < 1:
 		v.EpochErr = "its " + elector.EpochAnnotation + " annotation " + strconv.Quote(raw) + " is not an epoch >= 1"
+	case epoch > elector.MaxEpoch:
+		v.EpochErr = "its " + elector.EpochAnnotation + " annotation " + strconv.Quote(raw) + " is above the highest epoch " +
+			strconv.FormatInt(elector.MaxEpoch, 10) + " (no fencekit elector issues it)"
 	default:
 		v.Epoch = epoch
 	}
@@ -68,51 +84,65 @@ func ViewLease(l *coordinationv1.Lease) LeaseView {
 	return v
 }
 
-// TouchesFencedFields reports whether a write from old (nil on create) to new sets or changes what only the
-// holder may write: spec.data, spec.epoch or the writer annotation. Writes that touch none of them
-// (declaring the binding, labels, annotations) need no holder.
-func TouchesFencedFields(old, new *fencingv1alpha1.FencedResource) bool {
-	if old == nil {
-		return new.Spec.Epoch != 0 || !emptyData(new.Spec.Data) || new.Annotations[fencingv1alpha1.WriterAnnotation] != ""
-	}
-	return old.Spec.Epoch != new.Spec.Epoch ||
-		old.Annotations[fencingv1alpha1.WriterAnnotation] != new.Annotations[fencingv1alpha1.WriterAnnotation] ||
-		!sameData(old.Spec.Data, new.Spec.Data)
-}
-
-func emptyData(d *runtime.RawExtension) bool {
-	return d == nil || len(d.Raw) == 0 || string(d.Raw) == "null"
-}
-
-func sameData(a, b *runtime.RawExtension) bool {
-	if emptyData(a) || emptyData(b) {
-		return emptyData(a) == emptyData(b)
-	}
-	var va, vb any
-	if json.Unmarshal(a.Raw, &va) != nil || json.Unmarshal(b.Raw, &vb) != nil {
-		return false
-	}
-	return reflect.DeepEqual(va, vb)
-}
+// isFenced reports whether lease carries the label that puts it under fencekit's Lease policy. The epochs
+// and acquirer of a Lease without it are not guarded (anyone with RBAC on Leases may set them), so they
+// prove nothing.
+func isFenced(lease *coordinationv1.Lease) bool { return lease.Labels[elector.FencedLabel] == "true" }
 
 // CheckWrite decides whether the write of fr (from old, nil on create) by req is fenced, given the bound
 // Lease as read now (nil if it does not exist). It returns nil to admit the write. It is the whole decision
-// of fencekit's admission webhook, as a pure function.
+// of fencekit's admission webhook for creates and updates (patches included), as a pure function.
+//
+// A write that changes a fenced field (FencedChanges) is admitted only if the request itself presents the
+// fencing token (req.FieldManager), because anything the request leaves out is inherited from the stored
+// object: judged on the resulting object alone, a stale replica's plain merge patch of spec.data, a
+// read-modify-write Update or a server-side apply of data only would carry the live holder's epoch and
+// writer. The presented epoch must be the Lease's current epoch, the Lease fenced and live, the resulting
+// spec.epoch the presented epoch, the writer annotation its holder, and the requester the user that
+// acquired it (break-glass users skip only that last check: they present a token like anyone).
+// A write that presents a token is checked even if it changes nothing, so that its success always means
+// the token was current.
 func CheckWrite(old, fr *fencingv1alpha1.FencedResource, lease *coordinationv1.Lease, req Requester, now time.Time) *Error {
-	if !TouchesFencedFields(old, fr) {
+	changed := FencedChanges(old, fr)
+	presents := strings.HasPrefix(req.FieldManager, elector.FieldManagerPrefix)
+	if len(changed) == 0 && !presents {
 		return nil
 	}
 	key := fr.Namespace + "/" + fr.Name
-	epoch := fr.Spec.Epoch
 	leaseName := fr.Spec.LeaseName
+	if !presents && old != nil && req.Username == GarbageCollectorUser &&
+		slices.Equal(changed, []string{FieldOwnerReferences}) && onlyRemoves(old.OwnerReferences, fr.OwnerReferences) {
+		return nil // the garbage collector orphans the resource or drops a dangling owner: it deletes nothing
+	}
 	if fr.Spec.Data != nil && len(fr.Spec.Data.Raw) > fencingv1alpha1.MaxDataBytes {
-		return errorf(ReasonInvalid, key, leaseName, epoch, 0,
+		return errorAt(FieldData, ReasonInvalid, key, leaseName, fr.Spec.Epoch, 0,
 			"FencedResource %s: spec.data is %d bytes, over the bound of %d bytes", key, len(fr.Spec.Data.Raw), fencingv1alpha1.MaxDataBytes)
+	}
+	if !presents {
+		manager := "no field manager"
+		if req.FieldManager != "" {
+			manager = "field manager " + strconv.Quote(req.FieldManager)
+		}
+		return errorAt(changed[0], ReasonTokenMissing, key, leaseName, 0, 0,
+			"FencedResource %s: this write changes %s but presents no fencing token (%s): only the holder of lease %s may change them, "+
+				"and it must send the write with fieldManager=%s<your epoch> (pkg/fencing's Writer does)",
+			key, strings.Join(changed, ", "), manager, leaseName, elector.FieldManagerPrefix)
+	}
+	epoch, ok := elector.EpochFromFieldManager(req.FieldManager)
+	if !ok {
+		return errorAt("fieldManager", ReasonInvalid, key, leaseName, 0, 0,
+			"FencedResource %s: field manager %q is not a valid fencing token: want %sN, N a decimal in [1, %d] without sign or leading zeros",
+			key, req.FieldManager, elector.FieldManagerPrefix, elector.MaxEpoch)
 	}
 	if lease == nil {
 		return errorf(ReasonLeaseMissing, key, leaseName, epoch, 0,
 			"lease %s not found in namespace %s: FencedResource %s cannot be written at epoch %d until an elector holds that lease",
 			leaseName, fr.Namespace, key, epoch)
+	}
+	if !isFenced(lease) {
+		return errorf(ReasonLeaseMissing, key, leaseName, epoch, 0,
+			"lease %s cannot fence FencedResource %s: it lacks the label %s=true, so its epochs are not guarded by fencekit's Lease policy and prove nothing",
+			leaseName, key, elector.FencedLabel)
 	}
 	l := ViewLease(lease)
 	if l.EpochErr != "" {
@@ -126,25 +156,36 @@ func CheckWrite(old, fr *fencingv1alpha1.FencedResource, lease *coordinationv1.L
 	switch {
 	case epoch < l.Epoch:
 		return errorf(ReasonStale, key, leaseName, epoch, l.Epoch,
-			"stale epoch %d: lease %s is at epoch %d, held by %s", epoch, leaseName, l.Epoch, holder)
+			"FencedResource %s: stale epoch %d: lease %s is at epoch %d, held by %s", key, epoch, leaseName, l.Epoch, holder)
 	case epoch > l.Epoch:
 		return errorf(ReasonFutureEpoch, key, leaseName, epoch, l.Epoch,
-			"epoch %d was never issued: lease %s is at epoch %d, held by %s", epoch, leaseName, l.Epoch, holder)
+			"FencedResource %s: epoch %d was never issued: lease %s is at epoch %d, held by %s", key, epoch, leaseName, l.Epoch, holder)
 	case l.Holder == "":
 		return errorf(ReasonNotHolder, key, leaseName, epoch, l.Epoch,
 			"lease %s at epoch %d has no holder (it was released): nobody may write FencedResource %s", leaseName, l.Epoch, key)
 	case l.Duration <= 0 || l.RenewTime.IsZero():
 		return errorf(ReasonNotHolder, key, leaseName, epoch, l.Epoch,
-			"lease %s at epoch %d has no valid renewTime or leaseDurationSeconds: its holder %s cannot be shown to be live", leaseName, l.Epoch, l.Holder)
+			"FencedResource %s: lease %s at epoch %d has no valid renewTime or leaseDurationSeconds: its holder %s cannot be shown to be live",
+			key, leaseName, l.Epoch, l.Holder)
 	case now.After(l.RenewTime.Add(l.Duration)):
 		return errorf(ReasonNotHolder, key, leaseName, epoch, l.Epoch,
-			"lease %s at epoch %d expired %s ago (held by %s, last renewed %s, duration %s)",
-			leaseName, l.Epoch, now.Sub(l.RenewTime.Add(l.Duration)).Round(time.Millisecond), l.Holder, l.RenewTime.UTC().Format(time.RFC3339Nano), l.Duration)
+			"FencedResource %s: lease %s at epoch %d expired %s ago (held by %s, last renewed %s, duration %s)",
+			key, leaseName, l.Epoch, now.Sub(l.RenewTime.Add(l.Duration)).Round(time.Millisecond), l.Holder, l.RenewTime.UTC().Format(time.RFC3339Nano), l.Duration)
+	case fr.Spec.Epoch != epoch:
+		return errorAt(FieldEpoch, ReasonInvalid, key, leaseName, epoch, l.Epoch,
+			"FencedResource %s: the write presents epoch %d but its spec.epoch would be %d: a fenced write sets spec.epoch to the epoch it presents",
+			key, epoch, fr.Spec.Epoch)
 	}
 	if writer := fr.Annotations[fencingv1alpha1.WriterAnnotation]; writer != l.Holder {
-		return errorf(ReasonNotHolder, key, leaseName, epoch, l.Epoch,
-			"write names holder %q (annotation %s) but lease %s at epoch %d is held by %s",
-			writer, fencingv1alpha1.WriterAnnotation, leaseName, l.Epoch, l.Holder)
+		return errorAt(FieldWriter, ReasonNotHolder, key, leaseName, epoch, l.Epoch,
+			"FencedResource %s: write names holder %q (annotation %s) but lease %s at epoch %d is held by %s",
+			key, writer, fencingv1alpha1.WriterAnnotation, leaseName, l.Epoch, l.Holder)
+	}
+	if marker, set := fr.Annotations[fencingv1alpha1.DeleteAtEpochAnnotation]; set && slices.Contains(changed, FieldDeleteAtEpoch) &&
+		marker != strconv.FormatInt(epoch, 10) {
+		return errorAt(FieldDeleteAtEpoch, ReasonInvalid, key, leaseName, epoch, l.Epoch,
+			"FencedResource %s: the deletion marker %s=%q must be the presented epoch %d",
+			key, fencingv1alpha1.DeleteAtEpochAnnotation, marker, epoch)
 	}
 	if req.Username != l.Acquirer && !req.breakGlass() {
 		return errorf(ReasonNotHolder, key, leaseName, epoch, l.Epoch,
@@ -152,22 +193,4 @@ func CheckWrite(old, fr *fencingv1alpha1.FencedResource, lease *coordinationv1.L
 			req.Username, leaseName, l.Epoch, l.Acquirer, l.Holder, key)
 	}
 	return nil
-}
-
-// CheckDelete decides whether req may delete fr: its Lease's holder (the acquiring user) may, as may anyone
-// when the Lease is missing, released or expired, members of BreakGlassGroup or system:masters, and
-// kube-system's controllers (namespace deletion, garbage collection).
-func CheckDelete(fr *fencingv1alpha1.FencedResource, lease *coordinationv1.Lease, req Requester, now time.Time) *Error {
-	if lease == nil || req.breakGlass() || strings.HasPrefix(req.Username, "system:serviceaccount:kube-system:") {
-		return nil
-	}
-	l := ViewLease(lease)
-	live := l.EpochErr == "" && l.Holder != "" && l.Duration > 0 && !now.After(l.RenewTime.Add(l.Duration))
-	if !live || req.Username == l.Acquirer {
-		return nil
-	}
-	key := fr.Namespace + "/" + fr.Name
-	return errorf(ReasonNotHolder, key, l.Name, fr.Spec.Epoch, l.Epoch,
-		"FencedResource %s is bound to lease %s, held by %s at epoch %d: only that holder's user %q or an admin (group %s) may delete it",
-		key, l.Name, l.Holder, l.Epoch, l.Acquirer, BreakGlassGroup)
 }

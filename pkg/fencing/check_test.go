@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
@@ -26,6 +27,7 @@ type resource struct {
 	writer string // the writer annotation; "" for none
 	labels map[string]string
 	annots map[string]string
+	owners []metav1.OwnerReference
 }
 
 func (r resource) build() *fencingv1alpha1.FencedResource {
@@ -33,6 +35,7 @@ func (r resource) build() *fencingv1alpha1.FencedResource {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "orders", Labels: r.labels, Annotations: map[string]string{}},
 		Spec:       fencingv1alpha1.FencedResourceSpec{LeaseName: "orders-writer", Epoch: r.epoch},
 	}
+	fr.OwnerReferences = r.owners
 	for k, v := range r.annots {
 		fr.Annotations[k] = v
 	}
@@ -70,9 +73,23 @@ func leaseAt(epoch string, mutate ...func(*coordinationv1.Lease)) *coordinationv
 }
 
 var (
+	ghostOwner = metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "ghost", UID: "00000000-0000-0000-0000-000000000001"}
+	otherOwner = metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "parent", UID: "00000000-0000-0000-0000-000000000002"}
 	holderUser = fencing.Requester{Username: "worker-b-user", Groups: []string{"system:authenticated"}}
 	otherUser  = fencing.Requester{Username: "worker-a-user", Groups: []string{"system:authenticated"}}
 )
+
+// tok is r presenting epoch as its fencing token (its request's field manager).
+func tok(r fencing.Requester, epoch int64) fencing.Requester {
+	r.FieldManager = elector.FieldManagerFor(epoch)
+	return r
+}
+
+// at is e about field.
+func at(field string, e *fencing.Error) *fencing.Error {
+	e.Field = field
+	return e
+}
 
 func refusal(reason fencing.Reason, epoch, leaseEpoch int64, msg string) *fencing.Error {
 	return &fencing.Error{Reason: reason, Resource: "ns/orders", Lease: "orders-writer", Epoch: epoch, LeaseEpoch: leaseEpoch, Message: msg}
@@ -104,124 +121,227 @@ func TestCheckWrite(t *testing.T) {
 			old: &written, fr: resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", annots: map[string]string{"note": "x"}}, req: otherUser,
 		},
 		"the holder writes at the current epoch": {
-			old: &resource{}, fr: written, lease: leaseAt("6"), req: holderUser,
+			old: &resource{}, fr: written, lease: leaseAt("6"), req: tok(holderUser, 6),
 		},
 		"the holder creates with data at the current epoch": {
-			fr: written, lease: leaseAt("6"), req: holderUser,
+			fr: written, lease: leaseAt("6"), req: tok(holderUser, 6),
 		},
 		"data of exactly MaxDataBytes": {
-			old: &written, fr: resource{epoch: 6, data: blob(fencingv1alpha1.MaxDataBytes), writer: "worker-b"}, lease: leaseAt("6"), req: holderUser,
+			old: &written, fr: resource{epoch: 6, data: blob(fencingv1alpha1.MaxDataBytes), writer: "worker-b"}, lease: leaseAt("6"), req: tok(holderUser, 6),
 		},
 		"renewed exactly one lease duration ago is still live": {
-			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-b"}, req: holderUser,
+			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-b"}, req: tok(holderUser, 6),
 			lease: leaseAt("6", func(l *coordinationv1.Lease) {
 				l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(now.Add(-15 * time.Second)))
 			}),
 		},
 		"data change with the lease missing": {
-			old: &resource{epoch: 3, data: `{"v":1}`, writer: "worker-b"}, fr: resource{epoch: 3, data: `{"v":2}`, writer: "worker-b"}, req: holderUser,
+			old: &resource{epoch: 3, data: `{"v":1}`, writer: "worker-b"}, fr: resource{epoch: 3, data: `{"v":2}`, writer: "worker-b"}, req: tok(holderUser, 3),
 			want: refusal(fencing.ReasonLeaseMissing, 3, 0,
 				"lease orders-writer not found in namespace ns: FencedResource ns/orders cannot be written at epoch 3 until an elector holds that lease"),
 		},
 		"lease without an epoch annotation": {
-			old: &resource{}, fr: written, req: holderUser,
+			old: &resource{}, fr: written, req: tok(holderUser, 6),
 			lease: leaseAt("6", func(l *coordinationv1.Lease) { delete(l.Annotations, elector.EpochAnnotation) }),
 			want: refusal(fencing.ReasonLeaseMissing, 6, 0,
 				"lease orders-writer cannot fence FencedResource ns/orders: it has no fencing.fencekit.io/epoch annotation (no fencekit elector has acquired it)"),
 		},
 		"lease with a garbage epoch annotation": {
-			old: &resource{}, fr: written, lease: leaseAt("six"), req: holderUser,
+			old: &resource{}, fr: written, lease: leaseAt("six"), req: tok(holderUser, 6),
 			want: refusal(fencing.ReasonLeaseMissing, 6, 0,
 				`lease orders-writer cannot fence FencedResource ns/orders: its fencing.fencekit.io/epoch annotation "six" is not an epoch >= 1`),
 		},
 		"lease at epoch 0": {
-			old: &resource{}, fr: resource{data: `{"v":1}`, writer: "worker-b"}, lease: leaseAt("0"), req: holderUser,
-			want: refusal(fencing.ReasonLeaseMissing, 0, 0,
+			old: &resource{}, fr: resource{data: `{"v":1}`, writer: "worker-b"}, lease: leaseAt("0"), req: tok(holderUser, 6),
+			want: refusal(fencing.ReasonLeaseMissing, 6, 0,
 				`lease orders-writer cannot fence FencedResource ns/orders: its fencing.fencekit.io/epoch annotation "0" is not an epoch >= 1`),
 		},
-		"stale epoch": {
+		"FencedResource ns/orders: stale epoch": {
 			old: &resource{epoch: 5, data: `{"v":"a5"}`, writer: "worker-a"}, fr: resource{epoch: 5, data: `{"v":"a5-late"}`, writer: "worker-a"},
-			lease: leaseAt("6"), req: otherUser,
-			want: refusal(fencing.ReasonStale, 5, 6, "stale epoch 5: lease orders-writer is at epoch 6, held by worker-b"),
+			lease: leaseAt("6"), req: tok(otherUser, 5),
+			want: refusal(fencing.ReasonStale, 5, 6, "FencedResource ns/orders: stale epoch 5: lease orders-writer is at epoch 6, held by worker-b"),
 		},
-		"stale epoch, lease released": {
+		"FencedResource ns/orders: stale epoch, lease released": {
 			old: &resource{epoch: 5, data: `{"v":"a5"}`, writer: "worker-a"}, fr: resource{epoch: 5, data: `{"v":"a5-late"}`, writer: "worker-a"},
-			lease: leaseAt("6", func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = nil }), req: otherUser,
-			want: refusal(fencing.ReasonStale, 5, 6, "stale epoch 5: lease orders-writer is at epoch 6, held by nobody"),
+			lease: leaseAt("6", func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = nil }), req: tok(otherUser, 5),
+			want: refusal(fencing.ReasonStale, 5, 6, "FencedResource ns/orders: stale epoch 5: lease orders-writer is at epoch 6, held by nobody"),
 		},
-		"stale epoch from a break-glass user": {
+		"FencedResource ns/orders: stale epoch from a break-glass user": {
 			old: &resource{epoch: 5, data: `{"v":"a5"}`, writer: "worker-a"}, fr: resource{epoch: 5, data: `{"v":"admin"}`, writer: "worker-a"},
-			lease: leaseAt("6"), req: fencing.Requester{Username: "oncall", Groups: []string{fencing.BreakGlassGroup}},
-			want: refusal(fencing.ReasonStale, 5, 6, "stale epoch 5: lease orders-writer is at epoch 6, held by worker-b"),
+			lease: leaseAt("6"), req: tok(fencing.Requester{Username: "oncall", Groups: []string{fencing.BreakGlassGroup}}, 5),
+			want: refusal(fencing.ReasonStale, 5, 6, "FencedResource ns/orders: stale epoch 5: lease orders-writer is at epoch 6, held by worker-b"),
 		},
 		"future epoch": {
-			old: &written, fr: resource{epoch: 7, data: `{"v":"b7"}`, writer: "worker-b"}, lease: leaseAt("6"), req: holderUser,
-			want: refusal(fencing.ReasonFutureEpoch, 7, 6, "epoch 7 was never issued: lease orders-writer is at epoch 6, held by worker-b"),
+			old: &written, fr: resource{epoch: 7, data: `{"v":"b7"}`, writer: "worker-b"}, lease: leaseAt("6"), req: tok(holderUser, 7),
+			want: refusal(fencing.ReasonFutureEpoch, 7, 6, "FencedResource ns/orders: epoch 7 was never issued: lease orders-writer is at epoch 6, held by worker-b"),
 		},
 		"released lease (empty holder)": {
-			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-b"}, req: holderUser,
+			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-b"}, req: tok(holderUser, 6),
 			lease: leaseAt("6", func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("") }),
 			want: refusal(fencing.ReasonNotHolder, 6, 6,
 				"lease orders-writer at epoch 6 has no holder (it was released): nobody may write FencedResource ns/orders"),
 		},
 		"expired lease": {
-			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-b"}, req: holderUser,
+			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-b"}, req: tok(holderUser, 6),
 			lease: leaseAt("6", func(l *coordinationv1.Lease) {
 				l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(now.Add(-20*time.Second - 250*time.Millisecond)))
 			}),
 			want: refusal(fencing.ReasonNotHolder, 6, 6,
-				"lease orders-writer at epoch 6 expired 5.25s ago (held by worker-b, last renewed 2026-11-30T08:59:39.75Z, duration 15s)"),
+				"FencedResource ns/orders: lease orders-writer at epoch 6 expired 5.25s ago (held by worker-b, last renewed 2026-11-30T08:59:39.75Z, duration 15s)"),
 		},
 		"lease without renewTime": {
-			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-b"}, req: holderUser,
+			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-b"}, req: tok(holderUser, 6),
 			lease: leaseAt("6", func(l *coordinationv1.Lease) { l.Spec.RenewTime = nil }),
 			want: refusal(fencing.ReasonNotHolder, 6, 6,
-				"lease orders-writer at epoch 6 has no valid renewTime or leaseDurationSeconds: its holder worker-b cannot be shown to be live"),
+				"FencedResource ns/orders: lease orders-writer at epoch 6 has no valid renewTime or leaseDurationSeconds: its holder worker-b cannot be shown to be live"),
 		},
 		"lease without leaseDurationSeconds": {
-			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-b"}, req: holderUser,
+			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-b"}, req: tok(holderUser, 6),
 			lease: leaseAt("6", func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = nil }),
 			want: refusal(fencing.ReasonNotHolder, 6, 6,
-				"lease orders-writer at epoch 6 has no valid renewTime or leaseDurationSeconds: its holder worker-b cannot be shown to be live"),
+				"FencedResource ns/orders: lease orders-writer at epoch 6 has no valid renewTime or leaseDurationSeconds: its holder worker-b cannot be shown to be live"),
 		},
 		"lease with leaseDurationSeconds 0": {
-			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-b"}, req: holderUser,
+			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-b"}, req: tok(holderUser, 6),
 			lease: leaseAt("6", func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = ptr.To[int32](0) }),
 			want: refusal(fencing.ReasonNotHolder, 6, 6,
-				"lease orders-writer at epoch 6 has no valid renewTime or leaseDurationSeconds: its holder worker-b cannot be shown to be live"),
+				"FencedResource ns/orders: lease orders-writer at epoch 6 has no valid renewTime or leaseDurationSeconds: its holder worker-b cannot be shown to be live"),
 		},
 		"wrong writer annotation": {
-			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-x"}, lease: leaseAt("6"), req: holderUser,
-			want: refusal(fencing.ReasonNotHolder, 6, 6,
-				`write names holder "worker-x" (annotation fencing.fencekit.io/writer) but lease orders-writer at epoch 6 is held by worker-b`),
+			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-x"}, lease: leaseAt("6"), req: tok(holderUser, 6),
+			want: at(fencing.FieldWriter, refusal(fencing.ReasonNotHolder, 6, 6,
+				`FencedResource ns/orders: write names holder "worker-x" (annotation fencing.fencekit.io/writer) but lease orders-writer at epoch 6 is held by worker-b`)),
 		},
 		"no writer annotation": {
-			old: &resource{}, fr: resource{epoch: 6, data: `{"v":2}`}, lease: leaseAt("6"), req: holderUser,
-			want: refusal(fencing.ReasonNotHolder, 6, 6,
-				`write names holder "" (annotation fencing.fencekit.io/writer) but lease orders-writer at epoch 6 is held by worker-b`),
+			old: &resource{}, fr: resource{epoch: 6, data: `{"v":2}`}, lease: leaseAt("6"), req: tok(holderUser, 6),
+			want: at(fencing.FieldWriter, refusal(fencing.ReasonNotHolder, 6, 6,
+				`FencedResource ns/orders: write names holder "" (annotation fencing.fencekit.io/writer) but lease orders-writer at epoch 6 is held by worker-b`)),
 		},
 		"only the writer annotation changes": {
-			old: &written, fr: resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-x"}, lease: leaseAt("6"), req: holderUser,
-			want: refusal(fencing.ReasonNotHolder, 6, 6,
-				`write names holder "worker-x" (annotation fencing.fencekit.io/writer) but lease orders-writer at epoch 6 is held by worker-b`),
+			old: &written, fr: resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-x"}, lease: leaseAt("6"), req: tok(holderUser, 6),
+			want: at(fencing.FieldWriter, refusal(fencing.ReasonNotHolder, 6, 6,
+				`FencedResource ns/orders: write names holder "worker-x" (annotation fencing.fencekit.io/writer) but lease orders-writer at epoch 6 is held by worker-b`)),
 		},
 		"wrong user with the holder's token": {
-			old: &written, fr: resource{epoch: 6, data: `{"v":"copied"}`, writer: "worker-b"}, lease: leaseAt("6"), req: otherUser,
+			old: &written, fr: resource{epoch: 6, data: `{"v":"copied"}`, writer: "worker-b"}, lease: leaseAt("6"), req: tok(otherUser, 6),
 			want: refusal(fencing.ReasonNotHolder, 6, 6,
 				`user "worker-a-user" is not the user that acquired lease orders-writer at epoch 6 ("worker-b-user"): only the holder worker-b may write FencedResource ns/orders`),
 		},
 		"break-glass group writes at the current epoch": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":"fixed"}`, writer: "worker-b"}, lease: leaseAt("6"),
-			req: fencing.Requester{Username: "oncall", Groups: []string{"system:authenticated", fencing.BreakGlassGroup}},
+			req: tok(fencing.Requester{Username: "oncall", Groups: []string{"system:authenticated", fencing.BreakGlassGroup}}, 6),
 		},
 		"system:masters writes at the current epoch": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":"fixed"}`, writer: "worker-b"}, lease: leaseAt("6"),
-			req: fencing.Requester{Username: "kubernetes-admin", Groups: []string{"system:masters"}},
+			req: tok(fencing.Requester{Username: "kubernetes-admin", Groups: []string{"system:masters"}}, 6),
+		},
+		// Issue #10: the token is in the request, never inherited from the stored object.
+		"a stale replica of the holder's user changes data without a token": {
+			old: &written, fr: resource{epoch: 6, data: `{"v":"stale"}`, writer: "worker-b"}, lease: leaseAt("6"), req: holderUser,
+			want: at(fencing.FieldData, refusal(fencing.ReasonTokenMissing, 0, 0,
+				"FencedResource ns/orders: this write changes spec.data but presents no fencing token (no field manager): only the holder of lease orders-writer may change them, and it must send the write with fieldManager=fencing.fencekit.io/epoch=<your epoch> (pkg/fencing's Writer does)")),
+		},
+		"server-side apply of data under another field manager": {
+			old: &written, fr: resource{epoch: 6, data: `{"v":"ssa"}`, writer: "worker-b"}, lease: leaseAt("6"),
+			req: fencing.Requester{Username: "worker-b-user", FieldManager: "worker"},
+			want: at(fencing.FieldData, refusal(fencing.ReasonTokenMissing, 0, 0,
+				`FencedResource ns/orders: this write changes spec.data but presents no fencing token (field manager "worker"): only the holder of lease orders-writer may change them, and it must send the write with fieldManager=fencing.fencekit.io/epoch=<your epoch> (pkg/fencing's Writer does)`)),
+		},
+		"an old token while the resource inherits the current epoch": {
+			old: &written, fr: resource{epoch: 6, data: `{"v":"a5"}`, writer: "worker-b"}, lease: leaseAt("6"), req: tok(holderUser, 5),
+			want: refusal(fencing.ReasonStale, 5, 6, "FencedResource ns/orders: stale epoch 5: lease orders-writer is at epoch 6, held by worker-b"),
+		},
+		"an old token that changes nothing is still refused": {
+			old: &written, fr: written, lease: leaseAt("6"), req: tok(holderUser, 5),
+			want: refusal(fencing.ReasonStale, 5, 6, "FencedResource ns/orders: stale epoch 5: lease orders-writer is at epoch 6, held by worker-b"),
+		},
+		"the current token, but spec.epoch left behind": {
+			old: &resource{epoch: 5, data: `{"v":1}`, writer: "worker-b"}, fr: resource{epoch: 5, data: `{"v":2}`, writer: "worker-b"}, lease: leaseAt("6"), req: tok(holderUser, 6),
+			want: at(fencing.FieldEpoch, refusal(fencing.ReasonInvalid, 6, 6,
+				"FencedResource ns/orders: the write presents epoch 6 but its spec.epoch would be 5: a fenced write sets spec.epoch to the epoch it presents")),
+		},
+		"a field manager that is not a canonical token": {
+			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-b"}, lease: leaseAt("6"), req: fencing.Requester{Username: "worker-b-user", FieldManager: "fencing.fencekit.io/epoch=06"},
+			want: at("fieldManager", refusal(fencing.ReasonInvalid, 0, 0,
+				`FencedResource ns/orders: field manager "fencing.fencekit.io/epoch=06" is not a valid fencing token: want fencing.fencekit.io/epoch=N, N a decimal in [1, 9007199254740991] without sign or leading zeros`)),
+		},
+		"a token above MaxEpoch": {
+			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-b"}, lease: leaseAt("6"), req: fencing.Requester{Username: "worker-b-user", FieldManager: "fencing.fencekit.io/epoch=9007199254740992"},
+			want: at("fieldManager", refusal(fencing.ReasonInvalid, 0, 0,
+				`FencedResource ns/orders: field manager "fencing.fencekit.io/epoch=9007199254740992" is not a valid fencing token: want fencing.fencekit.io/epoch=N, N a decimal in [1, 9007199254740991] without sign or leading zeros`)),
+		},
+		"a lease epoch above MaxEpoch": {
+			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-b"}, lease: leaseAt("9007199254740992"), req: tok(holderUser, 6),
+			want: refusal(fencing.ReasonLeaseMissing, 6, 0,
+				`lease orders-writer cannot fence FencedResource ns/orders: its fencing.fencekit.io/epoch annotation "9007199254740992" is above the highest epoch 9007199254740991 (no fencekit elector issues it)`),
+		},
+		"break glass without a token": {
+			old: &written, fr: resource{epoch: 6, data: `{"v":"fixed"}`, writer: "worker-b"}, lease: leaseAt("6"),
+			req: fencing.Requester{Username: "oncall", Groups: []string{fencing.BreakGlassGroup}},
+			want: at(fencing.FieldData, refusal(fencing.ReasonTokenMissing, 0, 0,
+				"FencedResource ns/orders: this write changes spec.data but presents no fencing token (no field manager): only the holder of lease orders-writer may change them, and it must send the write with fieldManager=fencing.fencekit.io/epoch=<your epoch> (pkg/fencing's Writer does)")),
+		},
+		"a lease without the fenced label": {
+			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-b"}, req: tok(holderUser, 6),
+			lease: leaseAt("6", func(l *coordinationv1.Lease) { l.Labels = nil }),
+			want: refusal(fencing.ReasonLeaseMissing, 6, 0,
+				"lease orders-writer cannot fence FencedResource ns/orders: it lacks the label fencing.fencekit.io/fenced=true, so its epochs are not guarded by fencekit's Lease policy and prove nothing"),
+		},
+		"a big integer changed without a token (equal as float64)": {
+			old: &resource{epoch: 6, data: `{"n":9007199254740993}`, writer: "worker-b"}, fr: resource{epoch: 6, data: `{"n":9007199254740992}`, writer: "worker-b"},
+			lease: leaseAt("6"), req: otherUser,
+			want: at(fencing.FieldData, refusal(fencing.ReasonTokenMissing, 0, 0,
+				"FencedResource ns/orders: this write changes spec.data but presents no fencing token (no field manager): only the holder of lease orders-writer may change them, and it must send the write with fieldManager=fencing.fencekit.io/epoch=<your epoch> (pkg/fencing's Writer does)")),
+		},
+		"an owner reference added without a token": {
+			old: &written, fr: resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", owners: []metav1.OwnerReference{ghostOwner}}, lease: leaseAt("6"), req: otherUser,
+			want: at(fencing.FieldOwnerReferences, refusal(fencing.ReasonTokenMissing, 0, 0,
+				"FencedResource ns/orders: this write changes metadata.ownerReferences but presents no fencing token (no field manager): only the holder of lease orders-writer may change them, and it must send the write with fieldManager=fencing.fencekit.io/epoch=<your epoch> (pkg/fencing's Writer does)")),
+		},
+		"the garbage collector adds an owner reference": {
+			old: &written, fr: resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", owners: []metav1.OwnerReference{ghostOwner}}, lease: leaseAt("6"),
+			req: fencing.Requester{Username: fencing.GarbageCollectorUser},
+			want: at(fencing.FieldOwnerReferences, refusal(fencing.ReasonTokenMissing, 0, 0,
+				"FencedResource ns/orders: this write changes metadata.ownerReferences but presents no fencing token (no field manager): only the holder of lease orders-writer may change them, and it must send the write with fieldManager=fencing.fencekit.io/epoch=<your epoch> (pkg/fencing's Writer does)")),
+		},
+		"the garbage collector removes an owner reference": {
+			old:   &resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", owners: []metav1.OwnerReference{ghostOwner, otherOwner}},
+			fr:    resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", owners: []metav1.OwnerReference{otherOwner}},
+			lease: leaseAt("6"), req: fencing.Requester{Username: fencing.GarbageCollectorUser},
+		},
+		"another user removes an owner reference": {
+			old:   &resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", owners: []metav1.OwnerReference{ghostOwner, otherOwner}},
+			fr:    resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", owners: []metav1.OwnerReference{ghostOwner}},
+			lease: leaseAt("6"), req: otherUser,
+			want: at(fencing.FieldOwnerReferences, refusal(fencing.ReasonTokenMissing, 0, 0,
+				"FencedResource ns/orders: this write changes metadata.ownerReferences but presents no fencing token (no field manager): only the holder of lease orders-writer may change them, and it must send the write with fieldManager=fencing.fencekit.io/epoch=<your epoch> (pkg/fencing's Writer does)")),
+		},
+		"a create with an owner reference and no data is free": {
+			fr: resource{owners: []metav1.OwnerReference{ghostOwner}}, req: otherUser,
+		},
+		"finalizers and labels are free": {
+			old: &written, fr: resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", labels: map[string]string{"x": "y"}}, req: otherUser,
+		},
+		"the holder writes the deletion marker": {
+			old: &written, fr: resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", annots: map[string]string{fencingv1alpha1.DeleteAtEpochAnnotation: "6"}},
+			lease: leaseAt("6"), req: tok(holderUser, 6),
+		},
+		"a deletion marker other than the presented epoch": {
+			old: &written, fr: resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", annots: map[string]string{fencingv1alpha1.DeleteAtEpochAnnotation: "7"}},
+			lease: leaseAt("6"), req: tok(holderUser, 6),
+			want: at(fencing.FieldDeleteAtEpoch, refusal(fencing.ReasonInvalid, 6, 6,
+				`FencedResource ns/orders: the deletion marker fencing.fencekit.io/delete-at-epoch="7" must be the presented epoch 6`)),
+		},
+		"a deletion marker written without a token": {
+			old: &written, fr: resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", annots: map[string]string{fencingv1alpha1.DeleteAtEpochAnnotation: "6"}},
+			lease: leaseAt("6"), req: holderUser,
+			want: at(fencing.FieldDeleteAtEpoch, refusal(fencing.ReasonTokenMissing, 0, 0,
+				"FencedResource ns/orders: this write changes metadata.annotations[fencing.fencekit.io/delete-at-epoch] but presents no fencing token (no field manager): only the holder of lease orders-writer may change them, and it must send the write with fieldManager=fencing.fencekit.io/epoch=<your epoch> (pkg/fencing's Writer does)")),
 		},
 		"data over MaxDataBytes": {
-			old: &written, fr: resource{epoch: 6, data: blob(fencingv1alpha1.MaxDataBytes + 1), writer: "worker-b"}, lease: leaseAt("6"), req: holderUser,
-			want: refusal(fencing.ReasonInvalid, 6, 0,
-				"FencedResource ns/orders: spec.data is 262145 bytes, over the bound of 262144 bytes"),
+			old: &written, fr: resource{epoch: 6, data: blob(fencingv1alpha1.MaxDataBytes + 1), writer: "worker-b"}, lease: leaseAt("6"), req: tok(holderUser, 6),
+			want: at(fencing.FieldData, refusal(fencing.ReasonInvalid, 6, 0,
+				"FencedResource ns/orders: spec.data is 262145 bytes, over the bound of 262144 bytes")),
 		},
 	}
 	for name, tc := range tests {
@@ -240,20 +360,60 @@ func TestCheckWrite(t *testing.T) {
 
 func TestCheckDelete(t *testing.T) {
 	expired := func(l *coordinationv1.Lease) { l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(now.Add(-time.Minute))) }
+	terminating := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceTerminating}}
+	active := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}
+	notHolder := refusal(fencing.ReasonNotHolder, 4, 6,
+		`FencedResource ns/orders is bound to lease orders-writer, held by worker-b at epoch 6: only that holder's user "worker-b-user" or an admin (group fencekit:breakglass) may delete it`)
 	tests := map[string]struct {
-		lease *coordinationv1.Lease
-		req   fencing.Requester
-		want  *fencing.Error
+		lease  *coordinationv1.Lease
+		ns     *corev1.Namespace
+		marker string // the stored deletion marker; "" for none
+		req    fencing.Requester
+		want   *fencing.Error
 	}{
-		"no lease":                    {req: otherUser},
-		"the holder's user":           {lease: leaseAt("6"), req: holderUser},
-		"another user, expired lease": {lease: leaseAt("6", expired), req: otherUser},
+		"no lease": {req: otherUser},
+		"the holder's user, marker at the current epoch": {lease: leaseAt("6"), marker: "6", req: holderUser},
+		"the holder's user without the marker (a stale replica, or a plain kubectl delete)": {
+			lease: leaseAt("6"), req: holderUser,
+			want: at(fencing.FieldDeleteAtEpoch, refusal(fencing.ReasonTokenMissing, 0, 6,
+				"FencedResource ns/orders is bound to lease orders-writer, held by worker-b at epoch 6: a DELETE carries no fencing token, so the holder first writes the annotation fencing.fencekit.io/delete-at-epoch=6 with its token, then deletes (pkg/fencing's Writer.Delete does both)")),
+		},
+		"the holder's user with an old marker (a stale replica of the same user)": {
+			lease: leaseAt("6"), marker: "5", req: holderUser,
+			want: at(fencing.FieldDeleteAtEpoch, refusal(fencing.ReasonStale, 5, 6,
+				`FencedResource ns/orders: stale deletion marker fencing.fencekit.io/delete-at-epoch="5": lease orders-writer is at epoch 6, held by worker-b`)),
+		},
+		"the holder's user, lease without the fenced label": {
+			lease: leaseAt("6", func(l *coordinationv1.Lease) { l.Labels = nil }), marker: "6", req: holderUser,
+			want: refusal(fencing.ReasonLeaseMissing, 4, 6,
+				"FencedResource ns/orders is bound to lease orders-writer, which lacks the label fencing.fencekit.io/fenced=true: its acquirer is not guarded by fencekit's Lease policy, so while it is live only an admin (group fencekit:breakglass) may delete the resource"),
+		},
+		"another user with the current marker": {lease: leaseAt("6"), marker: "6", req: otherUser, want: notHolder},
+		"another user, expired lease":          {lease: leaseAt("6", expired), req: otherUser},
 		"another user, released lease": {
 			lease: leaseAt("6", func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("") }), req: otherUser,
 		},
 		"another user, lease with a garbage epoch": {lease: leaseAt("x"), req: otherUser},
 		"kube-system's garbage collector": {
-			lease: leaseAt("6"), req: fencing.Requester{Username: "system:serviceaccount:kube-system:generic-garbage-collector"},
+			lease: leaseAt("6"), req: fencing.Requester{Username: fencing.GarbageCollectorUser},
+		},
+		"kube-system's namespace controller, namespace terminating": {
+			lease: leaseAt("6"), ns: terminating, req: fencing.Requester{Username: fencing.NamespaceControllerUser},
+		},
+		"kube-system's namespace controller, namespace being deleted (deletionTimestamp)": {
+			lease: leaseAt("6"), req: fencing.Requester{Username: fencing.NamespaceControllerUser},
+			ns: &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", DeletionTimestamp: ptr.To(metav1.NewTime(now))}},
+		},
+		"kube-system's namespace controller, namespace active": {
+			lease: leaseAt("6"), ns: active, req: fencing.Requester{Username: fencing.NamespaceControllerUser},
+			want: refusal(fencing.ReasonNotHolder, 4, 6,
+				`FencedResource ns/orders is bound to lease orders-writer, held by worker-b at epoch 6: only that holder's user "worker-b-user" or an admin (group fencekit:breakglass) may delete it`),
+		},
+		"kube-system's namespace controller, namespace unknown": {
+			lease: leaseAt("6"), req: fencing.Requester{Username: fencing.NamespaceControllerUser}, want: notHolder,
+		},
+		"another kube-system service account": {
+			lease: leaseAt("6"), req: fencing.Requester{Username: "system:serviceaccount:kube-system:replicaset-controller"}, want: notHolder,
 		},
 		"an admin (system:masters)": {
 			lease: leaseAt("6"), req: fencing.Requester{Username: "kubernetes-admin", Groups: []string{"system:masters"}},
@@ -261,24 +421,28 @@ func TestCheckDelete(t *testing.T) {
 		"break-glass group": {
 			lease: leaseAt("6"), req: fencing.Requester{Username: "oncall", Groups: []string{fencing.BreakGlassGroup}},
 		},
-		"another user, live lease": {
-			lease: leaseAt("6"), req: otherUser,
-			want: refusal(fencing.ReasonNotHolder, 4, 6,
-				`FencedResource ns/orders is bound to lease orders-writer, held by worker-b at epoch 6: only that holder's user "worker-b-user" or an admin (group fencekit:breakglass) may delete it`),
-		},
+		"another user, live lease": {lease: leaseAt("6"), req: otherUser, want: notHolder},
 		"a service account of another namespace, live lease": {
-			lease: leaseAt("6"), req: fencing.Requester{Username: "system:serviceaccount:default:generic-garbage-collector"},
-			want: refusal(fencing.ReasonNotHolder, 4, 6,
-				`FencedResource ns/orders is bound to lease orders-writer, held by worker-b at epoch 6: only that holder's user "worker-b-user" or an admin (group fencekit:breakglass) may delete it`),
+			lease: leaseAt("6"), req: fencing.Requester{Username: "system:serviceaccount:default:generic-garbage-collector"}, want: notHolder,
 		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			fr := resource{epoch: 4, data: `{"v":1}`, writer: "worker-a"}.build()
-			if diff := cmp.Diff(tc.want, fencing.CheckDelete(fr, tc.lease, tc.req, now)); diff != "" {
+			r := resource{epoch: 4, data: `{"v":1}`, writer: "worker-a"}
+			if tc.marker != "" {
+				r.annots = map[string]string{fencingv1alpha1.DeleteAtEpochAnnotation: tc.marker}
+			}
+			if diff := cmp.Diff(tc.want, fencing.CheckDelete(r.build(), tc.lease, tc.ns, tc.req, now)); diff != "" {
 				t.Errorf("CheckDelete() (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestMaxEpochAgrees: the CRD's bound (api/v1alpha1, which imports nothing of fencekit) is the elector's.
+func TestMaxEpochAgrees(t *testing.T) {
+	if fencingv1alpha1.MaxEpoch != elector.MaxEpoch {
+		t.Fatalf("api/v1alpha1.MaxEpoch = %d, elector.MaxEpoch = %d", fencingv1alpha1.MaxEpoch, elector.MaxEpoch)
 	}
 }
 
@@ -299,7 +463,13 @@ func TestTouchesFencedFields(t *testing.T) {
 		"update: nothing":               {old: &base, new: base, want: false},
 		"update: labels":                {old: &base, new: resource{epoch: 3, data: `{"a":1,"b":[1,2]}`, writer: "w", labels: map[string]string{"x": "y"}}, want: false},
 		"update: another annotation":    {old: &base, new: resource{epoch: 3, data: `{"a":1,"b":[1,2]}`, writer: "w", annots: map[string]string{"x": "y"}}, want: false},
-		"update: data re-serialized":    {old: &base, new: resource{epoch: 3, data: `{ "b": [1, 2], "a": 1.0 }`, writer: "w"}, want: false},
+		"update: data re-serialized":    {old: &base, new: resource{epoch: 3, data: `{ "b": [1, 2], "a": 1 }`, writer: "w"}, want: false},
+		"update: 1 spelled 1.0":         {old: &base, new: resource{epoch: 3, data: `{"a":1.0,"b":[1,2]}`, writer: "w"}, want: true},
+		"update: big integer, off by 1": {old: &resource{data: `{"n":9007199254740993}`}, new: resource{data: `{"n":9007199254740992}`}, want: true},
+		"update: big integer, the same": {old: &resource{data: `{"n":9007199254740993}`}, new: resource{data: `{ "n": 9007199254740993 }`}, want: false},
+		"update: owner reference added": {old: &base, new: resource{epoch: 3, data: `{"a":1,"b":[1,2]}`, writer: "w", owners: []metav1.OwnerReference{ghostOwner}}, want: true},
+		"update: deletion marker set":   {old: &base, new: resource{epoch: 3, data: `{"a":1,"b":[1,2]}`, writer: "w", annots: map[string]string{fencingv1alpha1.DeleteAtEpochAnnotation: "3"}}, want: true},
+		"create: owner reference":       {new: resource{owners: []metav1.OwnerReference{ghostOwner}}, want: false},
 		"update: data changed":          {old: &base, new: resource{epoch: 3, data: `{"a":1,"b":[2,1]}`, writer: "w"}, want: true},
 		"update: data removed":          {old: &base, new: resource{epoch: 3, writer: "w"}, want: true},
 		"update: data null to none":     {old: &resource{data: "null"}, new: resource{}, want: false},
@@ -361,10 +531,15 @@ func TestViewLease(t *testing.T) {
 			want: fencing.LeaseView{Name: "orders-writer", Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed, Duration: 15 * time.Second,
 				EpochErr: `its fencing.fencekit.io/epoch annotation "9223372036854775808" is not an epoch >= 1`},
 		},
-		"largest epoch": {
-			lease: leaseAt("9223372036854775807"),
-			want: fencing.LeaseView{Name: "orders-writer", Epoch: 9223372036854775807, Holder: "worker-b", Acquirer: "worker-b-user",
+		"largest epoch (2^53-1)": {
+			lease: leaseAt("9007199254740991"),
+			want: fencing.LeaseView{Name: "orders-writer", Epoch: 9007199254740991, Holder: "worker-b", Acquirer: "worker-b-user",
 				RenewTime: renewed, Duration: 15 * time.Second},
+		},
+		"epoch above 2^53-1": {
+			lease: leaseAt("9007199254740992"),
+			want: fencing.LeaseView{Name: "orders-writer", Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed, Duration: 15 * time.Second,
+				EpochErr: `its fencing.fencekit.io/epoch annotation "9007199254740992" is above the highest epoch 9007199254740991 (no fencekit elector issues it)`},
 		},
 		"released, never renewed, no duration": {
 			lease: leaseAt("2", func(l *coordinationv1.Lease) {

@@ -1,17 +1,23 @@
 // Package fencing is what a lease holder uses to write FencedResources safely, and what fencekit's
 // admission uses to decide whether a write is fenced.
 //
-// A FencedResource admits a write that sets or changes spec.data or spec.epoch only if the write carries
-// the bound Lease's current epoch, the Lease has a live holder, the write names that holder, and it comes
-// from the user that acquired the Lease at that epoch. The apiserver itself (the CRD's CEL rule) refuses any
-// epoch below the stored one, atomically with the write.
+// A FencedResource admits a write that sets or changes a fenced field (spec.data, spec.epoch, the writer
+// annotation, the deletion marker, owner references) only if the request itself presents the bound
+// Lease's current epoch as its field manager ("fencing.fencekit.io/epoch=N", never inherited from the
+// stored object), the Lease is a fenced Lease with a live holder, the write sets spec.epoch to that epoch
+// and names that holder, and it comes from the user that acquired the Lease at that epoch. The apiserver
+// itself (the CRD's CEL rule) refuses any epoch below the stored one, atomically with the write. A delete
+// under a live Lease needs the holder's deletion marker at the current epoch.
 //
 // Users need three things from this package:
 //
-//   - NewWriter: performs fenced updates of a FencedResource's data with the elector's Token, retrying
-//     resourceVersion conflicts within the same epoch and never across epochs.
+//   - NewWriter: performs fenced updates (Set, Update) and deletes (Delete) of a FencedResource with the
+//     elector's Token, presenting it in every request and retrying resourceVersion conflicts within the
+//     same epoch, never across epochs.
 //   - FenceOnAcquire: an elector.Config.PostAcquire hook that raises every FencedResource bound to the
 //     Lease to the new epoch before the elector reports leadership, so that a paused former holder's
 //     delayed write is refused even if the new holder never writes.
-//   - IsStale, IsNotHolder, IsLeaseMissing: classify the errors of a refused write.
+//   - IsStale, IsNotHolder, IsLeaseMissing, IsTokenMissing: classify the errors of a refused write.
+//
+// CheckWrite and CheckDelete are the admission decisions themselves, as pure functions.
 package fencing

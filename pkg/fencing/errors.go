@@ -23,12 +23,19 @@ const (
 	// ReasonNotHolder: the write carries the current epoch but does not come from the Lease's current holder
 	// (wrong holder identity, wrong authenticated user, or a Lease with no live holder).
 	ReasonNotHolder Reason = "FencingNotHolder"
-	// ReasonLeaseMissing: the bound Lease does not exist, or carries no valid fencekit epoch.
+	// ReasonLeaseMissing: the bound Lease does not exist, carries no valid fencekit epoch (missing,
+	// malformed, below 1 or above elector.MaxEpoch), or is not a fenced Lease (label
+	// fencing.fencekit.io/fenced=true): the epochs of such a Lease are not guarded and prove nothing.
 	ReasonLeaseMissing Reason = "FencingLeaseMissing"
 	// ReasonFutureEpoch: the write carries an epoch above the Lease's current epoch: no elector issued it.
 	ReasonFutureEpoch Reason = "FencingFutureEpoch"
-	// ReasonInvalid: the write is malformed (for example data over the size bound).
+	// ReasonInvalid: the write is malformed: data over the size bound, a field manager that starts like a
+	// token but is not one, a spec.epoch other than the presented epoch, a deletion marker other than it.
 	ReasonInvalid Reason = "FencingInvalid"
+	// ReasonTokenMissing: the write changes a fenced field without presenting a fencing token in the
+	// request (fieldManager fencing.fencekit.io/epoch=N), or a delete under a live Lease comes without the
+	// deletion marker written at the current epoch. A plain kubectl edit, patch or apply gets this.
+	ReasonTokenMissing Reason = "FencingTokenMissing"
 )
 
 // Error is a fenced write refused by fencekit, with the numbers involved.
@@ -38,6 +45,9 @@ type Error struct {
 	Resource, Lease string
 	// Epoch is the epoch the write carried; LeaseEpoch the Lease's current epoch (0 when unknown).
 	Epoch, LeaseEpoch int64
+	// Field is the field the refusal is about, as the API error's cause names it ("spec.data",
+	// "metadata.ownerReferences", ...); empty means spec.epoch.
+	Field string
 	// Message is the human-readable explanation.
 	Message string
 }
@@ -47,6 +57,10 @@ func (e *Error) Error() string { return e.Message }
 // APIStatus renders the error as the API status the admission webhook returns: 403 Forbidden, so that
 // clients never retry it as a resourceVersion conflict, with the reason as the first cause's type.
 func (e *Error) APIStatus() metav1.Status {
+	field := e.Field
+	if field == "" {
+		field = FieldEpoch
+	}
 	code := int32(http.StatusForbidden)
 	reason := metav1.StatusReasonForbidden
 	if e.Reason == ReasonInvalid {
@@ -64,7 +78,7 @@ func (e *Error) APIStatus() metav1.Status {
 			Causes: []metav1.StatusCause{{
 				Type:    metav1.CauseType(e.Reason),
 				Message: e.Message,
-				Field:   "spec.epoch",
+				Field:   field,
 			}},
 		},
 	}
@@ -94,7 +108,7 @@ func ReasonOf(err error) Reason {
 	if s.Details != nil {
 		for _, c := range s.Details.Causes {
 			switch r := Reason(c.Type); r {
-			case ReasonStale, ReasonNotHolder, ReasonLeaseMissing, ReasonFutureEpoch, ReasonInvalid:
+			case ReasonStale, ReasonNotHolder, ReasonLeaseMissing, ReasonFutureEpoch, ReasonInvalid, ReasonTokenMissing:
 				return r
 			}
 			// The CRD's transition rule: "stale epoch 4: this FencedResource has already admitted epoch 5".
@@ -116,9 +130,20 @@ func IsNotHolder(err error) bool { return ReasonOf(err) == ReasonNotHolder }
 // IsLeaseMissing reports whether err refused a write because the bound Lease is missing or has no epoch.
 func IsLeaseMissing(err error) bool { return ReasonOf(err) == ReasonLeaseMissing }
 
+// IsTokenMissing reports whether err refused a write of a fenced field that presented no fencing token
+// (or a delete under a live Lease without the current deletion marker).
+func IsTokenMissing(err error) bool { return ReasonOf(err) == ReasonTokenMissing }
+
 // IsFenced reports whether err is any refusal by fencekit's fencing (as opposed to a network or API error).
 func IsFenced(err error) bool { return ReasonOf(err) != "" }
 
 func errorf(reason Reason, resource, lease string, epoch, leaseEpoch int64, format string, args ...any) *Error {
 	return &Error{Reason: reason, Resource: resource, Lease: lease, Epoch: epoch, LeaseEpoch: leaseEpoch, Message: fmt.Sprintf(format, args...)}
+}
+
+// errorAt is errorf for a refusal about field (see Error.Field).
+func errorAt(field string, reason Reason, resource, lease string, epoch, leaseEpoch int64, format string, args ...any) *Error {
+	e := errorf(reason, resource, lease, epoch, leaseEpoch, format, args...)
+	e.Field = field
+	return e
 }

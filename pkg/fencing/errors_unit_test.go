@@ -29,19 +29,21 @@ func TestReasonOf(t *testing.T) {
 	missing := refusal(fencing.ReasonLeaseMissing, 6, 0, "lease missing")
 	future := refusal(fencing.ReasonFutureEpoch, 7, 6, "future")
 	invalid := refusal(fencing.ReasonInvalid, 6, 0, "too big")
+	noToken := at(fencing.FieldData, refusal(fencing.ReasonTokenMissing, 0, 0, "no token"))
 	tests := map[string]struct {
 		err  error
 		want fencing.Reason
 	}{
-		"nil":                      {err: nil, want: ""},
-		"a plain error":            {err: errors.New("connection refused"), want: ""},
-		"a stale *Error":           {err: stale, want: fencing.ReasonStale},
-		"a wrapped *Error":         {err: fmt.Errorf("writing FencedResource ns/orders: %w", notHolder), want: fencing.ReasonNotHolder},
-		"the webhook's stale":      {err: stale.StatusError(), want: fencing.ReasonStale},
-		"the webhook's not-holder": {err: notHolder.StatusError(), want: fencing.ReasonNotHolder},
-		"the webhook's missing":    {err: missing.StatusError(), want: fencing.ReasonLeaseMissing},
-		"the webhook's future":     {err: future.StatusError(), want: fencing.ReasonFutureEpoch},
-		"the webhook's invalid":    {err: invalid.StatusError(), want: fencing.ReasonInvalid},
+		"the webhook's token missing": {err: noToken.StatusError(), want: fencing.ReasonTokenMissing},
+		"nil":                         {err: nil, want: ""},
+		"a plain error":               {err: errors.New("connection refused"), want: ""},
+		"a stale *Error":              {err: stale, want: fencing.ReasonStale},
+		"a wrapped *Error":            {err: fmt.Errorf("writing FencedResource ns/orders: %w", notHolder), want: fencing.ReasonNotHolder},
+		"the webhook's stale":         {err: stale.StatusError(), want: fencing.ReasonStale},
+		"the webhook's not-holder":    {err: notHolder.StatusError(), want: fencing.ReasonNotHolder},
+		"the webhook's missing":       {err: missing.StatusError(), want: fencing.ReasonLeaseMissing},
+		"the webhook's future":        {err: future.StatusError(), want: fencing.ReasonFutureEpoch},
+		"the webhook's invalid":       {err: invalid.StatusError(), want: fencing.ReasonInvalid},
 		"the webhook's, wrapped by the writer": {
 			err: fmt.Errorf("writing FencedResource ns/orders at epoch 5: %w", missing.StatusError()), want: fencing.ReasonLeaseMissing,
 		},
@@ -80,6 +82,7 @@ func TestReasonOf(t *testing.T) {
 				"IsStale":        {fencing.IsStale(tc.err), tc.want == fencing.ReasonStale},
 				"IsNotHolder":    {fencing.IsNotHolder(tc.err), tc.want == fencing.ReasonNotHolder},
 				"IsLeaseMissing": {fencing.IsLeaseMissing(tc.err), tc.want == fencing.ReasonLeaseMissing},
+				"IsTokenMissing": {fencing.IsTokenMissing(tc.err), tc.want == fencing.ReasonTokenMissing},
 				"IsFenced":       {fencing.IsFenced(tc.err), tc.want != ""},
 			}
 			for p, v := range preds {
@@ -92,7 +95,8 @@ func TestReasonOf(t *testing.T) {
 }
 
 // TestAPIStatus: the status the webhook returns is 403 (never retried as a conflict), 422 for malformed
-// writes, and carries the reason as the first cause on spec.epoch.
+// writes, and carries the reason as the first cause, on the field the refusal is about (spec.epoch unless
+// it says otherwise).
 func TestAPIStatus(t *testing.T) {
 	tests := map[string]struct {
 		err  *fencing.Error
@@ -111,6 +115,20 @@ func TestAPIStatus(t *testing.T) {
 			want: metav1.Status{Status: metav1.StatusFailure, Code: 422, Reason: metav1.StatusReasonInvalid, Message: "too big",
 				Details: &metav1.StatusDetails{Group: "fencing.fencekit.io", Kind: "fencedresources", Name: "ns/orders",
 					Causes: []metav1.StatusCause{{Type: "FencingInvalid", Field: "spec.epoch", Message: "too big"}}}},
+		},
+		"data over the size bound names spec.data": {
+			err: at(fencing.FieldData, refusal(fencing.ReasonInvalid, 6, 0, "FencedResource ns/orders: spec.data is 262145 bytes, over the bound of 262144 bytes")),
+			want: metav1.Status{Status: metav1.StatusFailure, Code: 422, Reason: metav1.StatusReasonInvalid,
+				Message: "FencedResource ns/orders: spec.data is 262145 bytes, over the bound of 262144 bytes",
+				Details: &metav1.StatusDetails{Group: "fencing.fencekit.io", Kind: "fencedresources", Name: "ns/orders",
+					Causes: []metav1.StatusCause{{Type: "FencingInvalid", Field: "spec.data",
+						Message: "FencedResource ns/orders: spec.data is 262145 bytes, over the bound of 262144 bytes"}}}},
+		},
+		"token missing names the changed field": {
+			err: at(fencing.FieldData, refusal(fencing.ReasonTokenMissing, 0, 0, "no token")),
+			want: metav1.Status{Status: metav1.StatusFailure, Code: 403, Reason: metav1.StatusReasonForbidden, Message: "no token",
+				Details: &metav1.StatusDetails{Group: "fencing.fencekit.io", Kind: "fencedresources", Name: "ns/orders",
+					Causes: []metav1.StatusCause{{Type: "FencingTokenMissing", Field: "spec.data", Message: "no token"}}}},
 		},
 	}
 	for name, tc := range tests {

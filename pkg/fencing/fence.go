@@ -48,13 +48,24 @@ func FenceOnAcquire(c client.Client) func(ctx context.Context, token elector.Tok
 	}
 }
 
-// raise sets fr's epoch (and writer) to the token's with one JSON merge patch, leaving data as it is. The
-// patch carries no resourceVersion: the apiserver itself refuses it if the resource has moved past the
-// epoch (the CRD rule) or the token is not the Lease's current one (the webhook), so a concurrent status
-// update by the operator cannot make it fail with a conflict.
+// raise sets fr's epoch (and writer) to the token's with one JSON merge patch that presents the token as
+// its field manager, leaving data as it is. The patch carries no resourceVersion: the apiserver itself
+// refuses it if the resource has moved past the epoch (the CRD rule) or the token is not the Lease's current
+// one (the webhook), so a concurrent status update by the operator cannot make it fail with a conflict.
+//
+// A resource already at the token's epoch is left alone (this acquisition fenced it already). A resource
+// *above* it fails the acquisition: it has admitted an epoch the Lease never issued after this one (an
+// admin's edit, or a Lease deleted and recreated by hand with a lower epoch), so no holder of this Lease can
+// write it, and reporting leadership would hand out a token the resource refuses. docs/design.md says how
+// to repair it.
 func raise(ctx context.Context, c client.Client, fr *fencingv1alpha1.FencedResource, token elector.Token) error {
-	if fr.Spec.Epoch >= token.Epoch {
+	switch {
+	case fr.Spec.Epoch == token.Epoch:
 		return nil // already fenced at this epoch
+	case fr.Spec.Epoch > token.Epoch:
+		return errorf(ReasonFutureEpoch, fr.Namespace+"/"+fr.Name, fr.Spec.LeaseName, fr.Spec.Epoch, token.Epoch,
+			"FencedResource %s/%s is at epoch %d, above lease %s's new epoch %d: it cannot be fenced at %d (see \"A resource ahead of its Lease\" in fencekit's design)",
+			fr.Namespace, fr.Name, fr.Spec.Epoch, token.Lease, token.Epoch, token.Epoch)
 	}
 	if err := checkBinding(fr, token); err != nil {
 		return err
@@ -66,7 +77,7 @@ func raise(ctx context.Context, c client.Client, fr *fencingv1alpha1.FencedResou
 	if err != nil {
 		return err
 	}
-	err = c.Patch(ctx, fr, client.RawPatch(types.MergePatchType, patch))
+	err = c.Patch(ctx, fr, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(token.FieldManager()))
 	if apierrors.IsNotFound(err) {
 		return nil // deleted meanwhile: nothing left to fence
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,10 +33,14 @@ func NewWriter(c client.Client) *Writer { return &Writer{client: c} }
 
 // Mutation changes a FencedResource's data in place. data is never nil (an empty object when the resource
 // has none yet). Returning an error aborts the write.
+//
+// The numbers already stored arrive as json.Number (their exact decimal text), not float64: a float64
+// cannot hold every integer above 2^53, and a value the mutation leaves alone is written back bit-exact.
+// Use its Int64, Float64 or String methods to read one; set any JSON-encodable value.
 type Mutation func(data map[string]any) error
 
 // Update reads the FencedResource key, applies mutate to its data and writes it back carrying token: epoch
-// token.Epoch and writer token.Holder. A resourceVersion conflict (another write came first) is retried
+// token.Epoch and writer token.Holder, presented in the request as its field manager (token.FieldManager()). A resourceVersion conflict (another write came first) is retried
 // with a fresh read, always with the same token: the epoch is never changed to get a write through, and the
 // decision stays with the apiserver, which refuses the write if the resource has moved to a later epoch.
 // Refusals by fencekit come back as errors that IsStale, IsNotHolder and IsLeaseMissing recognise. On
@@ -53,10 +58,16 @@ func (w *Writer) Update(ctx context.Context, token elector.Token, key types.Name
 			return err
 		}
 		data := map[string]any{}
-		if fr.Spec.Data != nil && len(fr.Spec.Data.Raw) > 0 {
-			if err := json.Unmarshal(fr.Spec.Data.Raw, &data); err != nil {
+		if !emptyData(fr.Spec.Data) {
+			v, err := decodeExact(fr.Spec.Data.Raw)
+			m, isObject := v.(map[string]any)
+			if err == nil && !isObject {
+				err = fmt.Errorf("not a JSON object")
+			}
+			if err != nil {
 				return fmt.Errorf("decoding spec.data of FencedResource %s: %w", key, err)
 			}
+			data = m
 		}
 		if err := mutate(data); err != nil {
 			return err
@@ -67,7 +78,7 @@ func (w *Writer) Update(ctx context.Context, token elector.Token, key types.Name
 		}
 		stamp(&fr, token)
 		fr.Spec.Data = &runtime.RawExtension{Raw: raw}
-		return w.client.Update(ctx, &fr)
+		return w.client.Update(ctx, &fr, client.FieldOwner(token.FieldManager()))
 	})
 	if err != nil {
 		return nil, wrap(key, token, err)
@@ -75,7 +86,8 @@ func (w *Writer) Update(ctx context.Context, token elector.Token, key types.Name
 	return &fr, nil
 }
 
-// Set replaces the FencedResource's data with data, carrying token. It reads the resource once (to check
+// Set replaces the FencedResource's data with data, carrying token (presented in the request as its field
+// manager, token.FieldManager(), as on every fenced write). It reads the resource once (to check
 // its binding and learn the keys to remove) and writes with one JSON merge patch that carries no
 // resourceVersion, so that the operator's status updates cannot make it conflict: whether the epoch is
 // current is decided inside the apiserver (the CRD rule, the webhook), atomically with the write. Keys that
@@ -93,8 +105,9 @@ func (w *Writer) Set(ctx context.Context, token elector.Token, key types.Namespa
 		return nil, err
 	}
 	var old any
-	if fr.Spec.Data != nil && len(fr.Spec.Data.Raw) > 0 {
-		if err := json.Unmarshal(fr.Spec.Data.Raw, &old); err != nil {
+	if !emptyData(fr.Spec.Data) {
+		var err error
+		if old, err = decodeExact(fr.Spec.Data.Raw); err != nil {
 			return nil, fmt.Errorf("decoding spec.data of FencedResource %s: %w", key, err)
 		}
 	}
@@ -105,10 +118,57 @@ func (w *Writer) Set(ctx context.Context, token elector.Token, key types.Namespa
 	if err != nil {
 		return nil, fmt.Errorf("encoding the patch of FencedResource %s: %w", key, err)
 	}
-	if err := w.client.Patch(ctx, &fr, client.RawPatch(types.MergePatchType, patch)); err != nil {
+	if err := w.client.Patch(ctx, &fr, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(token.FieldManager())); err != nil {
 		return nil, wrap(key, token, err)
 	}
 	return &fr, nil
+}
+
+// Delete deletes the FencedResource key as the holder of token. A DELETE request cannot present a token,
+// so it takes two steps: a fenced write of the deletion marker (annotation fencing.fencekit.io/delete-at-epoch
+// = token.Epoch, with the token as field manager, like any fenced write), then the delete, with the
+// resourceVersion and UID of that write as preconditions. While the Lease is live the apiserver admits the
+// delete only from the acquiring user and only if the stored marker is the Lease's current epoch: a holder
+// whose epoch has passed is refused at the marker write (stale epoch) or at the delete (stale marker). A
+// conflict (the operator's status update came between the two steps) repeats both. A resource that is
+// already gone is not an error.
+func (w *Writer) Delete(ctx context.Context, token elector.Token, key types.NamespacedName) error {
+	if token.IsZero() {
+		return fmt.Errorf("deleting FencedResource %s: no fencing token (not the leader)", key)
+	}
+	err := retry.RetryOnConflict(conflictRetry, func() error {
+		var fr fencingv1alpha1.FencedResource
+		if err := w.client.Get(ctx, key, &fr); err != nil {
+			return err
+		}
+		if err := checkBinding(&fr, token); err != nil {
+			return err
+		}
+		patch, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"annotations": map[string]string{
+				fencingv1alpha1.WriterAnnotation:        token.Holder,
+				fencingv1alpha1.DeleteAtEpochAnnotation: strconv.FormatInt(token.Epoch, 10),
+			}},
+			"spec": map[string]any{"epoch": token.Epoch},
+		})
+		if err != nil {
+			return err
+		}
+		if err := w.client.Patch(ctx, &fr, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(token.FieldManager())); err != nil {
+			return err
+		}
+		return w.client.Delete(ctx, &fr, client.Preconditions{ResourceVersion: &fr.ResourceVersion, UID: &fr.UID})
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		if _, ok := err.(*Error); ok {
+			return err
+		}
+		return fmt.Errorf("deleting FencedResource %s at epoch %d: %w", key, token.Epoch, err)
+	}
+	return nil
 }
 
 // replacement is the JSON merge patch (RFC 7386) value that turns old into new: a merge patch merges

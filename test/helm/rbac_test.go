@@ -178,6 +178,7 @@ func TestChartRBAC(t *testing.T) {
 			{verb: "update", resource: "secrets", namespace: release, name: secretName},
 			{verb: "list", group: "admissionregistration.k8s.io", resource: "validatingwebhookconfigurations"},
 			{verb: "update", group: "admissionregistration.k8s.io", resource: "validatingwebhookconfigurations", name: vwcName},
+			{verb: "get", resource: "namespaces", name: user},
 		}, nil)
 	})
 
@@ -202,6 +203,8 @@ func TestChartRBAC(t *testing.T) {
 			{verb: "create", resource: "pods", namespace: release},
 			{verb: "create", group: "rbac.authorization.k8s.io", resource: "clusterrolebindings"},
 			{verb: "impersonate", resource: "users"},
+			{verb: "list", resource: "namespaces"},
+			{verb: "delete", resource: "namespaces", name: user},
 		})
 		// And for real, through the impersonated client.
 		c := op.client(t)

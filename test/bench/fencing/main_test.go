@@ -110,7 +110,7 @@ func startOperator(b *testing.B) {
 var webhookConfig *admissionregistrationv1.ValidatingWebhookConfiguration
 
 // probe is a FencedResource bound to a Lease that never exists: the webhook refuses any write of its data
-// (lease missing), while the CRD alone admits it. Writing it tells whether the webhook is in effect.
+// (no token, and no lease), while the CRD alone admits it. Writing it tells whether the webhook is in effect.
 var probeSeq int
 
 func webhookInEffect(ctx context.Context) (bool, error) {
@@ -127,7 +127,7 @@ func webhookInEffect(ctx context.Context) (bool, error) {
 	switch {
 	case err == nil:
 		return false, nil
-	case fencing.IsLeaseMissing(err), strings.Contains(err.Error(), `failed calling webhook "vfencedresource`):
+	case fencing.IsFenced(err), strings.Contains(err.Error(), `failed calling webhook "vfencedresource`):
 		// Refused by the webhook, or by the apiserver failing to call it (no server): in effect.
 		return true, nil
 	default:

@@ -41,8 +41,8 @@ type writeSamples struct {
 // operator's controllers run in both modes, so that only the webhook differs. Phases run A B B A (A = CEL
 // only, B = webhook) so that a drift of the control plane over the run falls on both modes alike.
 //
-// Three kinds of sequential write: "patch", one merge-patch request setting data, epoch and writer (the
-// write itself); "set", pkg/fencing's Writer.Set (a GET, then one merge patch without resourceVersion);
+// Three kinds of sequential write: "patch", one merge-patch request setting data, epoch and writer and
+// presenting the token as its field manager (the write itself); "set", pkg/fencing's Writer.Set (a GET, then one merge patch without resourceVersion);
 // and "update", pkg/fencing's Writer.Update (a GET and an UPDATE with the resourceVersion, retried on
 // conflict). Set and Update write through clients of their own, which count their writes and conflicts.
 func BenchmarkFencedWrite(b *testing.B) {
@@ -69,7 +69,7 @@ func BenchmarkFencedWrite(b *testing.B) {
 		fr.Namespace, fr.Name = key.Namespace, key.Name
 		p := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}},"spec":{"epoch":%d,"data":{"seq":%d,"by":%q}}}`,
 			fencingv1alpha1.WriterAnnotation, tok.Holder, tok.Epoch, seq, tok.Holder)
-		return holder.Client.Patch(ctx, fr, client.RawPatch(types.MergePatchType, []byte(p)))
+		return holder.Client.Patch(ctx, fr, client.RawPatch(types.MergePatchType, []byte(p)), client.FieldOwner(tok.FieldManager()))
 	}
 	set := func(key types.NamespacedName) error {
 		seq++
@@ -111,7 +111,7 @@ func BenchmarkFencedWrite(b *testing.B) {
 				fr.Namespace, fr.Name = keys[i].Namespace, keys[i].Name
 				for n := range concurrentEach {
 					p := fmt.Sprintf(`{"spec":{"epoch":%d,"data":{"seq":%d,"by":%q}}}`, tok.Epoch, n, tok.Holder)
-					if err := holder.Client.Patch(ctx, fr, client.RawPatch(types.MergePatchType, []byte(p))); err != nil {
+					if err := holder.Client.Patch(ctx, fr, client.RawPatch(types.MergePatchType, []byte(p)), client.FieldOwner(tok.FieldManager())); err != nil {
 						errs <- err
 						return
 					}

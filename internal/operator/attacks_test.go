@@ -1,0 +1,397 @@
+package operator_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/fencing"
+)
+
+// The attacks of issue #10, each on the real apiserver with the operator's webhook.
+
+// replicas returns two lease contenders that are replicas of one Deployment: one ServiceAccount (the same
+// user, "orders-sa"), two holder identities.
+func replicas(t *testing.T, ns string) (worker, worker) {
+	t.Helper()
+	w := newWorker(t, ns, "orders-sa") // user orders-sa-user
+	r1, r2 := w, w
+	r1.Holder, r2.Holder = "replica-1", "replica-2"
+	return r1, r2
+}
+
+func mergePatch(t *testing.T, c client.Client, key types.NamespacedName, patch string, opts ...client.PatchOption) error {
+	t.Helper()
+	fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	return c.Patch(t.Context(), fr, client.RawPatch(types.MergePatchType, []byte(patch)), opts...)
+}
+
+// TestStaleReplicaOfTheSameUser: replica-1 held epoch 1; replica-2 (the same ServiceAccount) took over at
+// epoch 2 and wrote. Whatever shape replica-1's late write takes, it inherited the live holder's epoch and
+// writer from the stored object before the token moved into the request; now each is refused and the live
+// holder's data stays.
+func TestStaleReplicaOfTheSameUser(t *testing.T) {
+	startOperator(t)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	r1, r2 := replicas(t, ns)
+	other := newWorker(t, ns, "worker-b")
+	key := declare(t, ns, "orders", "orders-writer")
+
+	t1 := r1.Acquire(t, ns, "orders-writer", 1)
+	if _, err := fencing.NewWriter(r1.Client).Set(ctx, t1, key, map[string]any{"v": "r1"}); err != nil {
+		t.Fatalf("replica-1's write at epoch 1: %v", err)
+	}
+	t2 := r2.Acquire(t, ns, "orders-writer", 2)
+	if err := fencing.FenceOnAcquire(r2.Client)(ctx, t2); err != nil {
+		t.Fatalf("replica-2's fence-on-acquire at epoch 2: %v", err)
+	}
+	if _, err := fencing.NewWriter(r2.Client).Set(ctx, t2, key, map[string]any{"v": "r2"}); err != nil {
+		t.Fatalf("replica-2's write at epoch 2: %v", err)
+	}
+
+	noToken := []string{"FencedResource " + ns + "/orders: this write changes spec.data but presents no fencing token",
+		"fieldManager=fencing.fencekit.io/epoch=<your epoch>"}
+	attacks := []struct {
+		name  string
+		write func() error
+		is    func(error) bool
+		msg   []string
+	}{{
+		name:  "a plain merge patch of spec.data",
+		write: func() error { return mergePatch(t, r1.Client, key, `{"spec":{"data":{"v":"r1-late"}}}`) },
+		is:    fencing.IsTokenMissing, msg: noToken,
+	}, {
+		name: "a read-modify-write Update",
+		write: func() error {
+			fr := get(t, key)
+			fr.Spec.Data.Raw = []byte(`{"v":"r1-rmw"}`)
+			return r1.Client.Update(ctx, fr)
+		},
+		is: fencing.IsTokenMissing, msg: noToken,
+	}, {
+		name: "a kubectl edit (an Update under kubectl's field manager)",
+		write: func() error {
+			fr := get(t, key)
+			fr.Spec.Data.Raw = []byte(`{"v":"r1-edit"}`)
+			return r1.Client.Update(ctx, fr, client.FieldOwner("kubectl-edit"))
+		},
+		is: fencing.IsTokenMissing, msg: []string{`presents no fencing token (field manager "kubectl-edit")`},
+	}, {
+		// Without force, a key the holder's token owns would conflict first (409): a new key does not.
+		name:  "a server-side apply of data only",
+		write: func() error { return applyData(t, r1.Client, key, `{"w":"r1-ssa"}`, "orders-worker", false) },
+		is:    fencing.IsTokenMissing, msg: []string{`presents no fencing token (field manager "orders-worker")`},
+	}, {
+		name:  "a forced server-side apply of data only",
+		write: func() error { return applyData(t, r1.Client, key, `{"v":"r1-ssa-force"}`, "orders-worker", true) },
+		is:    fencing.IsTokenMissing, msg: []string{`presents no fencing token (field manager "orders-worker")`},
+	}, {
+		name:  "a server-side apply of data only under the old token",
+		write: func() error { return applyData(t, r1.Client, key, `{"v":"r1-ssa-token"}`, t1.FieldManager(), true) },
+		is:    fencing.IsStale, msg: []string{"FencedResource " + ns + "/orders: stale epoch 1: lease orders-writer is at epoch 2, held by replica-2"},
+	}, {
+		name: "a merge patch of data only under the old token",
+		write: func() error {
+			return mergePatch(t, r1.Client, key, `{"spec":{"data":{"v":"r1-token"}}}`, client.FieldOwner(t1.FieldManager()))
+		},
+		is: fencing.IsStale, msg: []string{"stale epoch 1: lease orders-writer is at epoch 2"},
+	}, {
+		name: "Writer.Update with the old token",
+		write: func() error {
+			_, err := fencing.NewWriter(r1.Client).Update(ctx, t1, key, func(d map[string]any) error { d["v"] = "r1-update"; return nil })
+			return err
+		},
+		is: fencing.IsStale, msg: []string{"stale epoch 1"},
+	}, {
+		name: "another user presenting the current token",
+		write: func() error {
+			_, err := fencing.NewWriter(other.Client).Set(ctx, t2, key, map[string]any{"v": "copied"})
+			return err
+		},
+		is: fencing.IsNotHolder, msg: []string{`user "worker-b-user" is not the user that acquired lease orders-writer at epoch 2 ("orders-sa-user")`},
+	}}
+	for _, a := range attacks {
+		wantRefused(t, a.write(), a.is, a.msg...)
+		if got := get(t, key); data(t, got)["v"] != "r2" || got.Spec.Epoch != 2 {
+			t.Fatalf("after %s: stored %v at epoch %d, want replica-2's r2 at epoch 2", a.name, data(t, got), got.Spec.Epoch)
+		}
+	}
+
+	// The live holder's writes, each presenting its token, are admitted.
+	if _, err := fencing.NewWriter(r2.Client).Update(ctx, t2, key, func(d map[string]any) error { d["n"] = 1; return nil }); err != nil {
+		t.Fatalf("replica-2's Writer.Update: %v", err)
+	}
+	if err := applyData(t, r2.Client, key, `{"v":"r2-ssa","n":1}`, t2.FieldManager(), true); err != nil {
+		t.Fatalf("replica-2's server-side apply under its token: %v", err)
+	}
+	if got := data(t, get(t, key)); got["v"] != "r2-ssa" {
+		t.Fatalf("stored %v, want replica-2's apply", got)
+	}
+	// Declarations stay free: a label needs no token.
+	if err := mergePatch(t, other.Client, key, `{"metadata":{"labels":{"team":"orders"}}}`); err != nil {
+		t.Fatalf("a label without a token: %v", err)
+	}
+}
+
+// applyData server-side applies spec.data only (and the identifying fields) under fieldManager.
+func applyData(t *testing.T, c client.Client, key types.NamespacedName, data, fieldManager string, force bool) error {
+	t.Helper()
+	body := fmt.Sprintf(`{"apiVersion":%q,"kind":"FencedResource","metadata":{"name":%q,"namespace":%q},"spec":{"data":%s}}`,
+		fencingv1alpha1.GroupVersion.String(), key.Name, key.Namespace, data)
+	fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	opts := []client.PatchOption{client.FieldOwner(fieldManager)}
+	if force {
+		opts = append(opts, client.ForceOwnership)
+	}
+	return c.Patch(t.Context(), fr, client.RawPatch(types.ApplyPatchType, []byte(body)), opts...)
+}
+
+// TestBigIntegers: integers above 2^53 are compared and kept exactly. A non-holder's change of
+// 9007199254740993 to 9007199254740992 (equal as float64) used to skip every check; the holder's
+// Writer.Update of another key used to write 9007199254740992 back.
+func TestBigIntegers(t *testing.T) {
+	startOperator(t)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
+	key := declare(t, ns, "ledger", "ledger-writer")
+	ta := a.Acquire(t, ns, "ledger-writer", 1)
+	if _, err := fencing.NewWriter(a.Client).Set(ctx, ta, key, map[string]any{"n": int64(9007199254740993), "m": 1}); err != nil {
+		t.Fatal(err)
+	}
+	raw := func() string { return string(get(t, key).Spec.Data.Raw) }
+	if got := raw(); !strings.Contains(got, `"n":9007199254740993`) {
+		t.Fatalf("stored %s, want n = 9007199254740993", got)
+	}
+
+	err := mergePatch(t, b.Client, key, `{"spec":{"data":{"n":9007199254740992}}}`)
+	wantRefused(t, err, fencing.IsTokenMissing, "FencedResource "+ns+"/ledger: this write changes spec.data but presents no fencing token")
+	if got := raw(); !strings.Contains(got, `"n":9007199254740993`) {
+		t.Fatalf("after the refused write: stored %s, want n = 9007199254740993", got)
+	}
+
+	if _, err := fencing.NewWriter(a.Client).Update(ctx, ta, key, func(d map[string]any) error {
+		if n, ok := d["n"].(json.Number); !ok || n.String() != "9007199254740993" {
+			return fmt.Errorf("the mutation sees n = %#v, want json.Number 9007199254740993", d["n"])
+		}
+		d["m"] = 2
+		return nil
+	}); err != nil {
+		t.Fatalf("the holder's Update of m: %v", err)
+	}
+	if got := raw(); !strings.Contains(got, `"n":9007199254740993`) || !strings.Contains(got, `"m":2`) {
+		t.Fatalf("after the holder's Update of m: stored %s, want n = 9007199254740993 bit-exact and m = 2", got)
+	}
+}
+
+// TestUnlabelledLease: a Lease without fencing.fencekit.io/fenced=true is not guarded by the Lease policy
+// (anyone with RBAC on Leases may write its epoch and acquirer), so a write bound to it is refused.
+func TestUnlabelledLease(t *testing.T) {
+	startOperator(t)
+	ns := env.Namespace(t)
+	a := newWorker(t, ns, "worker-a")
+	key := declare(t, ns, "orders", "plain-lease")
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "plain-lease"}}
+	a.Acquire(t, ns, "plain-lease", 1) // as the elector writes it, then the label removed by an admin
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(lease), lease); err != nil {
+		t.Fatal(err)
+	}
+	delete(lease.Labels, elector.FencedLabel)
+	if err := env.Client.Update(t.Context(), lease); err != nil {
+		t.Fatal(err)
+	}
+	tok := elector.Token{Epoch: 1, Lease: client.ObjectKeyFromObject(lease), Holder: "worker-a"}
+	_, err := fencing.NewWriter(a.Client).Set(t.Context(), tok, key, map[string]any{"v": 1})
+	wantRefused(t, err, fencing.IsLeaseMissing,
+		"lease plain-lease cannot fence FencedResource "+ns+"/orders: it lacks the label fencing.fencekit.io/fenced=true")
+	if got := get(t, key); got.Spec.Data != nil {
+		t.Fatalf("stored data %s after a refused write", got.Spec.Data.Raw)
+	}
+}
+
+// TestFenceOnAcquireResourceAhead: a resource above the new epoch fails the acquisition, naming the
+// resource and both epochs, instead of being skipped (which handed out a token the resource refuses).
+func TestFenceOnAcquireResourceAhead(t *testing.T) {
+	startOperator(t)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
+	key := declare(t, ns, "orders", "orders-writer")
+	a.Acquire(t, ns, "orders-writer", 1)
+	a.Acquire(t, ns, "orders-writer", 2)
+	t3 := a.Acquire(t, ns, "orders-writer", 3)
+	if err := fencing.FenceOnAcquire(a.Client)(ctx, t3); err != nil {
+		t.Fatal(err)
+	}
+	// An admin (exempt from the Lease policy) sets the Lease back to epoch 1.
+	var lease coordinationv1.Lease
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "orders-writer"}, &lease); err != nil {
+		t.Fatal(err)
+	}
+	lease.Annotations[elector.EpochAnnotation] = "1"
+	if err := env.Client.Update(ctx, &lease); err != nil {
+		t.Fatal(err)
+	}
+	t2 := b.Acquire(t, ns, "orders-writer", 2)
+	err := fencing.FenceOnAcquire(b.Client)(ctx, t2)
+	want := "FencedResource " + ns + "/orders is at epoch 3, above lease " + ns + "/orders-writer's new epoch 2"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("fence-on-acquire at epoch 2 with a resource at epoch 3: got %v, want %q", err, want)
+	}
+	if got := get(t, key); got.Spec.Epoch != 3 {
+		t.Fatalf("resource at epoch %d, want 3 untouched", got.Spec.Epoch)
+	}
+}
+
+// grantFencedResources lets users get, patch and delete FencedResources in ns (RBAC), so that the
+// refusals below are the webhook's.
+func grantFencedResources(t *testing.T, ns string, users ...string) {
+	t.Helper()
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "fr-editor", Namespace: ns},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"fencing.fencekit.io"}, Resources: []string{"fencedresources"},
+			Verbs: []string{"get", "patch", "update", "delete"}}},
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "fr-editor", Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "fr-editor"},
+	}
+	for _, u := range users {
+		binding.Subjects = append(binding.Subjects, rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: u})
+	}
+	for _, o := range []client.Object{role, binding} {
+		if err := env.Client.Create(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func userClient(t *testing.T, name string) client.Client {
+	t.Helper()
+	c, _, err := env.UserClient(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestDeleteUnderLiveLease: a DELETE carries no token, so while the Lease is live the holder's user must
+// first write the deletion marker at the current epoch. A stale replica of the same user, whose marker is
+// from its own (past) epoch or absent, is refused; the live holder's Writer.Delete is admitted.
+func TestDeleteUnderLiveLease(t *testing.T) {
+	startOperator(t)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	r1, r2 := replicas(t, ns)
+	grantFencedResources(t, ns, r1.User)
+	key := declare(t, ns, "orders", "orders-writer")
+	fresh := declare(t, ns, "fresh", "orders-writer")
+	t1 := r1.Acquire(t, ns, "orders-writer", 1)
+	if _, err := fencing.NewWriter(r1.Client).Set(ctx, t1, key, map[string]any{"v": "r1"}); err != nil {
+		t.Fatal(err)
+	}
+	// replica-1 starts a delete: its marker at epoch 1 is written, then it pauses before the DELETE.
+	if err := mergePatch(t, r1.Client, key, fmt.Sprintf(`{"metadata":{"annotations":{%q:"1"}}}`, fencingv1alpha1.DeleteAtEpochAnnotation),
+		client.FieldOwner(t1.FieldManager())); err != nil {
+		t.Fatalf("replica-1's marker at epoch 1: %v", err)
+	}
+	t2 := r2.Acquire(t, ns, "orders-writer", 2)
+	if err := fencing.FenceOnAcquire(r2.Client)(ctx, t2); err != nil {
+		t.Fatal(err)
+	}
+	fr := func(k types.NamespacedName) *fencingv1alpha1.FencedResource {
+		return &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}}
+	}
+	eventually(t, "the deleter's RBAC to take effect", func() (bool, string) {
+		err := r1.Client.Delete(ctx, fr(key), client.DryRunAll)
+		return fencing.IsFenced(err), fmt.Sprint(err)
+	})
+	err := r1.Client.Delete(ctx, fr(key))
+	wantRefused(t, err, fencing.IsStale, fmt.Sprintf(
+		`FencedResource %s/orders: stale deletion marker fencing.fencekit.io/delete-at-epoch="1": lease orders-writer is at epoch 2, held by replica-2`, ns))
+	err = r1.Client.Delete(ctx, fr(fresh))
+	wantRefused(t, err, fencing.IsTokenMissing, fmt.Sprintf(
+		"FencedResource %s/fresh is bound to lease orders-writer, held by replica-2 at epoch 2: a DELETE carries no fencing token, so the holder first writes the annotation fencing.fencekit.io/delete-at-epoch=2 with its token", ns))
+	// A stale Writer.Delete is refused at its marker write.
+	wantRefused(t, fencing.NewWriter(r1.Client).Delete(ctx, t1, key), fencing.IsStale, "stale epoch 1")
+	get(t, key)
+
+	if err := fencing.NewWriter(r2.Client).Delete(ctx, t2, key); err != nil {
+		t.Fatalf("the live holder's Writer.Delete: %v", err)
+	}
+	if err := env.Client.Get(ctx, key, &fencingv1alpha1.FencedResource{}); err == nil {
+		t.Fatal("the resource still exists after the holder's Writer.Delete")
+	}
+}
+
+// TestGarbageCollectorPath: an owner reference makes the garbage collector delete a FencedResource, so
+// adding one needs the token (anyone could otherwise name an owner that does not exist). The garbage
+// collector itself may delete under a live Lease and may remove owner references; the namespace controller
+// may delete only in a terminating namespace; no other kube-system ServiceAccount is exempt.
+// (A real kube-controller-manager is not run: these are its requests, made as its users.)
+func TestGarbageCollectorPath(t *testing.T) {
+	startOperator(t)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
+	const rsController = "system:serviceaccount:kube-system:replicaset-controller"
+	grantFencedResources(t, ns, b.User, rsController)
+	gc, nsController, rs := userClient(t, fencing.GarbageCollectorUser), userClient(t, fencing.NamespaceControllerUser), userClient(t, rsController)
+	key := declare(t, ns, "orders", "orders-writer")
+	ta := a.Acquire(t, ns, "orders-writer", 1)
+	if _, err := fencing.NewWriter(a.Client).Set(ctx, ta, key, map[string]any{"v": "a1"}); err != nil {
+		t.Fatal(err)
+	}
+	ghost := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","name":"ghost","uid":%q}`, "00000000-0000-0000-0000-00000000dead")
+	parent := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","name":"parent","uid":%q}`, "00000000-0000-0000-0000-00000000beef")
+
+	eventually(t, "worker-b's RBAC to take effect", func() (bool, string) {
+		err := mergePatch(t, b.Client, key, `{"metadata":{"ownerReferences":[`+ghost+`]}}`, client.DryRunAll)
+		return fencing.IsFenced(err), fmt.Sprint(err)
+	})
+	err := mergePatch(t, b.Client, key, `{"metadata":{"ownerReferences":[`+ghost+`]}}`)
+	wantRefused(t, err, fencing.IsTokenMissing, "FencedResource "+ns+"/orders: this write changes metadata.ownerReferences but presents no fencing token")
+	err = mergePatch(t, gc, key, `{"metadata":{"ownerReferences":[`+ghost+`]}}`)
+	wantRefused(t, err, fencing.IsTokenMissing, "changes metadata.ownerReferences")
+	if got := get(t, key); len(got.OwnerReferences) != 0 {
+		t.Fatalf("owner references %v after refused writes", got.OwnerReferences)
+	}
+	// The holder sets two owners with its token; the garbage collector drops one (orphaning).
+	if err := mergePatch(t, a.Client, key, `{"metadata":{"ownerReferences":[`+ghost+`,`+parent+`]}}`, client.FieldOwner(ta.FieldManager())); err != nil {
+		t.Fatalf("the holder's owner references: %v", err)
+	}
+	if err := mergePatch(t, gc, key, `{"metadata":{"ownerReferences":[`+parent+`]}}`); err != nil {
+		t.Fatalf("the garbage collector removing an owner reference: %v", err)
+	}
+
+	fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"}}
+	eventually(t, "the replicaset controller's RBAC to take effect", func() (bool, string) {
+		err := rs.Delete(ctx, fr.DeepCopy(), client.DryRunAll)
+		return fencing.IsFenced(err), fmt.Sprint(err)
+	})
+	wantRefused(t, rs.Delete(ctx, fr.DeepCopy()), fencing.IsNotHolder, "FencedResource "+ns+"/orders is bound to lease orders-writer, held by worker-a at epoch 1")
+	wantRefused(t, nsController.Delete(ctx, fr.DeepCopy()), fencing.IsNotHolder, "FencedResource "+ns+"/orders is bound to lease orders-writer")
+	if err := gc.Delete(ctx, fr.DeepCopy(), client.DryRunAll); err != nil {
+		t.Fatalf("the garbage collector's delete under a live lease: %v", err)
+	}
+
+	// The namespace is deleted: now the namespace controller may empty it.
+	if err := env.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nsController.Delete(ctx, fr.DeepCopy(), &client.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
+		t.Fatalf("the namespace controller's delete in a terminating namespace: %v", err)
+	}
+}
