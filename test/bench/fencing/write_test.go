@@ -1,12 +1,18 @@
 package fencing_test
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -25,6 +31,8 @@ const (
 
 // writeSamples are one mode's measurements.
 type writeSamples struct {
+	configMap               []time.Duration // per sequential merge patch of a plain ConfigMap: the baseline
+	configMapTime           time.Duration
 	patch, set, update      []time.Duration // per sequential write
 	patchTime, setTime      time.Duration   // wall time of the sequential writes
 	updateTime              time.Duration
@@ -62,7 +70,22 @@ func BenchmarkFencedWrite(b *testing.B) {
 		}
 	}
 
+	// The baseline: the same user's same small merge patch of a plain ConfigMap, what a user would write
+	// without fencekit. It needs RBAC on ConfigMaps, which the fencekit-elector role does not grant.
+	grantConfigMaps(b, ns, holder.User)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bench-baseline", Namespace: ns}}
+	if err := env.Client.Create(ctx, cm); err != nil {
+		b.Fatal(err)
+	}
+	cmKey := client.ObjectKeyFromObject(cm)
+
 	seq := 0
+	configMap := func(types.NamespacedName) error {
+		seq++
+		p := fmt.Sprintf(`{"data":{"seq":"%d","by":%q}}`, seq, tok.Holder)
+		obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cmKey.Name, Namespace: cmKey.Namespace}}
+		return holder.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(p)))
+	}
 	patch := func(key types.NamespacedName) error {
 		seq++
 		fr := &fencingv1alpha1.FencedResource{}
@@ -135,8 +158,10 @@ func BenchmarkFencedWrite(b *testing.B) {
 	for _, webhook := range []bool{false, true, true, false} {
 		setWebhook(b, webhook)
 		s := samples[webhook]
+		ds, d := sequential(configMap)
+		s.configMap, s.configMapTime = append(s.configMap, ds...), s.configMapTime+d
 		sum0, n0 := webhookHandlerTime(b)
-		ds, d := sequential(patch)
+		ds, d = sequential(patch)
 		s.patch, s.patchTime = append(s.patch, ds...), s.patchTime+d
 		sum1, n1 := webhookHandlerTime(b)
 		s.handlerTime, s.handlerCalls = s.handlerTime+sum1-sum0, s.handlerCalls+n1-n0
@@ -169,6 +194,15 @@ func BenchmarkFencedWrite(b *testing.B) {
 	}
 	c50, c99, ctput := report("cel", cel)
 	w50, w99, wtput := report("webhook", wh)
+	// The baseline, over both modes' phases: fencekit is off for a ConfigMap whatever the mode.
+	base := append(append([]time.Duration(nil), cel.configMap...), wh.configMap...)
+	b50, btput := ms(quantile(base, 0.5)), rate(len(base), cel.configMapTime+wh.configMapTime)
+	b.ReportMetric(b50, "configmap-p50-ms")
+	b.ReportMetric(ms(quantile(base, 0.99)), "configmap-p99-ms")
+	b.ReportMetric(btput, "configmap-writes/s")
+	b.ReportMetric(w50/b50, "webhook/configmap-p50-x")
+	b.ReportMetric(100*wtput/btput, "webhook/configmap-writes-%")
+	b.ReportMetric(c50/b50, "cel/configmap-p50-x")
 	b.ReportMetric(w50-c50, "added-p50-ms")
 	b.ReportMetric(w99-c99, "added-p99-ms")
 	b.ReportMetric(100*wtput/ctput, "webhook/cel-%")
@@ -191,6 +225,33 @@ func BenchmarkFencedWrite(b *testing.B) {
 	b.ReportMetric(float64(updateCount.conflicts.Load())/calls, "update-conflicts/call")
 	b.Logf("per mode: %d sequential patches, %d Writer.Set, %d Writer.Update, %d concurrent patches (%d writers), over %d phases",
 		len(cel.patch), len(cel.set), len(cel.update), cel.concurrentWrites, concurrentN, cel.phase)
+}
+
+// grantConfigMaps lets user write ConfigMaps in ns (the built-in "edit" role) and waits until the
+// apiserver's authorizer allows it.
+func grantConfigMaps(b *testing.B, ns, user string) {
+	b.Helper()
+	ctx := b.Context()
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench-configmaps", Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}
+	if err := env.Client.Create(ctx, rb); err != nil {
+		b.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "patch", Resource: "configmaps"},
+		}}
+		if err := env.Client.Create(ctx, sar); err != nil {
+			return false, err
+		}
+		return sar.Status.Allowed, nil
+	})
+	if err != nil {
+		b.Fatalf("the ConfigMap binding of %s never took effect: %v", user, err)
+	}
 }
 
 // webhookHandlerTime reads controller-runtime's histogram of the in-process webhook handler's latency (the
