@@ -25,7 +25,7 @@ die() { echo "control-plane: error: $*" >&2; exit 1; }
 START=$SECONDS
 elapsed() { local s=$((SECONDS - START)); printf '%dm%02ds' $((s / 60)) $((s % 60)); }
 
-# progress LABEL CMD...: runs CMD with its output in a file and, every 15 s while it runs, says how long
+# progress LABEL CMD...: runs CMD with its output in a file and, every 10 s while it runs, says how long
 # the build has taken and what CMD is on (its last line of output: a package compiled with go build -v, a
 # module downloaded). A cold build takes 5-25 minutes; it must never look hung.
 progress() {
@@ -37,7 +37,7 @@ progress() {
   while kill -0 "$pid" 2>/dev/null; do
     sleep 1
     n=$((n + 1))
-    if ((n % 15 == 0)); then
+    if ((n % 10 == 0)); then
       log "${label}: $(elapsed) elapsed, $(wc -l <"$out") steps, now: $(tail -n 1 "$out" | cut -c1-100)"
     fi
   done
@@ -81,7 +81,7 @@ build_apiserver() {
     go mod edit -require="k8s.io/kubernetes@${want}"
     progress "downloading kube-apiserver's modules" go get -tool k8s.io/kubernetes/cmd/kube-apiserver || die "go get k8s.io/kubernetes/cmd/kube-apiserver failed"
     progress "tidying" go mod tidy || die "go mod tidy failed"
-    log "compiling kube-apiserver (a progress line every 15 s)"
+    log "compiling kube-apiserver (a progress line every 10 s)"
     progress "compiling kube-apiserver" go build -v -trimpath -o "$ASSETS/kube-apiserver.tmp" \
       -ldflags "-X k8s.io/component-base/version.gitVersion=${want} -X k8s.io/component-base/version.gitMajor=${K8S_VERSION%%.*} -X k8s.io/component-base/version.gitMinor=$(echo "$K8S_VERSION" | cut -d. -f2)" \
       k8s.io/kubernetes/cmd/kube-apiserver
