@@ -27,7 +27,22 @@ type Writer struct {
 	client client.Client
 }
 
-// NewWriter returns a Writer that writes with c. The client's user must be the one the elector acquired
+// DefaultWriteTimeout bounds a Writer call whose context has no deadline: a request on a connection that
+// died while the process was paused (an apiserver restart, a NAT entry dropped) would otherwise wait for
+// client-go's HTTP/2 health check (30 s + 15 s), or for ever over HTTP/1.1. The epoch check, not the
+// timeout, is what keeps a late write out; the timeout only keeps the writer from hanging.
+const DefaultWriteTimeout = 10 * time.Second
+
+// bounded is ctx with DefaultWriteTimeout, unless ctx already has a deadline.
+func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, DefaultWriteTimeout)
+}
+
+// NewWriter returns a Writer that writes with c. Each call is bounded by its context's deadline, or by
+// DefaultWriteTimeout when it has none. The client's user must be the one the elector acquired
 // the Lease as (the same credentials): fencekit admits a write only from the acquiring user.
 func NewWriter(c client.Client) *Writer { return &Writer{client: c} }
 
@@ -46,6 +61,8 @@ type Mutation func(data map[string]any) error
 // Refusals by fencekit come back as errors that IsStale, IsNotHolder and IsLeaseMissing recognise. On
 // success the written resource is returned.
 func (w *Writer) Update(ctx context.Context, token elector.Token, key types.NamespacedName, mutate Mutation) (*fencingv1alpha1.FencedResource, error) {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	if token.IsZero() {
 		return nil, fmt.Errorf("writing FencedResource %s: no fencing token (not the leader)", key)
 	}
@@ -94,6 +111,8 @@ func (w *Writer) Update(ctx context.Context, token elector.Token, key types.Name
 // a concurrent writer adds between the read and the patch survive; use Update for a read-modify-write.
 // As with any JSON merge patch, keys whose value is null are removed rather than stored.
 func (w *Writer) Set(ctx context.Context, token elector.Token, key types.NamespacedName, data map[string]any) (*fencingv1alpha1.FencedResource, error) {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	if token.IsZero() {
 		return nil, fmt.Errorf("writing FencedResource %s: no fencing token (not the leader)", key)
 	}
@@ -133,6 +152,8 @@ func (w *Writer) Set(ctx context.Context, token elector.Token, key types.Namespa
 // conflict (the operator's status update came between the two steps) repeats both. A resource that is
 // already gone is not an error.
 func (w *Writer) Delete(ctx context.Context, token elector.Token, key types.NamespacedName) error {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	if token.IsZero() {
 		return fmt.Errorf("deleting FencedResource %s: no fencing token (not the leader)", key)
 	}
