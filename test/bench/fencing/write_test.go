@@ -227,18 +227,24 @@ func BenchmarkFencedWrite(b *testing.B) {
 		len(cel.patch), len(cel.set), len(cel.update), cel.concurrentWrites, concurrentN, cel.phase)
 }
 
-// grantConfigMaps lets user write ConfigMaps in ns (the built-in "edit" role) and waits until the
+// grantConfigMaps lets user get and patch ConfigMaps in ns and waits until the
 // apiserver's authorizer allows it.
 func grantConfigMaps(b *testing.B, ns, user string) {
 	b.Helper()
 	ctx := b.Context()
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench-configmaps", Namespace: ns},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "patch"}}},
+	}
 	rb := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "bench-configmaps", Namespace: ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
 	}
-	if err := env.Client.Create(ctx, rb); err != nil {
-		b.Fatal(err)
+	for _, o := range []client.Object{role, rb} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			b.Fatal(err)
+		}
 	}
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
