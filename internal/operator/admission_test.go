@@ -2,6 +2,7 @@ package operator_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -102,7 +103,10 @@ func TestFencedWrites(t *testing.T) {
 			_, err := fencing.NewWriter(a.Client).Set(ctx, ta, key, map[string]any{"blob": strings.Repeat("x", fencingv1alpha1.MaxDataBytes)})
 			return err
 		},
-		is:  func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonInvalid },
+		// The cause names the field that is too big (it used to name spec.epoch).
+		is: func(err error) bool {
+			return fencing.ReasonOf(err) == fencing.ReasonInvalid && causeField(err) == "spec.data"
+		},
 		msg: []string{"FencedResource " + ns + "/orders: spec.data is 262155 bytes, over the bound of 262144 bytes"},
 	}}
 	for _, s := range steps {
@@ -247,4 +251,13 @@ func TestDelete(t *testing.T) {
 	if err := gitops.Delete(ctx, fr.DeepCopy()); err != nil {
 		t.Fatalf("deleting after the release: %v", err)
 	}
+}
+
+// causeField is the field of the first cause of the API error err, as a client sees it.
+func causeField(err error) string {
+	var se apierrors.APIStatus
+	if !errors.As(err, &se) || se.Status().Details == nil || len(se.Status().Details.Causes) == 0 {
+		return ""
+	}
+	return se.Status().Details.Causes[0].Field
 }
