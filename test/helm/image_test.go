@@ -147,6 +147,18 @@ func TestDockerfileBuild(t *testing.T) {
 		}
 	}
 
+	// The CLI is in the image too, for the token sidecar and for workloads that copy it into their image.
+	fk := filepath.Join(ctx, "fencekit")
+	for _, sub := range []string{"run", "elect"} {
+		out, _ := exec.Command(fk, sub, "-h").CombinedOutput()
+		if !strings.Contains(string(out), "-lease") {
+			t.Errorf("the image's /fencekit %s -h does not show its flags:\n%s", sub, out)
+		}
+	}
+	if !slices.Contains(df.final, "COPY --from=builder /workspace/manager /workspace/fencekit ./") {
+		t.Errorf("the final stage does not copy both binaries: %q", df.final)
+	}
+
 	// Every argument the chart's Deployment passes, in every mode, is a flag of this binary.
 	help, _ := exec.Command(bin, "--help").CombinedOutput()
 	flags := map[string]bool{}
