@@ -93,6 +93,9 @@ func TestHolderInsideTransactionBlocksSuccessor(t *testing.T) {
 	db, f := setup(t, sqlfence.Options{})
 	ctx := t.Context()
 	inside, resume := make(chan int), make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(resume) }) }
+	defer free()
 	errN := make(chan error, 1)
 	go func() {
 		errN <- f.Run(ctx, db, token(6), func(ctx context.Context, tx *sql.Tx) error {
@@ -114,7 +117,7 @@ func TestHolderInsideTransactionBlocksSuccessor(t *testing.T) {
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'UPDATE %fencekit_fences%'`).Scan(&n)
 		return err == nil && n == 1
 	})
-	close(resume)
+	free()
 	if err := <-errN; err != nil {
 		t.Fatalf("holder N: %v", err)
 	}
