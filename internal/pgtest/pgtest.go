@@ -104,7 +104,11 @@ func Start() (*Server, error) {
 		"-E", "UTF8", "--locale=C", "--no-sync")
 	if out, err := initdb.CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
+		hint := ""
+		if cred != nil {
+			hint = fmt.Sprintf(" (it runs as uid %d: every parent of %s must be searchable by that user; set TMPDIR elsewhere if not)", cred.Uid, dir)
+		}
+		return nil, fmt.Errorf("initdb%s: %w\n%s", hint, err, out)
 	}
 	// A free port can be taken by someone else between our probe and the server's bind: try a few.
 	for attempt := 1; ; attempt++ {
