@@ -17,7 +17,8 @@
 //     transaction that committed before it raised the fence to a higher epoch. A stale holder's transaction
 //     is refused with a *fencing.Error of reason fencing.ReasonStale (fencing.IsStale), naming the fence,
 //     the token's epoch (Epoch) and the fence's epoch (LeaseEpoch), and is rolled back: nothing it wrote in
-//     the transaction is kept.
+//     the transaction is kept. Raise also aborts the transaction in the database, so even a caller that
+//     ignores the error cannot commit it.
 //   - The stored epoch never decreases, and the fenced transactions of one fence commit in non-decreasing
 //     epoch order. The UPDATE takes the fence row's lock and holds it until commit, so a concurrent
 //     transaction raising the same fence waits, then re-evaluates the condition on the committed row:

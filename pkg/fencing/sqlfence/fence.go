@@ -184,8 +184,10 @@ func CheckEpoch(resource string, epoch int64) error {
 // token if the fence's stored epoch is at most token.Epoch, stores token.Epoch (and the holder and lease),
 // and leaves the fence row locked until tx ends, so a concurrent transaction raising the same fence waits
 // for tx to commit or roll back. It refuses a lower epoch with a *fencing.Error of ReasonStale (IsStale)
-// naming both epochs and the fence; the caller must then roll tx back. Raise validates the epoch before
-// touching the database.
+// naming both epochs and the fence, and then aborts tx in the database (PostgreSQL refuses every further
+// statement in it and turns its commit into a rollback), so that a caller that ignores the error still
+// cannot commit what it wrote; roll tx back. A missing fence (ErrFenceNotFound) aborts tx too. Raise
+// validates the epoch before touching the database.
 //
 // Raise must run in a transaction (a *sql.Tx): on an autocommit connection the lock ends with the statement
 // and the user's writes are not atomic with the check.
@@ -220,8 +222,10 @@ WHERE f.epoch <= EXCLUDED.epoch`
 	// committed version; the statement above waited for any transaction holding the row) to say which.
 	s, err := f.read(ctx, tx)
 	if err != nil {
+		abort(ctx, tx)
 		return err
 	}
+	abort(ctx, tx)
 	if s.epoch > token.Epoch {
 		by := ""
 		if s.holder.Valid {
@@ -236,6 +240,13 @@ WHERE f.epoch <= EXCLUDED.epoch`
 	// Fail closed: the conditional raise matched nothing yet the fence reads as admissible (possible only if
 	// someone lowered the fence by hand, or under a snapshot that predates it).
 	return fmt.Errorf("raising fence %s to epoch %d: no row was raised, though the fence reads epoch %d: refusing; retry in a new transaction", f.name, token.Epoch, s.epoch)
+}
+
+// abort puts the caller's transaction in PostgreSQL's aborted state after a refusal: a caller that
+// ignores the refusal and commits gets a rollback (and an error), never a commit of what it wrote. On an
+// autocommit connection it is a harmless failed statement.
+func abort(ctx context.Context, q Querier) {
+	_, _ = q.ExecContext(ctx, `DO $fencekit$ BEGIN RAISE EXCEPTION 'fencekit: the fence refused this transaction; roll it back'; END $fencekit$`)
 }
 
 func nullable(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }

@@ -66,8 +66,13 @@ func TestPausedHolder(t *testing.T) {
 	if !strings.Contains(err.Error(), "worker-7") {
 		t.Errorf("error %q does not name the holder that raised the fence", err)
 	}
-	if err := txN.Rollback(); err != nil {
-		t.Fatal(err)
+	// Even a careless holder that ignores the refusal and commits keeps nothing: the fence aborted its
+	// transaction.
+	if _, err := txN.ExecContext(ctx, `INSERT INTO writes (epoch, what) VALUES (6, 'after refusal')`); err == nil {
+		t.Error("a statement after the refusal ran")
+	}
+	if err := txN.Commit(); err == nil {
+		t.Error("the refused transaction committed")
 	}
 
 	// With Run, a holder whose turn has passed never runs its function at all.

@@ -27,7 +27,8 @@ type Row struct {
 // Check turns the result of a conditional update into an error: nil if it affected a row; otherwise it
 // reads the row's fence column (in q, the same transaction if there is one) and returns a *fencing.Error
 // of ReasonStale (IsStale) naming the row, the epoch and the row's epoch, ErrRowNotFound if the row does
-// not exist, or an error if the row reads as admissible (a concurrent change: fail closed).
+// not exist, or an error if the row reads as admissible (a concurrent change: fail closed). Except for
+// ErrRowNotFound, a refusal also aborts q's transaction, if q is one (see Fence.Raise).
 func (r Row) Check(ctx context.Context, q Querier, res sql.Result, key any, epoch int64) error {
 	n, err := res.RowsAffected()
 	if err != nil {
@@ -54,9 +55,11 @@ func (r Row) Check(ctx context.Context, q Querier, res sql.Result, key any, epoc
 	case err != nil:
 		return fmt.Errorf("reading the fence column %s of %s: %w", r.Epoch, resource, err)
 	case stored.Valid && stored.Int64 > epoch:
+		abort(ctx, q)
 		return &fencing.Error{Reason: fencing.ReasonStale, Resource: resource, Epoch: epoch, LeaseEpoch: stored.Int64,
 			Message: fmt.Sprintf("stale epoch %d: %s was written at epoch %d", epoch, resource, stored.Int64)}
 	}
+	abort(ctx, q)
 	return fmt.Errorf("fenced update of %s at epoch %d matched no row, though its %s reads %v: refusing (a NULL fence column never matches: default it to 0)",
 		resource, epoch, r.Epoch, stored)
 }

@@ -55,6 +55,30 @@ func TestRowFence(t *testing.T) {
 		t.Errorf("status %q (%v), want the epoch-5 write's paid", status, err)
 	}
 
+	// Inside a transaction, a refusal aborts it: a caller that ignores the error keeps nothing.
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO orders (id, status) VALUES (3, 'by a stale holder')`); err != nil {
+		t.Fatal(err)
+	}
+	res, err = tx.ExecContext(ctx, setStatus, 4, 1, "cancelled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := orders.Check(ctx, tx, res, 1, 4); !fencing.IsStale(err) {
+		t.Fatalf("stale write in a transaction: got %v", err)
+	}
+	if err := tx.Commit(); err == nil {
+		t.Error("a transaction with a refused row write committed")
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM orders WHERE id = 3`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("the stale transaction's insert was kept (%d rows, %v)", n, err)
+	}
+
 	res, err = db.ExecContext(ctx, setStatus, 6, 2, "paid")
 	if err != nil {
 		t.Fatal(err)
