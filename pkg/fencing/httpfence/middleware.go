@@ -28,6 +28,7 @@ type KeyFunc func(*http.Request) (string, error)
 // decides it); 400 for a missing, repeated or malformed token or key; 409 for a stale epoch; 503 (500 for
 // a key with no fence) when the fence could not be checked or committed, in which case next's response is
 // discarded. Refusals carry a JSON Refusal. next must not hijack the connection or rely on flushing.
+// Every request to the returned handler must carry a token: wrap the routes that write, not the reads.
 func Middleware(store Store, key KeyFunc, next http.Handler) http.Handler {
 	return &guard{store: store, key: key, next: next}
 }
