@@ -62,14 +62,21 @@ func Main(m *testing.M, srv **Server) {
 // and postgres, else `pg_config --bindir` if postgres is there.
 func BinDir() (string, error) {
 	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	version := func(d string) float64 {
-		v, _ := strconv.ParseFloat(filepath.Base(filepath.Dir(d)), 64)
-		return v
-	}
 	sort.Slice(dirs, func(i, j int) bool { return version(dirs[i]) > version(dirs[j]) })
 	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
 		dirs = append(dirs, strings.TrimSpace(string(out)))
 	}
+	return firstServer(dirs)
+}
+
+// version reads the major version from /usr/lib/postgresql/<version>/bin.
+func version(dir string) float64 {
+	v, _ := strconv.ParseFloat(filepath.Base(filepath.Dir(dir)), 64)
+	return v
+}
+
+// firstServer returns the first of dirs that holds initdb and postgres.
+func firstServer(dirs []string) (string, error) {
 	for _, d := range dirs {
 		if isFile(filepath.Join(d, "initdb")) && isFile(filepath.Join(d, "postgres")) {
 			return d, nil

@@ -152,10 +152,14 @@ func TestIdleTimeoutFreesTheFence(t *testing.T) {
 		})
 	}()
 	<-inside
-	if err := f.Run(ctx, db, token(7), write(7, "successor")); err != nil {
+	// Without the idle timeout the successor would wait for the paused holder for ever: bound the test.
+	bounded, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	err := f.Run(bounded, db, token(7), write(7, "successor"))
+	close(resume)
+	if err != nil {
 		t.Fatalf("successor: %v", err)
 	}
-	close(resume)
 	if err := <-errN; err == nil {
 		t.Fatal("the paused holder's transaction committed after its session was ended")
 	}
