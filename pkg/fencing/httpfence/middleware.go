@@ -53,9 +53,11 @@ var errHandlerStatus = errors.New("handler answered with an error status")
 func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	token, err := TokenFromHeader(r.Header)
 	if err != nil {
-		var fe *fencing.Error
-		errors.As(err, &fe)
-		writeRefusal(w, http.StatusBadRequest, Refusal{Reason: string(fe.Reason), Message: fe.Message, Header: fe.Resource, Epoch: fe.Epoch})
+		r := Refusal{Reason: string(fencing.ReasonInvalid), Message: err.Error(), Header: HeaderToken}
+		if fe := (*fencing.Error)(nil); errors.As(err, &fe) {
+			r = Refusal{Reason: string(fe.Reason), Message: fe.Message, Header: fe.Resource, Epoch: fe.Epoch}
+		}
+		writeRefusal(w, http.StatusBadRequest, r)
 		return
 	}
 	key, err := g.key(r)

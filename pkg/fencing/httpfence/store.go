@@ -75,7 +75,7 @@ func (s *MemoryStore) Admit(ctx context.Context, key string, token elector.Token
 	return fn(ctx)
 }
 
-// Epoch returns the highest epoch admitted for key (0 if none).
+// Epoch returns the highest epoch admitted for key (0 if none). It waits while a request holds the key.
 func (s *MemoryStore) Epoch(key string) int64 {
 	k := s.key(key)
 	k.lock <- struct{}{}
