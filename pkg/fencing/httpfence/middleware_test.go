@@ -1,0 +1,313 @@
+package httpfence_test
+
+import (
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fencekit/fencekit/pkg/fencing/httpfence"
+	"github.com/fencekit/fencekit/pkg/fencing/sqlfence"
+)
+
+// recorder is a fenced handler that records the epochs it ran for, in order.
+type recorder struct {
+	mu     sync.Mutex
+	epochs []int64
+}
+
+func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	tok, ok := httpfence.TokenFrom(r.Context())
+	if !ok {
+		http.Error(w, "no token in context", http.StatusInternalServerError)
+		return
+	}
+	rec.mu.Lock()
+	rec.epochs = append(rec.epochs, tok.Epoch)
+	rec.mu.Unlock()
+	io.WriteString(w, "written at "+strconv.FormatInt(tok.Epoch, 10))
+}
+
+func (rec *recorder) seen() []int64 {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return slices.Clone(rec.epochs)
+}
+
+// TestMiddlewareRefusals: each bad request gets the documented status and a JSON body naming the header
+// or key and the numbers, and never reaches the handler.
+func TestMiddlewareRefusals(t *testing.T) {
+	rec := &recorder{}
+	srv := httptest.NewServer(httpfence.Middleware(httpfence.NewMemoryStore(), keyFromPath, rec))
+	defer srv.Close()
+	if code, _ := send(t, srv, "/orders/1", "7"); code != http.StatusOK {
+		t.Fatalf("first write at epoch 7: status %d", code)
+	}
+	for _, tc := range []struct {
+		name   string
+		path   string
+		tokens []string
+		code   int
+		want   httpfence.Refusal // Message checked for the named parts below
+		words  []string
+	}{
+		{"stale", "/orders/1", []string{"6"}, 409,
+			httpfence.Refusal{Reason: "FencingStaleEpoch", Key: "orders/1", Epoch: 6, AdmittedEpoch: 7}, []string{"6", "7", "orders/1"}},
+		{"missing header", "/orders/1", nil, 400,
+			httpfence.Refusal{Reason: "FencingInvalid", Header: "Fencing-Token"}, []string{"Fencing-Token", "missing"}},
+		{"two headers", "/orders/1", []string{"7", "8"}, 400,
+			httpfence.Refusal{Reason: "FencingInvalid", Header: "Fencing-Token"}, []string{"Fencing-Token", "2 times"}},
+		{"leading zeros", "/orders/1", []string{"007"}, 400,
+			httpfence.Refusal{Reason: "FencingInvalid", Header: "Fencing-Token"}, []string{"Fencing-Token", `"007"`}},
+		{"negative", "/orders/1", []string{"-1"}, 400,
+			httpfence.Refusal{Reason: "FencingInvalid", Header: "Fencing-Token"}, []string{"Fencing-Token", `"-1"`}},
+		{"zero", "/orders/1", []string{"0"}, 400,
+			httpfence.Refusal{Reason: "FencingInvalid", Header: "Fencing-Token"}, []string{"Fencing-Token", `"0"`}},
+		{"exponent", "/orders/1", []string{"1e3"}, 400,
+			httpfence.Refusal{Reason: "FencingInvalid", Header: "Fencing-Token"}, []string{"Fencing-Token", `"1e3"`}},
+		{"above MaxEpoch", "/orders/1", []string{"9007199254740992"}, 400,
+			httpfence.Refusal{Reason: "FencingFutureEpoch", Header: "Fencing-Token"}, []string{"Fencing-Token", "9007199254740992", "9007199254740991"}},
+		{"a value to overflow float64 comparisons", "/orders/1", []string{"9007199254740993"}, 400,
+			httpfence.Refusal{Reason: "FencingFutureEpoch", Header: "Fencing-Token"}, []string{"9007199254740993"}},
+		{"no key", "/elsewhere", []string{"8"}, 400,
+			httpfence.Refusal{Reason: "FencingInvalid", Epoch: 8}, []string{"/elsewhere"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, got := send(t, srv, tc.path, tc.tokens...)
+			if code != tc.code {
+				t.Errorf("status %d, want %d", code, tc.code)
+			}
+			msg := got.Message
+			got.Message = ""
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("refusal (-want +got):\n%s", diff)
+			}
+			for _, w := range tc.words {
+				if !strings.Contains(msg, w) {
+					t.Errorf("message %q does not mention %s", msg, w)
+				}
+			}
+		})
+	}
+	if diff := cmp.Diff([]int64{7}, rec.seen()); diff != "" {
+		t.Errorf("handler ran for (-want +got):\n%s", diff)
+	}
+	// Keys are fenced separately, and the holder itself keeps writing at its epoch.
+	for _, path := range []string{"/orders/2", "/orders/1"} {
+		if code, r := send(t, srv, path, "7"); code != http.StatusOK {
+			t.Errorf("%s at epoch 7: %d %+v", path, code, r)
+		}
+	}
+}
+
+// TestStaleRequestCannotOvertake: the race a check-then-release middleware loses. A request at epoch 5 is
+// admitted and its handler is slow; a request at epoch 6 arrives meanwhile. The epoch-6 handler must not
+// run until the epoch-5 one has finished, so the epoch-5 write can never land after the epoch-6 one.
+func TestStaleRequestCannotOvertake(t *testing.T) {
+	store := httpfence.NewMemoryStore()
+	var mu sync.Mutex
+	var order []string
+	entered, release := make(chan struct{}), make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, _ := httpfence.TokenFrom(r.Context())
+		if tok.Epoch == 5 {
+			close(entered)
+			<-release
+		}
+		mu.Lock()
+		order = append(order, strconv.FormatInt(tok.Epoch, 10))
+		mu.Unlock()
+	})
+	srv := httptest.NewServer(httpfence.Middleware(store, keyFromPath, h))
+	defer srv.Close()
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	defer free() // before srv.Close, so a failed test does not hang on the held request
+	codes := make(chan int, 2)
+	go func() { code, _ := send(t, srv, "/orders/1", "5"); codes <- code }()
+	<-entered
+	go func() { code, _ := send(t, srv, "/orders/1", "6"); codes <- code }()
+	// (or, were the key released before the handler, until it has already been answered)
+	waitUntil(t, "the epoch-6 request waits for the key", func() bool { return store.Waiting("orders/1") == 1 || len(codes) > 0 })
+	free()
+	for range 2 {
+		if code := <-codes; code != http.StatusOK {
+			t.Errorf("status %d, want 200", code)
+		}
+	}
+	if diff := cmp.Diff([]string{"5", "6"}, order); diff != "" {
+		t.Errorf("handler order (-want +got):\n%s", diff)
+	}
+	if code, r := send(t, srv, "/orders/1", "5"); code != http.StatusConflict || r.AdmittedEpoch != 6 {
+		t.Errorf("epoch 5 after 6: %d %+v, want 409 naming admitted epoch 6", code, r)
+	}
+}
+
+// stores gives t each Store to test with: in memory, and on PostgreSQL (a fresh database, fences created
+// on first use). epoch reads a key's admitted epoch.
+func stores(t *testing.T) map[string]func(t *testing.T) (store httpfence.Store, epoch func(key string) int64) {
+	return map[string]func(t *testing.T) (httpfence.Store, func(string) int64){
+		"memory": func(t *testing.T) (httpfence.Store, func(string) int64) {
+			s := httpfence.NewMemoryStore()
+			return s, s.Epoch
+		},
+		"postgres": func(t *testing.T) (httpfence.Store, func(string) int64) {
+			db, _ := pg.Database(t)
+			s, err := httpfence.NewPostgresStore(db, sqlfence.Options{Create: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := mustFence(t, s, "orders/1")
+			if err := f.CreateTable(t.Context(), db); err != nil {
+				t.Fatal(err)
+			}
+			return s, func(key string) int64 {
+				e, err := mustFence(t, s, key).Epoch(t.Context(), db)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return e
+			}
+		},
+	}
+}
+
+// TestMiddlewareConcurrent: racing requests with random epochs on one key, for each store: handlers run
+// in non-decreasing epoch order, each refusal names a higher admitted epoch, the handlers that ran are
+// exactly the requests answered 200, and the highest epoch is always admitted.
+func TestMiddlewareConcurrent(t *testing.T) {
+	for name, newStore := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			store, epochOf := newStore(t)
+			rec := &recorder{}
+			srv := httptest.NewServer(httpfence.Middleware(store, keyFromPath, rec))
+			defer srv.Close()
+			const clients = 32
+			epochs := make([]int64, clients)
+			for i := range epochs {
+				epochs[i] = 1 + rand.Int64N(10)
+			}
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			ok := make([]bool, clients)
+			for i := range clients {
+				wg.Go(func() {
+					<-start
+					code, r := send(t, srv, "/orders/1", strconv.FormatInt(epochs[i], 10))
+					switch {
+					case code == http.StatusOK:
+						ok[i] = true
+					case code == http.StatusConflict && r.Epoch == epochs[i] && r.AdmittedEpoch > epochs[i]:
+					default:
+						t.Errorf("epoch %d: %d %+v", epochs[i], code, r)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			seen := rec.seen()
+			if !slices.IsSorted(seen) {
+				t.Errorf("handlers ran out of epoch order: %v", seen)
+			}
+			var admitted []int64
+			for i, o := range ok {
+				if o {
+					admitted = append(admitted, epochs[i])
+				}
+			}
+			slices.Sort(admitted)
+			if diff := cmp.Diff(admitted, seen); diff != "" {
+				t.Errorf("handler runs differ from 200 responses (-200s +runs):\n%s", diff)
+			}
+			if top := slices.Max(epochs); epochOf("orders/1") != top || slices.Max(seen) != top {
+				t.Errorf("store at %d, highest run %d, want the highest epoch %d", epochOf("orders/1"), slices.Max(seen), top)
+			}
+		})
+	}
+}
+
+// TestPanickingHandlerReleasesKey: a handler that panics does not wedge its key: the next request is
+// served, and (with PostgreSQL) the panicking request's raise is rolled back.
+func TestPanickingHandlerReleasesKey(t *testing.T) {
+	for name, newStore := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			store, epochOf := newStore(t)
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tok, _ := httpfence.TokenFrom(r.Context()); tok.Epoch == 9 {
+					panic(http.ErrAbortHandler) // net/http closes the connection without logging
+				}
+			})
+			srv := httptest.NewServer(httpfence.Middleware(store, keyFromPath, h))
+			defer srv.Close()
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPut, srv.URL+"/orders/1", nil)
+			req.Header.Set(httpfence.HeaderToken, "9")
+			if resp, err := srv.Client().Do(req); err == nil {
+				resp.Body.Close()
+				t.Errorf("a panicking handler's request got status %d", resp.StatusCode)
+			}
+			// PostgreSQL rolled the raise to 9 back; the memory store keeps raises.
+			want := map[string]int{"postgres": http.StatusOK, "memory": http.StatusConflict}[name]
+			if code, r := send(t, srv, "/orders/1", "8"); code != want {
+				t.Errorf("epoch 8 after a panicked epoch-9 request: %d %+v, want %d", code, r, want)
+			}
+			if code, r := send(t, srv, "/orders/1", "10"); code != http.StatusOK {
+				t.Errorf("epoch 10: %d %+v: the key is wedged", code, r)
+			}
+			if got := epochOf("orders/1"); got != 10 {
+				t.Errorf("key at epoch %d, want 10", got)
+			}
+		})
+	}
+}
+
+// TestHandlerResponsePassesThrough: the handler's own status, headers and body reach the client (error
+// statuses included), after the fence check.
+func TestHandlerResponsePassesThrough(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Order", "1")
+		if r.Method == http.MethodDelete {
+			http.Error(w, "cannot delete a paid order", http.StatusUnprocessableEntity)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, "created")
+	})
+	srv := httptest.NewServer(httpfence.Middleware(httpfence.NewMemoryStore(), keyFromPath, h))
+	defer srv.Close()
+	for _, tc := range []struct {
+		method string
+		code   int
+		body   string
+	}{{http.MethodPut, 201, "created"}, {http.MethodDelete, 422, "cannot delete a paid order\n"}} {
+		req, _ := http.NewRequestWithContext(t.Context(), tc.method, srv.URL+"/orders/1", nil)
+		req.Header.Set(httpfence.HeaderToken, "3")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || string(body) != tc.body || resp.Header.Get("X-Order") != "1" {
+			t.Errorf("%s: %d %q X-Order=%q, want %d %q 1", tc.method, resp.StatusCode, body, resp.Header.Get("X-Order"), tc.code, tc.body)
+		}
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition, not waiting a fixed time
+	}
+}
