@@ -10,10 +10,14 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fencekit/fencekit/internal/demo"
+	"github.com/fencekit/fencekit/internal/pgtest"
 	"github.com/fencekit/fencekit/internal/testenv"
 )
 
-var target *demo.Target
+var (
+	target *demo.Target
+	pg     *pgtest.Server
+)
 
 func TestMain(m *testing.M) {
 	ctrllog.SetLogger(logr.Discard())
@@ -23,7 +27,15 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	target = t
+	if pg, err = pgtest.Start(); err != nil {
+		stop()
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
 	code := m.Run()
+	if err := pg.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+	}
 	stop()
 	os.Exit(code)
 }
