@@ -41,9 +41,13 @@ const (
 // Error is a fenced write refused by fencekit, with the numbers involved.
 type Error struct {
 	Reason Reason
-	// Resource is the FencedResource ("namespace/name"), Lease the bound Lease's name.
+	// Resource is what was written: a FencedResource ("namespace/name"), or for the fences outside
+	// Kubernetes a fence name (sqlfence) or a fenced key (httpfence). Lease is the bound Lease's name, when
+	// known.
 	Resource, Lease string
-	// Epoch is the epoch the write carried; LeaseEpoch the Lease's current epoch (0 when unknown).
+	// Epoch is the epoch the write carried. LeaseEpoch is the epoch the target holds against it: the Lease's
+	// current epoch for a FencedResource, the highest epoch admitted for the fences outside Kubernetes
+	// (0 when unknown).
 	Epoch, LeaseEpoch int64
 	// Field is the field the refusal is about, as the API error's cause names it ("spec.data",
 	// "metadata.ownerReferences", ...); empty means spec.epoch.
