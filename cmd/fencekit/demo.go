@@ -25,6 +25,7 @@ func runDemo(args []string) error {
 	pause := fs.Duration("pause", 0, "How long W1 stays stopped (default 20s, or 6s with --quick); must exceed the lease duration.")
 	kubeconfig := fs.String("kubeconfig", "", "Run against this cluster, where fencekit was installed with Helm, instead of a local control plane.")
 	repo := fs.String("repo", ".", "The fencekit repository (examples/worker and config/).")
+	scenario := fs.String("scenario", "paused-holder", "paused-holder: the target is a FencedResource (a ConfigMap unfenced); postgres: a PostgreSQL row written by a psql script under `fencekit run`, fenced by a fence column (the same row without it unfenced).")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -41,6 +42,12 @@ func runDemo(args []string) error {
 	}
 	if *pause > 0 {
 		s.Pause = *pause
+	}
+	if *scenario != "paused-holder" && *scenario != "postgres" {
+		return fmt.Errorf("--scenario %q: want paused-holder or postgres", *scenario)
+	}
+	if *scenario == "postgres" && *kubeconfig != "" {
+		return fmt.Errorf("--scenario postgres starts its own PostgreSQL server and runs on the local control plane only: drop --kubeconfig")
 	}
 	if s.Pause <= s.LeaseDuration {
 		return fmt.Errorf("--pause %s must exceed the lease duration %s, or W1's lease never expires", s.Pause, s.LeaseDuration)
@@ -66,15 +73,21 @@ func runDemo(args []string) error {
 	defer teardown()
 
 	style := demo.Style{Color: isTerminal(os.Stdout)}
+	runs := "Two runs at once: fenced by fencekit, and unfenced (client-go leaderelection + a plain ConfigMap)."
+	if *scenario == "postgres" {
+		runs = `Each worker is ` + "`fencekit run`" + ` running a psql script that updates one PostgreSQL row with
+$FENCEKIT_EPOCH. Two runs at once: fenced (the UPDATE requires the row's fence_epoch <= the token and raises
+it), and unfenced (the same UPDATE without that condition, under the same elector).`
+	}
 	window := elector.SafeWindow(s.LeaseDuration, elector.DefaultMaxClockDrift, s.SafetyMargin)
 	fmt.Printf(`
 The paused lock holder. Two workers elect a leader on a Lease (lease %s, renew deadline %s, retry %s).
 The leader's safe-work deadline is %s x (1 - 0.01) - %s = %.2fs after each renewal is sent. W1 leads,
 writes once, then passes its leadership check and is stopped with SIGSTOP just before its second write,
 for %s: past its lease. W2 takes over and writes. Then W1 is resumed with SIGCONT and makes its write.
-Two runs at once: fenced by fencekit, and unfenced (client-go leaderelection + a plain ConfigMap).
+%s
 
-`, s.LeaseDuration, s.RenewDeadline, s.RetryPeriod, s.LeaseDuration, s.SafetyMargin, window.Seconds(), s.Pause)
+`, s.LeaseDuration, s.RenewDeadline, s.RetryPeriod, s.LeaseDuration, s.SafetyMargin, window.Seconds(), s.Pause, runs)
 
 	var mu sync.Mutex
 	live := func(run string) func(demo.Event) {
@@ -90,8 +103,18 @@ Two runs at once: fenced by fencekit, and unfenced (client-go leaderelection + a
 	var fenced, unfenced *demo.Result
 	var ferr, uerr error
 	var wg sync.WaitGroup
-	wg.Go(func() { fenced, ferr = demo.Run(ctx, *target, s, demo.PausedHolder, true, live("fenced")) })
-	wg.Go(func() { unfenced, uerr = demo.Run(ctx, *target, s, demo.PausedHolder, false, live("unfenced")) })
+	if *scenario == "postgres" {
+		pg, stopPG, err := demo.StartPostgres(root)
+		if err != nil {
+			return err
+		}
+		defer stopPG()
+		wg.Go(func() { fenced, ferr = demo.RunPostgres(ctx, *target, pg, s, true, live("fenced")) })
+		wg.Go(func() { unfenced, uerr = demo.RunPostgres(ctx, *target, pg, s, false, live("unfenced")) })
+	} else {
+		wg.Go(func() { fenced, ferr = demo.Run(ctx, *target, s, demo.PausedHolder, true, live("fenced")) })
+		wg.Go(func() { unfenced, uerr = demo.Run(ctx, *target, s, demo.PausedHolder, false, live("unfenced")) })
+	}
 	wg.Wait()
 	if ctx.Err() != nil {
 		return fmt.Errorf("interrupted; every process the demo started has been stopped")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -56,11 +57,12 @@ type slogLine struct {
 	Error    string    `json:"error"`
 }
 
-// startProcess starts the worker binary with args and KUBECONFIG=kubeconfig.
-func startProcess(name, binary, kubeconfig string, start time.Time, sink func(Event), args ...string) (*process, error) {
+// startProcess starts the worker binary with args and KUBECONFIG=kubeconfig, and env added to the
+// environment.
+func startProcess(name, binary, kubeconfig string, env []string, start time.Time, sink func(Event), args ...string) (*process, error) {
 	p := &process{name: name, start: start, notify: make(chan struct{}), exited: make(chan struct{}), sink: sink}
 	p.cmd = exec.Command(binary, args...)
-	p.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	p.cmd.Env = append(append(os.Environ(), "KUBECONFIG="+kubeconfig), env...)
 	p.cmd.Stderr = &p.stderr
 	// Its own process group: a terminal's Ctrl-C reaches the demo, which stops the workers itself.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -141,6 +143,21 @@ func (p *process) stopped() bool {
 }
 
 func (p *process) signal(sig syscall.Signal) error { return syscall.Kill(p.cmd.Process.Pid, sig) }
+
+// children are the pids of the process's children (of any of its threads), from /proc.
+func (p *process) children() []int {
+	var pids []int
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", p.cmd.Process.Pid))
+	for _, task := range tasks {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", p.cmd.Process.Pid, task.Name()))
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, n)
+			}
+		}
+	}
+	return pids
+}
 
 // terminate stops the worker gracefully (it releases its lease), and kills it if it does not exit in time.
 func (p *process) terminate() {

@@ -83,7 +83,14 @@ func (s Style) Summary(w io.Writer, fenced, unfenced *Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
 	row := func(k, a, b string) { fmt.Fprintf(tw, "%s\t%s\t%s\n", k, a, b) }
 	at := func(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }
-	row("", "fencekit (FencedResource)", "unfenced (client-go + ConfigMap)")
+	ft, ut := "fencekit (FencedResource)", "unfenced (client-go + ConfigMap)"
+	if fenced.Target != "" {
+		ft = "fencekit (" + fenced.Target + ")"
+	}
+	if unfenced.Target != "" {
+		ut = "unfenced (" + unfenced.Target + ")"
+	}
+	row("", ft, ut)
 	row("W1 became leader", fmt.Sprintf("epoch %d", fenced.W1Epoch), "yes")
 	row("W1 stopped (SIGSTOP)", fmt.Sprintf("at %s for %s", at(fenced.Stopped), at(fenced.Resumed-fenced.Stopped)),
 		fmt.Sprintf("at %s for %s", at(unfenced.Stopped), at(unfenced.Resumed-unfenced.Stopped)))
@@ -141,7 +148,7 @@ func unfencedProblem(r *Result) string {
 	case !r.StaleAdmitted():
 		return "W1's write after SIGCONT was not made (no write event): see the timeline above"
 	case r.Final == nil || fmt.Sprint(r.Final["writer"]) != "W1":
-		return fmt.Sprintf("W1's late write was accepted but the ConfigMap's stored data is %v, not W1's: another writer came after it", r.Final)
+		return fmt.Sprintf("W1's late write was accepted but the target's stored data is %v, not W1's: another writer came after it", r.Final)
 	}
 	return ""
 }

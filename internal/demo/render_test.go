@@ -43,7 +43,7 @@ func TestCheck(t *testing.T) {
 		},
 		"unfenced overwritten again": {
 			change: func(f, u *Result) { u.Final["writer"] = "W2" },
-			want:   []string{"unfenced run: W1's late write was accepted but the ConfigMap's stored data is map[writer:W2], not W1's"},
+			want:   []string{"unfenced run: W1's late write was accepted but the target's stored data is map[writer:W2], not W1's"},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

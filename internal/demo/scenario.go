@@ -78,6 +78,9 @@ type Written struct {
 type Result struct {
 	Scenario Scenario
 	Fenced   bool
+	// Target names what the workers wrote, for the summary's heading (default: a FencedResource, or a
+	// ConfigMap unfenced).
+	Target   string
 	Settings Settings
 	// Events are the workers' and the demo's steps, in time order.
 	Events []Event
@@ -167,7 +170,7 @@ func (r *runner) startWorker(name, kubeconfig string, extra ...string) (*process
 	if !r.fenced {
 		args = append(args, "--unfenced")
 	}
-	p, err := startProcess(name, r.t.WorkerBinary, kubeconfig, r.start, r.record, append(args, extra...)...)
+	p, err := startProcess(name, r.t.WorkerBinary, kubeconfig, nil, r.start, r.record, append(args, extra...)...)
 	if err != nil {
 		return nil, err
 	}
