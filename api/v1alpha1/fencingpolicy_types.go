@@ -20,10 +20,10 @@ const (
 // of the policy's Lease may write.
 //
 // +kubebuilder:validation:XValidation:rule="!(self.group == 'coordination.k8s.io' && self.resource == 'leases')",message="leases cannot be fenced by a FencingPolicy: fencekit's own Lease policy guards fenced Leases"
-// +kubebuilder:validation:XValidation:rule="!((self.group == '' || self.group == 'events.k8s.io') && self.resource == 'events')",message="events cannot be fenced: every component records them"
+// +kubebuilder:validation:XValidation:rule="!((size(self.group) == 0 || self.group == 'events.k8s.io') && self.resource == 'events')",message="events cannot be fenced: every component records them"
 // +kubebuilder:validation:XValidation:rule="self.group != 'fencing.fencekit.io'",message="fencekit's own kinds (group fencing.fencekit.io) cannot be fenced by a FencingPolicy: FencedResources are fenced already"
 // +kubebuilder:validation:XValidation:rule="!(self.group in ['authentication.k8s.io', 'authorization.k8s.io', 'admissionregistration.k8s.io', 'apiregistration.k8s.io', 'apiextensions.k8s.io', 'rbac.authorization.k8s.io', 'certificates.k8s.io', 'flowcontrol.apiserver.k8s.io', 'node.k8s.io', 'scheduling.k8s.io', 'storage.k8s.io'])",messageExpression="'group %s cannot be fenced: its objects are cluster-scoped, virtual (reviews) or guard the apiserver and admission itself'.format([self.group])"
-// +kubebuilder:validation:XValidation:rule="!(self.group == '' && self.resource in ['namespaces', 'nodes', 'persistentvolumes', 'componentstatuses', 'bindings', 'serviceaccounts', 'secrets'])",messageExpression="'core resource %s cannot be fenced: it is cluster-scoped, virtual, or read by the apiserver and kubelet to authenticate'.format([self.resource])"
+// +kubebuilder:validation:XValidation:rule="!(size(self.group) == 0 && self.resource in ['namespaces', 'nodes', 'persistentvolumes', 'componentstatuses', 'bindings', 'serviceaccounts'])",messageExpression="'core resource %s cannot be fenced: it is cluster-scoped, virtual, or its tokens are written by kube-controller-manager'.format([self.resource])"
 type FencedObjects struct {
 	// group is the API group of the resource: "" for the core group (ConfigMaps, Services), "apps" for
 	// Deployments. Every version of the resource is fenced.

@@ -21,6 +21,7 @@ func (e *Env) StartOperator(t *testing.T, change ...func(*operator.Options)) (st
 	opts := operator.Options{
 		MetricsAddr: "0", ProbeAddr: "0",
 		WebhookHost: w.LocalServingHost, WebhookPort: w.LocalServingPort, WebhookCertDir: w.LocalServingCertDir,
+		WebhookConfigName:  "validating-webhook-configuration",
 		SkipNameValidation: true,
 	}
 	for _, c := range change {
