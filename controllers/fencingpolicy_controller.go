@@ -28,7 +28,11 @@ import (
 
 // +kubebuilder:rbac:groups=fencing.fencekit.io,resources=fencingpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=fencing.fencekit.io,resources=fencingpolicies/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch;create;update;patch
+// The reconciler watches webhook configurations (list and watch cannot be restricted to names), reads the
+// one whose address it copies and updates its own, which the Helm chart creates (so that the operator needs
+// no right to create webhook configurations); the names below are config/'s, the chart grants its own.
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=list;watch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;update,resourceNames=fencekit-objects;validating-webhook-configuration
 
 // syncKey is the request that rebuilds the webhook configuration without updating a policy's status.
 var syncKey = reconcile.Request{}
@@ -173,7 +177,9 @@ func (r *FencingPolicyReconciler) syncWebhooks(ctx context.Context) error {
 	}
 	byNamespace := map[string]map[string][]string{} // namespace -> group -> resources
 	for _, p := range list.Items {
-		if p.DeletionTimestamp != nil {
+		// kube-system is never fenced (the policy webhook refuses such policies; this guards against one
+		// created while it was bypassed).
+		if p.DeletionTimestamp != nil || p.Namespace == "kube-system" {
 			continue
 		}
 		groups := byNamespace[p.Namespace]
