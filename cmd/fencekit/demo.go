@@ -25,6 +25,7 @@ func runDemo(args []string) error {
 	pause := fs.Duration("pause", 0, "How long W1 stays stopped (default 20s, or 6s with --quick); must exceed the lease duration.")
 	kubeconfig := fs.String("kubeconfig", "", "Run against this cluster, where fencekit was installed with Helm, instead of a local control plane.")
 	repo := fs.String("repo", ".", "The fencekit repository (examples/worker and config/).")
+	scenario := fs.String("scenario", string(demo.PausedHolder), "paused-holder (the default: a worker writing a FencedResource) or controller (examples/controller, a controller-runtime operator fenced with managed.Fence and a FencingPolicy; local control plane only).")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -48,6 +49,16 @@ func runDemo(args []string) error {
 	root, err := filepath.Abs(*repo)
 	if err != nil {
 		return err
+	}
+	switch demo.Scenario(*scenario) {
+	case demo.PausedHolder:
+	case demo.Controller:
+		if *kubeconfig != "" {
+			return fmt.Errorf("--scenario controller runs on the local control plane only (drop --kubeconfig)")
+		}
+		return runControllerDemo(root, s)
+	default:
+		return fmt.Errorf("unknown --scenario %q: want %s or %s", *scenario, demo.PausedHolder, demo.Controller)
 	}
 	ctrllog.SetLogger(logr.Discard()) // the in-process operator's logs would drown the story
 
