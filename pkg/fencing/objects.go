@@ -260,9 +260,17 @@ func checkRecord(w ObjectWrite, what string, epoch, leaseEpoch int64) *Error {
 // controller in a terminating namespace, and the acquiring user only if the stored deletion marker
 // (DeleteAtEpochAnnotation, written first with the token: NewClient's Delete does) is the Lease's current
 // epoch. A stale replica of the holder's user cannot write the current marker.
+//
+// Two more deletes are free: one of an object whose deletion was already admitted (deletionTimestamp set:
+// a kubelet finishing a Pod's graceful deletion only completes it), and the cluster's own controllers'
+// deletes of Pods (a kubelet, the node lifecycle and pod garbage collectors clean up Pods of lost nodes).
 func CheckObjectDelete(w ObjectWrite, lease *coordinationv1.Lease, ns *corev1.Namespace, req Requester, now time.Time) *Error {
 	switch {
 	case req.breakGlass(), req.Username == GarbageCollectorUser, lease == nil:
+		return nil
+	case w.Old != nil && w.Old.GetDeletionTimestamp() != nil:
+		return nil
+	case w.Kind == "Pod" && req.systemController():
 		return nil
 	case req.Username == NamespaceControllerUser && terminating(ns):
 		return nil

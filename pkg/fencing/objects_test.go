@@ -158,6 +158,11 @@ func TestCheckObjectDelete(t *testing.T) {
 		"another user":                            {marked("5"), otherUser, fencing.ReasonNotHolder},
 		"break-glass":                             {configMap("a", "5"), fencing.Requester{Username: "oncall", Groups: []string{"system:masters"}}, ""},
 		"the garbage collector":                   {configMap("a", "5"), fencing.Requester{Username: fencing.GarbageCollectorUser}, ""},
+		"completing an admitted deletion": {configMap("a", "5", func(u *unstructured.Unstructured) {
+			ts := metav1.NewTime(now)
+			u.SetDeletionTimestamp(&ts)
+		}), otherUser, ""},
+		"a kube-system controller deleting a ConfigMap": {configMap("a", "5"), fencing.Requester{Username: "system:serviceaccount:kube-system:pod-garbage-collector"}, fencing.ReasonNotHolder},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
