@@ -41,6 +41,7 @@ type ObjectValidator struct {
 
 // NewObjectValidator returns an ObjectValidator; reader must not be a cache.
 func NewObjectValidator(policies, reader ctrl.Reader, opts ...Option) *ObjectValidator {
+	// The options are the FencedResource Validator's; only the clock applies here.
 	v := &Validator{clock: clock.RealClock{}}
 	for _, o := range opts {
 		o(v)

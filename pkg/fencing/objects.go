@@ -322,9 +322,8 @@ func changesFencekitAnnotations(w ObjectWrite) bool {
 	return false
 }
 
-// isObjectOf reports whether the subresource write's objects are the declared object itself (status),
-// rather than another kind (Scale, Eviction, Binding), judged by the old object carrying the same name
-// and annotations the main object would.
+// isObjectOf reports whether a subresource write's objects are the declared object itself (status), rather
+// than an object of another kind (Scale, Eviction, Binding) that carries none of its annotations.
 func isObjectOf(w ObjectWrite) bool { return w.Subresource == "status" }
 
 func onlyRemovesRefs(old, new *unstructured.Unstructured) bool {

@@ -2,6 +2,7 @@ package managed_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -64,7 +65,7 @@ func TestFence(t *testing.T) {
 	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(cm), &got); err != nil {
 		t.Fatal(err)
 	}
-	if rec := got.Annotations[fencingv1alpha1.ObjectEpochAnnotation]; tok.IsZero() || rec != elector.FieldManagerFor(tok.Epoch)[len(elector.FieldManagerPrefix):] {
+	if rec := got.Annotations[fencingv1alpha1.ObjectEpochAnnotation]; tok.IsZero() || rec != strconv.FormatInt(tok.Epoch, 10) {
 		t.Errorf("the written ConfigMap records epoch %q, the elector holds %v", rec, tok)
 	}
 	if len(got.ManagedFields) == 0 || got.ManagedFields[0].Manager != tok.FieldManager() {
