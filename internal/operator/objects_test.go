@@ -497,3 +497,23 @@ func TestFencingPolicyValidation(t *testing.T) {
 func configMapApply(ns, name, v string) *corev1ac.ConfigMapApplyConfiguration {
 	return corev1ac.ConfigMap(name, ns).WithData(map[string]string{"v": v})
 }
+
+// TestFencingPolicyDeletion: the generated webhook configuration follows the policies: once the only policy
+// of a namespace is deleted, its webhook is removed and writes there are free again; the other namespace's
+// webhook stays.
+func TestFencingPolicyDeletion(t *testing.T) {
+	startOperator(t)
+	ctx := t.Context()
+	ns, kept := env.Namespace(t), env.Namespace(t)
+	p := declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"})
+	declarePolicy(t, kept, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"})
+	if err := env.Client.Delete(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "an unfenced write is admitted once the policy is gone", func() (bool, string) {
+		err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "free"}}, client.DryRunAll)
+		return err == nil, errString(err)
+	})
+	err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: kept, Name: "free"}}, client.DryRunAll)
+	mustContain(t, "an unfenced write in the namespace whose policy stays", err, fencing.IsTokenMissing, "ConfigMap "+kept+"/free")
+}
