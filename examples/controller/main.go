@@ -7,8 +7,8 @@
 // Everything else is what kubebuilder scaffolds: ctrl.NewManager, SetupWithManager, mgr.Start. The objects
 // are fenced in the apiserver by a FencingPolicy naming the same Lease (see config.yaml).
 //
-// The flags below the first three exist so that the end-to-end test and `fencekit demo --scenario
-// controller` can drive it: short timings, --pause-on-round (stop the process in the middle of a
+// The flags below the first three exist so that `fencekit demo --scenario controller` and its end-to-end
+// test (test/e2e TestControllerScenario, internal/demo.RunController) can drive it: short timings, --pause-on-round (stop the process in the middle of a
 // reconcile, as a GC pause could) and --unfenced (the same operator with controller-runtime's own leader
 // election and no fencing, to show what goes wrong). It logs one JSON object per line on stdout.
 package main

@@ -161,8 +161,14 @@ func RunController(ctx context.Context, t Target, s Settings, fenced bool, live 
 // writes refused as stale and B's state untouched; unfenced, all four admitted and B's canary deleted.
 func ControllerCheck(fenced, unfenced *ControllerResult) error {
 	var problems []string
-	if len(fenced.Late) != 4 {
-		problems = append(problems, fmt.Sprintf("fenced: %d late writes seen, want 4", len(fenced.Late)))
+	for _, r := range []*ControllerResult{fenced, unfenced} {
+		ops := map[string]bool{}
+		for _, e := range r.Late {
+			ops[e.Op] = true
+		}
+		if len(ops) != 4 {
+			problems = append(problems, fmt.Sprintf("%s: A's late writes were %v, want update, patch, status and delete", runLabel(r), ops))
+		}
 	}
 	for _, e := range fenced.Late {
 		if e.Accepted == nil || *e.Accepted || e.Reason != string(fencing.ReasonStale) {
@@ -184,6 +190,13 @@ func ControllerCheck(fenced, unfenced *ControllerResult) error {
 		return fmt.Errorf("%w:\n  %s", errNotShown, strings.Join(problems, "\n  "))
 	}
 	return nil
+}
+
+func runLabel(r *ControllerResult) string {
+	if r.Fenced {
+		return "fenced"
+	}
+	return "unfenced"
 }
 
 // controllerNamespace creates the run's namespace, lets t.W1User run the operator there (the
