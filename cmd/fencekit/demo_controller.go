@@ -49,7 +49,7 @@ a FencingPolicy), and unfenced (controller-runtime's own leader election).
 		return func(e demo.Event) {
 			mu.Lock()
 			defer mu.Unlock()
-			fmt.Println(controllerLine(style, run, e))
+			fmt.Println(style.ControllerLine(run, e))
 		}
 	}
 	var fenced, unfenced *demo.ControllerResult
@@ -71,7 +71,7 @@ a FencingPolicy), and unfenced (controller-runtime's own leader election).
 	fmt.Fprintf(tw, "\tfencekit (managed.Fence + FencingPolicy)\tunfenced (controller-runtime leader election)\n")
 	fmt.Fprintf(tw, "A, B leaders\tepoch %d, epoch %d\tyes, yes\n", fenced.W1Epoch, fenced.W2Epoch)
 	for _, op := range []string{"update", "patch", "status", "delete"} {
-		fmt.Fprintf(tw, "A's late %s\t%s\t%s\n", op, verdict(late(fenced, op)), verdict(late(unfenced, op)))
+		fmt.Fprintf(tw, "A's late %s\t%s\t%s\n", op, demo.Verdict(late(fenced, op)), demo.Verdict(late(unfenced, op)))
 	}
 	fmt.Fprintf(tw, "left after A resumed\t%v\t%v\n", after(fenced), after(unfenced))
 	_ = tw.Flush()
@@ -100,28 +100,4 @@ func after(r *demo.ControllerResult) string {
 		s += " (B's was deleted, A created it again)"
 	}
 	return s
-}
-
-func verdict(e demo.Event) string {
-	switch {
-	case e.Accepted != nil && *e.Accepted:
-		return "ACCEPTED"
-	case e.Reason != "":
-		return "REJECTED (" + e.Reason + ")"
-	}
-	return "failed: " + e.Error
-}
-
-func controllerLine(s demo.Style, run string, e demo.Event) string {
-	if e.Msg == "write" {
-		e.Msg = fmt.Sprintf("round %s %s: %s", e.Round, e.Op, verdict(e))
-		e.Write = 0
-	}
-	switch e.Msg {
-	case "pausing":
-		e.Msg = "round " + e.Round + ": four writes took their token; stopping (SIGSTOP)"
-	case "resumed":
-		e.Msg = "round " + e.Round + ": continued (SIGCONT), sending its writes"
-	}
-	return s.Line(run, e)
 }

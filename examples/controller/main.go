@@ -26,8 +26,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/elector/managed"
+	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
 type options struct {
@@ -60,6 +62,7 @@ func main() {
 func run(o options) error {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
+	_ = fencingv1alpha1.AddToScheme(scheme) // fence-on-acquire reads the FencingPolicies
 	mopts := ctrl.Options{
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
@@ -80,10 +83,12 @@ func run(o options) error {
 	if o.unfenced {
 		go func() { <-mgr.Elected(); log.Info("leading", "holder", "unfenced") }()
 	} else {
-		// The one line: leader-only runnables under the fencekit elector, a fenced mgr.GetClient().
+		// The one line: leader-only runnables under the fencekit elector, a fenced mgr.GetClient(), and,
+		// before leadership is reported, every declared object raised to the new epoch.
 		mgr, err = managed.Fence(mgr, elector.Config{
 			Namespace: o.namespace, Name: o.lease, Identity: o.identity,
 			LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod, SafetyMargin: o.margin,
+			PostAcquire:      fencing.FenceObjectsOnAcquire(mgr.GetClient(), mgr.GetAPIReader()),
 			OnStartedLeading: logLeading,
 		})
 		if err != nil {

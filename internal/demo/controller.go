@@ -219,6 +219,7 @@ func (r *runner) controllerNamespace(ctx context.Context) (string, error) {
 			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
 			{APIGroups: []string{"apps"}, Resources: []string{"deployments", "deployments/status"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+			{APIGroups: []string{"fencing.fencekit.io"}, Resources: []string{"fencingpolicies"}, Verbs: []string{"get", "list", "watch"}},
 		},
 	}
 	binding := &rbacv1.RoleBinding{

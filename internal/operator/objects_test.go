@@ -517,3 +517,67 @@ func TestFencingPolicyDeletion(t *testing.T) {
 	err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: kept, Name: "free"}}, client.DryRunAll)
 	mustContain(t, "an unfenced write in the namespace whose policy stays", err, fencing.IsTokenMissing, "ConfigMap "+kept+"/free")
 }
+
+// TestFenceObjectsOnAcquire: the hook raises the epoch record of every object the Lease's policies declare
+// (and no other) with the new token before leadership is reported, so that an earlier holder's write is
+// refused by the per-object rule too, even if the new holder never writes.
+func TestFenceObjectsOnAcquire(t *testing.T) {
+	startOperator(t)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	r1, r2 := replicas(t, ns)
+	grantObjects(t, ns, r1.User)
+	grantPolicies(t, ns, r1.User)
+	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps",
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "fenced"}}})
+	t1 := r1.Acquire(t, ns, appLease, 1)
+	c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+	fenced := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fenced", Labels: map[string]string{"app": "fenced"}}}
+	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"}}
+	eventually(t, "replica-1 (RBAC granted) creates both ConfigMaps at epoch 1", func() (bool, string) {
+		err := c1.Create(ctx, fenced.DeepCopy())
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			err = c1.Create(ctx, other.DeepCopy())
+		}
+		return err == nil || apierrors.IsAlreadyExists(err), errString(err)
+	})
+	t2 := r2.Acquire(t, ns, appLease, 2)
+	if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client)(ctx, t2); err != nil {
+		t.Fatalf("replica-2's fence-on-acquire at epoch 2: %v", err)
+	}
+	record := func(cm *corev1.ConfigMap) string {
+		var got corev1.ConfigMap
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cm), &got); err != nil {
+			t.Fatal(err)
+		}
+		return got.Annotations[fencingv1alpha1.ObjectEpochAnnotation]
+	}
+	if got := record(fenced); got != "2" {
+		t.Errorf("the declared ConfigMap records epoch %q after fence-on-acquire, want 2", got)
+	}
+	if got := record(other); got != "1" {
+		t.Errorf("the undeclared ConfigMap records epoch %q, want it left at 1", got)
+	}
+	if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client)(ctx, t2); err != nil {
+		t.Errorf("a second run at the same epoch: %v, want nothing to do", err)
+	}
+	mustContain(t, "replica-1's write at epoch 1 after the fence", c1.Patch(ctx, fenced.DeepCopy(),
+		client.RawPatch(types.MergePatchType, []byte(`{"data":{"v":"late"}}`))), fencing.IsStale, "stale epoch 1")
+}
+
+// grantPolicies lets users list FencingPolicies in ns (fence-on-acquire reads them).
+func grantPolicies(t *testing.T, ns string, users ...string) {
+	t.Helper()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "policy-reader", Namespace: ns},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"fencing.fencekit.io"}, Resources: []string{"fencingpolicies"}, Verbs: []string{"get", "list", "watch"}}}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "policy-reader", Namespace: ns},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "policy-reader"}}
+	for _, u := range users {
+		binding.Subjects = append(binding.Subjects, rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: u})
+	}
+	for _, o := range []client.Object{role, binding} {
+		if err := env.Client.Create(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -145,7 +145,7 @@ func TestControllerScenario(t *testing.T) {
 			name := map[bool]string{true: "fenced", false: "unfenced"}[f]
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				res, err := demo.RunController(t.Context(), tgt, demo.QuickSettings(), f, func(e demo.Event) { t.Log(demo.Style{}.Line(name, e)) })
+				res, err := demo.RunController(t.Context(), tgt, demo.QuickSettings(), f, func(e demo.Event) { t.Log(demo.Style{}.ControllerLine(name, e)) })
 				if err != nil {
 					t.Fatalf("%s run: %v", name, err)
 				}
