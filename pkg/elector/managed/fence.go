@@ -29,7 +29,9 @@ import (
 //	err = (&MyReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
 //	err = mgr.Start(ctx)
 //
-// The objects are fenced in the apiserver by a FencingPolicy naming the same Lease.
+// The objects are fenced in the apiserver by a FencingPolicy naming the same Lease. Set cfg.PostAcquire to
+// fencing.FenceObjectsOnAcquire(mgr.GetClient(), mgr.GetAPIReader()) to raise every declared object to the
+// new epoch before leadership is reported, as fencing.FenceOnAcquire does for FencedResources.
 func Fence(mgr manager.Manager, cfg elector.Config, opts ...elector.Option) (manager.Manager, error) {
 	if cfg.Client == nil {
 		cs, err := kubernetes.NewForConfig(mgr.GetConfig())
