@@ -5,6 +5,9 @@
 //   - LeaseProtector puts a finalizer on every Lease that FencedResources are bound to, so that the Lease,
 //     and with it the record of the epochs it issued, cannot disappear while a resource remembers them;
 //     it removes the finalizer when none are bound.
+//   - FencingPolicyReconciler keeps the object webhooks' ValidatingWebhookConfiguration in step with the
+//     FencingPolicies (one webhook per namespace, exactly the declared resources, failurePolicy Fail) and
+//     reports each policy's Ready condition and its Lease's epoch.
 //
-// Both watch Leases and map them to FencedResources through a cache index on spec.leaseName.
+// The first two watch Leases and map them to FencedResources through a cache index on spec.leaseName.
 package controllers

@@ -32,3 +32,16 @@ const (
 	// ReasonNotFenced: not Ready; the message says which condition is missing.
 	ReasonNotFenced = "NotFenced"
 )
+
+// Condition reasons of a FencingPolicy's Ready condition.
+const (
+	// ReasonEnforced: the fencekit webhook is configured for every declared resource of the namespace and
+	// the Lease exists: only its holder may write the declared objects.
+	ReasonEnforced = "Enforced"
+	// ReasonPolicyLeaseNotFound: the webhook is configured, but the Lease does not exist yet: every write of
+	// a declared object is refused until an elector holds it (deletes are admitted).
+	ReasonPolicyLeaseNotFound = "LeaseNotFound"
+	// ReasonWebhookNotConfigured: the operator could not write the webhook configuration for the namespace;
+	// the message says why.
+	ReasonWebhookNotConfigured = "WebhookNotConfigured"
+)

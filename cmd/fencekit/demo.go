@@ -25,7 +25,7 @@ func runDemo(args []string) error {
 	pause := fs.Duration("pause", 0, "How long W1 stays stopped (default 20s, or 6s with --quick); must exceed the lease duration.")
 	kubeconfig := fs.String("kubeconfig", "", "Run against this cluster, where fencekit was installed with Helm, instead of a local control plane.")
 	repo := fs.String("repo", ".", "The fencekit repository (examples/worker and config/).")
-	scenario := fs.String("scenario", "paused-holder", "paused-holder: the target is a FencedResource (a ConfigMap unfenced); postgres: a PostgreSQL row written by a psql script under `fencekit run`, fenced by a fence column (the same row without it unfenced).")
+	scenario := fs.String("scenario", string(demo.PausedHolder), "paused-holder (the default: a worker writing a FencedResource; a ConfigMap unfenced), postgres (a psql script under `fencekit run` updating a PostgreSQL row, fenced by a fence column; the same row without it unfenced) or controller (examples/controller, a controller-runtime operator fenced with managed.Fence and a FencingPolicy). postgres and controller run on the local control plane only.")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -43,18 +43,26 @@ func runDemo(args []string) error {
 	if *pause > 0 {
 		s.Pause = *pause
 	}
-	if *scenario != "paused-holder" && *scenario != "postgres" {
-		return fmt.Errorf("--scenario %q: want paused-holder or postgres", *scenario)
-	}
-	if *scenario == "postgres" && *kubeconfig != "" {
-		return fmt.Errorf("--scenario postgres starts its own PostgreSQL server and runs on the local control plane only: drop --kubeconfig")
-	}
 	if s.Pause <= s.LeaseDuration {
 		return fmt.Errorf("--pause %s must exceed the lease duration %s, or W1's lease never expires", s.Pause, s.LeaseDuration)
 	}
 	root, err := filepath.Abs(*repo)
 	if err != nil {
 		return err
+	}
+	switch demo.Scenario(*scenario) {
+	case demo.PausedHolder:
+	case scenarioPostgres:
+		if *kubeconfig != "" {
+			return fmt.Errorf("--scenario postgres starts its own PostgreSQL server and runs on the local control plane only (drop --kubeconfig)")
+		}
+	case demo.Controller:
+		if *kubeconfig != "" {
+			return fmt.Errorf("--scenario controller runs on the local control plane only (drop --kubeconfig)")
+		}
+		return runControllerDemo(root, s)
+	default:
+		return fmt.Errorf("unknown --scenario %q: want %s, %s or %s", *scenario, demo.PausedHolder, scenarioPostgres, demo.Controller)
 	}
 	ctrllog.SetLogger(logr.Discard()) // the in-process operator's logs would drown the story
 
@@ -74,7 +82,7 @@ func runDemo(args []string) error {
 
 	style := demo.Style{Color: isTerminal(os.Stdout)}
 	runs := "Two runs at once: fenced by fencekit, and unfenced (client-go leaderelection + a plain ConfigMap)."
-	if *scenario == "postgres" {
+	if *scenario == scenarioPostgres {
 		runs = `Each worker is ` + "`fencekit run`" + ` running a psql script that updates one PostgreSQL row with
 $FENCEKIT_EPOCH. Two runs at once: fenced (the UPDATE requires the row's fence_epoch <= the token and raises
 it), and unfenced (the same UPDATE without that condition, under the same elector).`
@@ -103,7 +111,7 @@ for %s: past its lease. W2 takes over and writes. Then W1 is resumed with SIGCON
 	var fenced, unfenced *demo.Result
 	var ferr, uerr error
 	var wg sync.WaitGroup
-	if *scenario == "postgres" {
+	if *scenario == scenarioPostgres {
 		pg, stopPG, err := demo.StartPostgres(root)
 		if err != nil {
 			return err
@@ -135,6 +143,9 @@ for %s: past its lease. W2 takes over and writes. Then W1 is resumed with SIGCON
 		fenced.W1Epoch, fenced.W2Epoch)
 	return nil
 }
+
+// scenarioPostgres is the paused holder against a PostgreSQL row (demo.RunPostgres).
+const scenarioPostgres = "postgres"
 
 func scale(d time.Duration, ratio float64) time.Duration { return time.Duration(float64(d) * ratio) }
 

@@ -25,7 +25,8 @@ func main() {
 	flag.BoolVar(&opts.CertRotation, "cert-rotation", false, "Manage the webhook's CA and serving certificate in a Secret and inject the CA into the webhook configuration (without cert-manager).")
 	flag.StringVar(&opts.CertSecretName, "cert-secret-name", "fencekit-webhook-cert", "The Secret holding the webhook CA and serving certificate (with --cert-rotation).")
 	flag.StringVar(&opts.WebhookServiceName, "webhook-service-name", "fencekit-webhook", "The webhook Service, whose DNS name the serving certificate is for (with --cert-rotation).")
-	flag.StringVar(&opts.WebhookConfigName, "webhook-config-name", "fencekit-validating-webhook", "The ValidatingWebhookConfiguration whose caBundle is injected (with --cert-rotation).")
+	flag.StringVar(&opts.WebhookConfigName, "webhook-config-name", "fencekit-validating-webhook", "The ValidatingWebhookConfiguration whose caBundle is injected (with --cert-rotation), and whose address and CA the object webhooks copy.")
+	flag.StringVar(&opts.ObjectsWebhookConfigName, "objects-webhook-config-name", "fencekit-objects", "The ValidatingWebhookConfiguration the operator keeps in step with the FencingPolicies (one webhook per namespace).")
 	flag.BoolVar(&opts.LeaderElect, "leader-elect", true, "Run the controllers only on the replica that holds the fencekit-manager Lease (elected with pkg/elector); webhooks serve on every replica.")
 	flag.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "The namespace of the manager's Lease (default: the pod's namespace, from POD_NAMESPACE).")
 	zapOpts := zap.Options{Development: false}

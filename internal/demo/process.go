@@ -30,6 +30,9 @@ type Event struct {
 	Accepted *bool
 	Reason   string
 	Error    string
+	// Op and Round are examples/controller's: which write of a reconcile (update, patch, status, delete)
+	// and the round it renders.
+	Op, Round string
 }
 
 // process is a running worker whose stdout events are collected.
@@ -55,6 +58,8 @@ type slogLine struct {
 	Accepted *bool     `json:"accepted"`
 	Reason   string    `json:"reason"`
 	Error    string    `json:"error"`
+	Op       string    `json:"op"`
+	Round    string    `json:"round"`
 }
 
 // startProcess starts the worker binary with args and KUBECONFIG=kubeconfig, and env added to the
@@ -81,7 +86,7 @@ func startProcess(name, binary, kubeconfig string, env []string, start time.Time
 				continue
 			}
 			p.add(Event{At: l.Time.Sub(start), Worker: name, Msg: l.Msg, Holder: l.Holder, Epoch: l.Epoch,
-				Write: l.Write, Accepted: l.Accepted, Reason: l.Reason, Error: l.Error})
+				Write: l.Write, Accepted: l.Accepted, Reason: l.Reason, Error: l.Error, Op: l.Op, Round: l.Round})
 		}
 		_ = p.cmd.Wait()
 		close(p.exited)

@@ -152,3 +152,27 @@ func unfencedProblem(r *Result) string {
 	}
 	return ""
 }
+
+// Verdict says how a write of the Controller scenario was answered.
+func Verdict(e Event) string {
+	switch {
+	case e.Accepted != nil && *e.Accepted:
+		return "ACCEPTED"
+	case e.Reason != "":
+		return "REJECTED (" + e.Reason + ")"
+	}
+	return "failed: " + e.Error
+}
+
+// ControllerLine renders one event of the Controller scenario for the live timeline.
+func (s Style) ControllerLine(run string, e Event) string {
+	switch e.Msg {
+	case "write":
+		e.Msg = fmt.Sprintf("round %s %s: %s", e.Round, e.Op, Verdict(e))
+	case "pausing":
+		e.Msg = "round " + e.Round + ": four writes took their token; stopping (SIGSTOP)"
+	case "resumed":
+		e.Msg = "round " + e.Round + ": continued (SIGCONT), sending its writes"
+	}
+	return s.Line(run, e)
+}

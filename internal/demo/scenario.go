@@ -52,6 +52,9 @@ type Target struct {
 	W1Kubeconfig, W2Kubeconfig, UnfencedKubeconfig string
 	// WorkerBinary is examples/worker, built.
 	WorkerBinary string
+	// W1User is the user of W1Kubeconfig (the Controller scenario grants it what the operator needs), and
+	// ControllerBinary examples/controller, built (the Controller scenario only).
+	W1User, ControllerBinary string
 }
 
 // Scenario is what happens to W1.

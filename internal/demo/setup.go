@@ -87,7 +87,7 @@ func Local(ctx context.Context, root string, progress io.Writer) (t *Target, sto
 	if err := cluster.Client.Create(ctx, ns); err != nil {
 		return nil, nil, err
 	}
-	t = &Target{Namespace: ns.Name, UnfencedKubeconfig: cluster.Kubeconfig}
+	t = &Target{Namespace: ns.Name, UnfencedKubeconfig: cluster.Kubeconfig, W1User: "fencekit-demo-w1"}
 	for i, kc := range []*string{&t.W1Kubeconfig, &t.W2Kubeconfig} {
 		user := fmt.Sprintf("fencekit-demo-w%d", i+1)
 		if *kc, err = cluster.UserKubeconfig(user); err != nil {

@@ -49,6 +49,11 @@ type Options struct {
 	// WebhookConfigName, for the Service WebhookServiceName (no cert-manager needed).
 	CertRotation                                          bool
 	CertSecretName, WebhookServiceName, WebhookConfigName string
+	// ObjectsWebhookConfigName is the ValidatingWebhookConfiguration the operator keeps in step with the
+	// FencingPolicies (default "fencekit-objects"); its webhooks call the server that WebhookConfigName's
+	// webhooks call (default "validating-webhook-configuration", the name in config/webhook), at
+	// webhook.ObjectsPath.
+	ObjectsWebhookConfigName string
 	// LeaderElect runs the controllers only while this replica holds the LeaseName Lease in
 	// LeaderElectionNamespace, elected with pkg/elector; the webhook serves on every replica.
 	LeaderElect bool
@@ -108,6 +113,19 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if err := controllers.NewLeaseProtector(mgr.GetClient()).SetupWithManager(leaderOnly); err != nil {
 		return nil, fmt.Errorf("setting up the Lease protector: %w", err)
 	}
+	if opts.WebhookPort != 0 {
+		if opts.ObjectsWebhookConfigName == "" {
+			opts.ObjectsWebhookConfigName = "fencekit-objects"
+		}
+		source := opts.WebhookConfigName
+		if source == "" {
+			source = "validating-webhook-configuration"
+		}
+		if err := controllers.NewFencingPolicyReconciler(mgr.GetClient(), opts.ObjectsWebhookConfigName, source, webhook.ObjectsPath).
+			SetupWithManager(leaderOnly); err != nil {
+			return nil, fmt.Errorf("setting up the FencingPolicy controller: %w", err)
+		}
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, err
 	}
@@ -135,6 +153,10 @@ func setupWebhook(mgr manager.Manager, opts Options) error {
 	if err := webhook.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the FencedResource webhook: %w", err)
 	}
+	if err := webhook.SetupPolicyWebhookWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the FencingPolicy webhook: %w", err)
+	}
+	webhook.SetupObjectsWithManager(mgr)
 	started := mgr.GetWebhookServer().StartedChecker()
 	return mgr.AddReadyzCheck("webhook", func(req *http.Request) error {
 		if certsReady != nil {

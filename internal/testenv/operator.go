@@ -15,12 +15,13 @@ import (
 // StartOperator runs fencekit's operator (webhook and controllers, no leader election unless changed by
 // the options) in the test process until the test ends or stop is called; the control plane must have been
 // started WithWebhooks.
-func (e *Env) StartOperator(t *testing.T, change ...func(*operator.Options)) (stop func()) {
+func (e *Env) StartOperator(t testing.TB, change ...func(*operator.Options)) (stop func()) {
 	t.Helper()
 	w := e.Environment.WebhookInstallOptions
 	opts := operator.Options{
 		MetricsAddr: "0", ProbeAddr: "0",
 		WebhookHost: w.LocalServingHost, WebhookPort: w.LocalServingPort, WebhookCertDir: w.LocalServingCertDir,
+		WebhookConfigName:  "validating-webhook-configuration",
 		SkipNameValidation: true,
 	}
 	for _, c := range change {

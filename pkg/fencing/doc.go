@@ -19,5 +19,11 @@
 //     delayed write is refused even if the new holder never writes.
 //   - IsStale, IsNotHolder, IsLeaseMissing, IsTokenMissing: classify the errors of a refused write.
 //
-// CheckWrite and CheckDelete are the admission decisions themselves, as pure functions.
+// Ordinary objects (ConfigMaps, Deployments, custom resources) are fenced the same way once a FencingPolicy
+// declares them: NewClient wraps a controller-runtime client so that every write presents the current token,
+// stamps the object's epoch record (annotation fencing.fencekit.io/epoch, which never goes down) and deletes
+// through the deletion marker; it fails with ErrNoToken, without sending, once the token is gone.
+//
+// CheckWrite and CheckDelete (FencedResources), CheckObjectWrite and CheckObjectDelete (declared objects) and
+// ValidatePolicy are the admission decisions themselves, as pure functions.
 package fencing

@@ -54,6 +54,9 @@ type Error struct {
 	Field string
 	// Message is the human-readable explanation.
 	Message string
+	// Kind is the kind of the refused object when it is not a FencedResource (an object declared by a
+	// FencingPolicy: "ConfigMap", "Deployment"); empty for a FencedResource.
+	Kind string
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -70,14 +73,18 @@ func (e *Error) APIStatus() metav1.Status {
 	if e.Reason == ReasonInvalid {
 		code, reason = http.StatusUnprocessableEntity, metav1.StatusReasonInvalid
 	}
+	group, kind := fencingv1alpha1.GroupVersion.Group, "fencedresources"
+	if e.Kind != "" {
+		group, kind = "", e.Kind
+	}
 	return metav1.Status{
 		Status:  metav1.StatusFailure,
 		Code:    code,
 		Reason:  reason,
 		Message: e.Message,
 		Details: &metav1.StatusDetails{
-			Group: fencingv1alpha1.GroupVersion.Group,
-			Kind:  "fencedresources",
+			Group: group,
+			Kind:  kind,
 			Name:  e.Resource,
 			Causes: []metav1.StatusCause{{
 				Type:    metav1.CauseType(e.Reason),

@@ -139,3 +139,43 @@ func TestCrash(t *testing.T) {
 		t.Errorf("history %v does not end at W2's epoch %d", res.History, res.W2Epoch)
 	}
 }
+
+// TestControllerScenario is `fencekit demo --scenario controller --quick`: examples/controller's paused
+// leader, fenced (every late write refused as stale, B's state untouched) and unfenced (all admitted, B's
+// canary deleted).
+func TestControllerScenario(t *testing.T) {
+	t.Parallel()
+	tgt := *target
+	bin, err := demo.BuildController(testenv.RepoRoot(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgt.ControllerBinary = bin
+	var fenced, unfenced *demo.ControllerResult
+	t.Run("group", func(t *testing.T) {
+		for _, f := range []bool{true, false} {
+			name := map[bool]string{true: "fenced", false: "unfenced"}[f]
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				res, err := demo.RunController(t.Context(), tgt, demo.QuickSettings(), f, func(e demo.Event) { t.Log(demo.Style{}.ControllerLine(name, e)) })
+				if err != nil {
+					t.Fatalf("%s run: %v", name, err)
+				}
+				if f {
+					fenced = res
+				} else {
+					unfenced = res
+				}
+			})
+		}
+	})
+	if fenced == nil || unfenced == nil {
+		t.FailNow()
+	}
+	if err := demo.ControllerCheck(fenced, unfenced); err != nil {
+		t.Fatal(err)
+	}
+	if fenced.W2Epoch <= fenced.W1Epoch {
+		t.Errorf("B acquired epoch %d, not above A's %d", fenced.W2Epoch, fenced.W1Epoch)
+	}
+}

@@ -62,7 +62,7 @@ func TestTemplateDefaults(t *testing.T) {
 		"Role/fencekit-manager", "RoleBinding/fencekit-manager", "ClusterRole/fencekit-elector",
 		"Deployment/fencekit-manager", "PodDisruptionBudget/fencekit-manager", "Service/fencekit-webhook",
 		"Service/fencekit-metrics", "Secret/fencekit-webhook-cert", "ValidatingWebhookConfiguration/fencekit-validating-webhook",
-		"ValidatingAdmissionPolicy/fencekit-fenced-leases", "ValidatingAdmissionPolicyBinding/fencekit-fenced-leases",
+		"ValidatingWebhookConfiguration/fencekit-objects", "ValidatingAdmissionPolicy/fencekit-fenced-leases", "ValidatingAdmissionPolicyBinding/fencekit-fenced-leases",
 		"ValidatingAdmissionPolicy/fencekit-unchecked-namespaces", "ValidatingAdmissionPolicyBinding/fencekit-unchecked-namespaces",
 	} {
 		want = append(want, kn)
@@ -149,8 +149,9 @@ func TestTemplateDefaults(t *testing.T) {
 			t.Errorf("webhook %s: namespaceSelector %+v, want kubernetes.io/metadata.name NotIn %v", w.Name, sel, want)
 		}
 		for _, rule := range w.Rules {
-			if !slices.Equal(rule.APIGroups, []string{"fencing.fencekit.io"}) || !slices.Equal(rule.Resources, []string{"fencedresources"}) {
-				t.Errorf("webhook %s intercepts more than FencedResources: %+v", w.Name, rule)
+			if !slices.Equal(rule.APIGroups, []string{"fencing.fencekit.io"}) ||
+				!(slices.Equal(rule.Resources, []string{"fencedresources"}) || slices.Equal(rule.Resources, []string{"fencingpolicies"})) {
+				t.Errorf("webhook %s intercepts more than fencekit's own kinds: %+v", w.Name, rule)
 			}
 		}
 		if w.ClientConfig.Service == nil || w.ClientConfig.Service.Port == nil || *w.ClientConfig.Service.Port != 443 {

@@ -44,5 +44,6 @@ app.kubernetes.io/component: manager
 {{- define "fencekit.metricsServiceName" -}}{{ include "fencekit.fullname" . }}-metrics{{- end -}}
 {{- define "fencekit.certSecretName" -}}{{ include "fencekit.fullname" . }}-webhook-cert{{- end -}}
 {{- define "fencekit.webhookConfigName" -}}{{ include "fencekit.fullname" . }}-validating-webhook{{- end -}}
+{{- define "fencekit.objectsWebhookConfigName" -}}{{ include "fencekit.fullname" . }}-objects{{- end -}}
 {{- define "fencekit.certificateName" -}}{{ include "fencekit.fullname" . }}-webhook{{- end -}}
 {{- define "fencekit.certDir" -}}/tmp/k8s-webhook-server/serving-certs{{- end -}}

@@ -1,0 +1,583 @@
+package operator_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/fencing"
+)
+
+// The attacks of issue #12: ordinary objects (ConfigMaps, Deployments and their status) declared by a
+// FencingPolicy, on the real apiserver with the operator's generated webhook configuration.
+
+const appLease = "app-writer"
+
+// grantObjects lets users write ConfigMaps and Deployments (status and scale included) in ns, so that
+// the refusals below are fencekit's, not RBAC's.
+func grantObjects(t *testing.T, ns string, users ...string) {
+	t.Helper()
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "objects-editor", Namespace: ns},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}},
+			{APIGroups: []string{"apps"}, Resources: []string{"deployments", "deployments/status", "deployments/scale"}, Verbs: []string{"*"}},
+		},
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "objects-editor", Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "objects-editor"},
+	}
+	for _, u := range users {
+		binding.Subjects = append(binding.Subjects, rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: u})
+	}
+	for _, o := range []client.Object{role, binding} {
+		if err := env.Client.Create(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// declarePolicy creates a FencingPolicy in ns fencing resources for lease appLease and waits until the
+// webhook enforces it: Ready=True and a probe write without a token (a dry run) refused by fencekit.
+func declarePolicy(t *testing.T, ns, name string, resources ...fencingv1alpha1.FencedObjects) *fencingv1alpha1.FencingPolicy {
+	t.Helper()
+	p := &fencingv1alpha1.FencingPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       fencingv1alpha1.FencingPolicySpec{LeaseName: appLease, Resources: resources},
+	}
+	if err := env.Client.Create(t.Context(), p); err != nil {
+		t.Fatalf("declaring FencingPolicy %s: %v", name, err)
+	}
+	eventually(t, "the webhook refuses an unfenced write of a declared ConfigMap", func() (bool, string) {
+		probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe", Labels: map[string]string{"app": "fenced"}}}
+		err := env.Client.Create(t.Context(), probe, client.DryRunAll)
+		return fencing.IsTokenMissing(err), errString(err)
+	})
+	return p
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "admitted"
+	}
+	return err.Error()
+}
+
+func readyCondition(t *testing.T, key types.NamespacedName) (metav1.Condition, bool) {
+	t.Helper()
+	var p fencingv1alpha1.FencingPolicy
+	if err := env.Client.Get(t.Context(), key, &p); err != nil {
+		t.Fatal(err)
+	}
+	c := meta.FindStatusCondition(p.Status.Conditions, fencingv1alpha1.ConditionReady)
+	if c == nil {
+		return metav1.Condition{}, false
+	}
+	return *c, true
+}
+
+func tokenOf(t elector.Token) fencing.TokenFunc { return func() elector.Token { return t } }
+
+func deployment(ns, name string) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(int32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
+			},
+		},
+	}
+}
+
+func mustContain(t *testing.T, what string, err error, is func(error) bool, parts ...string) {
+	t.Helper()
+	if err == nil {
+		t.Errorf("%s: admitted, want refused", what)
+		return
+	}
+	t.Logf("%s: %v", what, err)
+	if is != nil && !is(err) {
+		t.Errorf("%s: refused with reason %q, want another: %v", what, fencing.ReasonOf(err), err)
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Code >= 500 {
+		t.Errorf("%s: a %d, not a refusal: %v", what, status.Status().Code, err)
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			t.Errorf("%s: error %q does not contain %q", what, err, p)
+		}
+	}
+}
+
+// TestFencingPolicyStaleHolder: replica-1 of one ServiceAccount held the Lease at epoch 1 and wrote a
+// ConfigMap and a Deployment through fencing.NewClient; replica-2 took over at epoch 2 and wrote. Every
+// late write of replica-1, whatever its shape, is refused, the refusal naming the object, the numbers and
+// what to send; the live holder's data stays. A new acquisition refuses the old epoch at once (the webhook
+// reads the Lease with a quorum read, no informer to lag).
+func TestFencingPolicyStaleHolder(t *testing.T) {
+	startOperator(t)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	r1, r2 := replicas(t, ns)
+	other := newWorker(t, ns, "intruder")
+	grantObjects(t, ns, r1.User, other.User)
+	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"}, fencingv1alpha1.FencedObjects{Group: "apps", Resource: "deployments"})
+
+	t1 := r1.Acquire(t, ns, appLease, 1)
+	c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-config"}, Data: map[string]string{"v": "r1"}}
+	eventually(t, "replica-1 (RBAC granted) creates the ConfigMap at epoch 1", func() (bool, string) {
+		err := c1.Create(ctx, cm.DeepCopy())
+		return err == nil || apierrors.IsAlreadyExists(err), errString(err)
+	})
+	dep := deployment(ns, "app")
+	if err := c1.Create(ctx, dep); err != nil {
+		t.Fatalf("replica-1 creating the Deployment at epoch 1: %v", err)
+	}
+	t2 := r2.Acquire(t, ns, appLease, 2)
+	c2 := fencing.NewClient(r2.Client, tokenOf(t2))
+	var live corev1.ConfigMap
+	if err := c2.Get(ctx, client.ObjectKeyFromObject(cm), &live); err != nil {
+		t.Fatal(err)
+	}
+	live.Data["v"] = "r2"
+	if err := c2.Update(ctx, &live); err != nil {
+		t.Fatalf("replica-2's update at epoch 2: %v", err)
+	}
+	if got := live.Annotations[fencingv1alpha1.ObjectEpochAnnotation]; got != "2" {
+		t.Errorf("after replica-2's write the ConfigMap records epoch %q, want 2", got)
+	}
+
+	cmKey, depKey := client.ObjectKeyFromObject(cm), client.ObjectKeyFromObject(dep)
+	cmRef := func() *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cm.Name}}
+	}
+	readCM := func() *corev1.ConfigMap {
+		var c corev1.ConfigMap
+		if err := env.Client.Get(ctx, cmKey, &c); err != nil {
+			t.Fatal(err)
+		}
+		return &c
+	}
+	readDep := func() *appsv1.Deployment {
+		var d appsv1.Deployment
+		if err := env.Client.Get(ctx, depKey, &d); err != nil {
+			t.Fatal(err)
+		}
+		return &d
+	}
+	what := "ConfigMap " + ns + "/app-config"
+	stale := []string{what + ": stale epoch 1: lease app-writer is at epoch 2, held by replica-2"}
+	noToken := []string{what + ": this write changes data but presents no fencing token", "fieldManager=fencing.fencekit.io/epoch=<its epoch>"}
+	attacks := []struct {
+		name  string
+		write func() error
+		is    func(error) bool
+		msg   []string
+	}{{
+		name: "a plain merge patch",
+		write: func() error {
+			return r1.Client.Patch(ctx, cmRef(), client.RawPatch(types.MergePatchType, []byte(`{"data":{"v":"late"}}`)))
+		},
+		is: fencing.IsTokenMissing, msg: noToken,
+	}, {
+		name:  "a read-modify-write Update",
+		write: func() error { c := readCM(); c.Data["v"] = "late"; return r1.Client.Update(ctx, c) },
+		is:    fencing.IsTokenMissing, msg: noToken,
+	}, {
+		name: "a server-side apply without a token",
+		write: func() error {
+			return r1.Client.Patch(ctx, &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cm.Name}, Data: map[string]string{"v": "late"}},
+				client.Apply, client.FieldOwner("app-operator"), client.ForceOwnership)
+		},
+		is: fencing.IsTokenMissing, msg: []string{`presents no fencing token (field manager "app-operator")`},
+	}, {
+		name: "a merge patch under the old token that also stamps the old epoch",
+		write: func() error {
+			return r1.Client.Patch(ctx, cmRef(), client.RawPatch(types.MergePatchType,
+				[]byte(`{"metadata":{"annotations":{"fencing.fencekit.io/epoch":"1"}},"data":{"v":"late"}}`)), client.FieldOwner(t1.FieldManager()))
+		},
+		is: fencing.IsStale, msg: stale,
+	}, {
+		name:  "fencing.NewClient's Update with the old token",
+		write: func() error { c := readCM(); c.Data["v"] = "late"; return c1.Update(ctx, c) },
+		is:    fencing.IsStale, msg: stale,
+	}, {
+		name: "fencing.NewClient's merge patch with the old token",
+		write: func() error {
+			c := readCM()
+			base := c.DeepCopy()
+			c.Data["v"] = "late"
+			return c1.Patch(ctx, c, client.MergeFrom(base))
+		},
+		is: fencing.IsStale, msg: stale,
+	}, {
+		name:  "fencing.NewClient's server-side apply with the old token",
+		write: func() error { return c1.Apply(ctx, configMapApply(ns, cm.Name, "late")) },
+		is:    fencing.IsStale, msg: stale,
+	}, {
+		name: "the Deployment's spec, with the old token",
+		write: func() error {
+			d := readDep()
+			d.Spec.Replicas = ptr.To(int32(5))
+			return c1.Update(ctx, d)
+		},
+		is: fencing.IsStale, msg: []string{"Deployment " + ns + "/app: stale epoch 1: lease app-writer is at epoch 2"},
+	}, {
+		name: "the Deployment's status subresource, patched with the old token",
+		write: func() error {
+			d := readDep()
+			base := d.DeepCopy()
+			d.Status.ObservedGeneration = 42
+			return c1.Status().Patch(ctx, d, client.MergeFrom(base))
+		},
+		is: fencing.IsStale, msg: []string{"Deployment " + ns + "/app: stale epoch 1"},
+	}, {
+		name: "the Deployment's status subresource, updated without a token",
+		write: func() error {
+			d := readDep()
+			d.Status.ObservedGeneration = 42
+			return r1.Client.Status().Update(ctx, d)
+		},
+		is: fencing.IsTokenMissing, msg: []string{"Deployment " + ns + "/app: this write changes status but presents no fencing token"},
+	}, {
+		name: "the Deployment's scale subresource with the old token",
+		write: func() error {
+			return c1.SubResource("scale").Patch(ctx, readDep(), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":7}}`)))
+		},
+		is: fencing.IsStale, msg: []string{"stale epoch 1"},
+	}, {
+		name:  "a plain delete",
+		write: func() error { return r1.Client.Delete(ctx, cmRef()) },
+		is:    fencing.IsTokenMissing, msg: []string{what + " is fenced by lease app-writer, held by replica-2 at epoch 2: a DELETE carries no fencing token"},
+	}, {
+		name:  "fencing.NewClient's delete with the old token (its marker write)",
+		write: func() error { return c1.Delete(ctx, cmRef()) },
+		is:    fencing.IsStale, msg: stale,
+	}, {
+		name: "another elector user presenting the current token",
+		write: func() error {
+			c := readCM()
+			c.Data["v"] = "copied"
+			return fencing.NewClient(other.Client, tokenOf(t2)).Update(ctx, c)
+		},
+		is: fencing.IsNotHolder, msg: []string{what + `: user "intruder-user" is not the user that acquired lease app-writer at epoch 2`},
+	}, {
+		name:  "another elector user deleting",
+		write: func() error { return other.Client.Delete(ctx, cmRef()) },
+		is:    fencing.IsNotHolder, msg: []string{"only that holder's user \"orders-sa-user\""},
+	}}
+	for _, a := range attacks {
+		t.Run(a.name, func(t *testing.T) { mustContain(t, a.name, a.write(), a.is, a.msg...) })
+	}
+	if got := readCM().Data["v"]; got != "r2" {
+		t.Errorf("the ConfigMap holds %q after the attacks, want replica-2's %q", got, "r2")
+	}
+	if got := readDep().Spec.Replicas; *got != 1 {
+		t.Errorf("the Deployment has %d replicas after the attacks, want 1", *got)
+	}
+
+	// The current token with the epoch record left out (inherited from storage at the previous epoch) is
+	// refused: a fenced write of the object sets the record to the epoch it presents.
+	t3 := r1.Acquire(t, ns, appLease, 3)
+	c3 := fencing.NewClient(r1.Client, tokenOf(t3))
+	mustContain(t, "the current token, the record left at the previous epoch",
+		r1.Client.Patch(ctx, cmRef(), client.RawPatch(types.MergePatchType, []byte(`{"data":{"v":"unstamped"}}`)), client.FieldOwner(t3.FieldManager())),
+		func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonInvalid }, `would carry fencing.fencekit.io/epoch="2"`)
+	// A new acquisition refuses the previous epoch at once: no poll between the acquisition and the write.
+	mustContain(t, "replica-2's write right after replica-1 acquired epoch 3", func() error {
+		c := readCM()
+		c.Data["v"] = "r2-late"
+		return c2.Update(ctx, c)
+	}(), fencing.IsStale, what+": stale epoch 2: lease app-writer is at epoch 3, held by replica-1")
+	// The live holder's fenced client writes, patches, applies, writes status and deletes.
+	c := readCM()
+	base := c.DeepCopy()
+	c.Data["v"] = "r1-epoch3"
+	if err := c3.Patch(ctx, c, client.MergeFrom(base)); err != nil {
+		t.Fatalf("the holder's merge patch at epoch 3: %v", err)
+	}
+	if err := c3.Apply(ctx, configMapApply(ns, cm.Name, "r1-applied")); err != nil {
+		t.Fatalf("the holder's apply at epoch 3: %v", err)
+	}
+	d := readDep()
+	dbase := d.DeepCopy()
+	d.Status.ObservedGeneration = 3
+	if err := c3.Status().Patch(ctx, d, client.MergeFrom(dbase)); err != nil {
+		t.Fatalf("the holder's status patch at epoch 3: %v", err)
+	}
+	if err := c3.Delete(ctx, cmRef()); err != nil {
+		t.Fatalf("the holder's delete at epoch 3: %v", err)
+	}
+	if err := env.Client.Get(ctx, cmKey, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the ConfigMap still exists after the holder's delete: %v", err)
+	}
+	// No token at all: the client refuses without sending.
+	if err := fencing.NewClient(r1.Client, tokenOf(elector.Token{})).Create(ctx, cm.DeepCopy()); !fencing.IsNoToken(err) {
+		t.Errorf("a create without a token: %v, want fencing.ErrNoToken", err)
+	}
+	if err := env.Client.Get(ctx, cmKey, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a create without a token reached the apiserver: %v", err)
+	}
+}
+
+// TestFencingPolicyOtherWriters: the objects' other legitimate writers. kube-controller-manager's
+// Deployment status and the garbage collector's orphaning stay free; the same users changing the spec, the
+// epoch record or adding an owner are refused; finalizers are free; a label change that would take an
+// object out of a selector needs the token; an undeclared namespace is not affected at all.
+func TestFencingPolicyOtherWriters(t *testing.T) {
+	startOperator(t)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	holder := newWorker(t, ns, "app-operator")
+	const controller = "system:serviceaccount:kube-system:deployment-controller"
+	grantObjects(t, ns, holder.User, controller, fencing.GarbageCollectorUser, "jane")
+	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps",
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "fenced"}}},
+		fencingv1alpha1.FencedObjects{Group: "apps", Resource: "deployments"})
+	tok := holder.Acquire(t, ns, appLease, 1)
+	hc := fencing.NewClient(holder.Client, tokenOf(tok))
+	dep := deployment(ns, "app")
+	dep.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: "00000000-0000-0000-0000-000000000001"}}
+	eventually(t, "the holder (RBAC granted) creates the Deployment", func() (bool, string) {
+		err := hc.Create(ctx, dep)
+		return err == nil, errString(err)
+	})
+	kcm := userClient(t, controller)
+	gc := userClient(t, fencing.GarbageCollectorUser)
+	jane := userClient(t, "jane")
+	read := func() *appsv1.Deployment {
+		var d appsv1.Deployment
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(dep), &d); err != nil {
+			t.Fatal(err)
+		}
+		return &d
+	}
+	d := read()
+	d.Status.ObservedGeneration, d.Status.Replicas = 1, 1
+	if err := kcm.Status().Update(ctx, d); err != nil {
+		t.Errorf("kube-controller-manager's Deployment status update was refused: %v", err)
+	}
+	d = read()
+	d.Annotations[fencingv1alpha1.ObjectEpochAnnotation] = "9"
+	d.Status.Replicas = 2
+	mustContain(t, "kube-controller-manager's status write that changes the epoch record", kcm.Status().Update(ctx, d),
+		fencing.IsTokenMissing, "Deployment "+ns+"/app: this write changes")
+	d = read()
+	d.Spec.Replicas = ptr.To(int32(3))
+	mustContain(t, "kube-controller-manager's spec write", kcm.Update(ctx, d), fencing.IsTokenMissing, "changes spec but presents no fencing token")
+	d = read()
+	d.Finalizers = append(d.Finalizers, "example.com/keep")
+	if err := jane.Update(ctx, d); err != nil {
+		t.Errorf("a user adding a finalizer was refused: %v", err)
+	}
+	d = read()
+	d.OwnerReferences = append(d.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "ghost", UID: "00000000-0000-0000-0000-000000000002"})
+	mustContain(t, "the garbage collector adding an owner", gc.Update(ctx, d), fencing.IsTokenMissing, "metadata.ownerReferences")
+	d = read()
+	d.OwnerReferences = nil
+	if err := gc.Update(ctx, d); err != nil {
+		t.Errorf("the garbage collector orphaning the Deployment was refused: %v", err)
+	}
+
+	// The selector: a labelled ConfigMap is fenced, and removing its label (to escape) needs the token.
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "labelled", Labels: map[string]string{"app": "fenced"}}}
+	if err := hc.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	escape := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"app":null}}}`))
+	mustContain(t, "a user removing the label the selector matches", jane.Patch(ctx, cm.DeepCopy(), escape),
+		fencing.IsTokenMissing, "ConfigMap "+ns+"/labelled: this write changes metadata.labels")
+	free := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unlabelled"}, Data: map[string]string{"a": "b"}}
+	if err := jane.Create(ctx, free); err != nil {
+		t.Errorf("a ConfigMap outside the selector was refused: %v", err)
+	}
+	free.Labels = map[string]string{"app": "fenced"}
+	mustContain(t, "a user labelling a ConfigMap into the selector", jane.Update(ctx, free), fencing.IsTokenMissing, "metadata.labels")
+
+	// An undeclared namespace is unaffected.
+	other := env.Namespace(t)
+	grantObjects(t, other, "jane")
+	eventually(t, "jane writes a ConfigMap in an undeclared namespace", func() (bool, string) {
+		err := jane.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "free", Labels: map[string]string{"app": "fenced"}}})
+		return err == nil, errString(err)
+	})
+}
+
+// TestFencingPolicyValidation: what fencekit must never fence, unknown and cluster-scoped resources, and
+// a policy overlapping another one bound to a different Lease are refused at creation, each naming the
+// problem; the status says whether the policy is enforced, with a real reason.
+func TestFencingPolicyValidation(t *testing.T) {
+	startOperator(t)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	policy := func(name, lease string, entries ...fencingv1alpha1.FencedObjects) *fencingv1alpha1.FencingPolicy {
+		return &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: fencingv1alpha1.FencingPolicySpec{LeaseName: lease, Resources: entries}}
+	}
+	sel := func(v string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{"tier": v}}
+	}
+	first := policy("first", "lease-a", fencingv1alpha1.FencedObjects{Resource: "configmaps", Selector: sel("a")})
+	if err := env.Client.Create(ctx, first); err != nil {
+		t.Fatalf("creating a valid policy: %v", err)
+	}
+	kubeSystem := policy("ks", "lease-a", fencingv1alpha1.FencedObjects{Resource: "configmaps"})
+	kubeSystem.Namespace = "kube-system"
+	refused := []struct {
+		name string
+		p    *fencingv1alpha1.FencingPolicy
+		msg  string
+	}{
+		{"Leases", policy("p", "l", fencingv1alpha1.FencedObjects{Group: "coordination.k8s.io", Resource: "leases"}), "leases cannot be fenced by a FencingPolicy"},
+		{"Events", policy("p", "l", fencingv1alpha1.FencedObjects{Resource: "events"}), "events cannot be fenced"},
+		{"events.k8s.io Events", policy("p", "l", fencingv1alpha1.FencedObjects{Group: "events.k8s.io", Resource: "events"}), "events cannot be fenced"},
+		{"fencekit's own kinds", policy("p", "l", fencingv1alpha1.FencedObjects{Group: "fencing.fencekit.io", Resource: "fencedresources"}), "fencekit's own kinds"},
+		{"TokenReviews", policy("p", "l", fencingv1alpha1.FencedObjects{Group: "authentication.k8s.io", Resource: "tokenreviews"}), "group authentication.k8s.io cannot be fenced"},
+		{"SubjectAccessReviews", policy("p", "l", fencingv1alpha1.FencedObjects{Group: "authorization.k8s.io", Resource: "localsubjectaccessreviews"}), "group authorization.k8s.io cannot be fenced"},
+		{"ServiceAccounts", policy("p", "l", fencingv1alpha1.FencedObjects{Resource: "serviceaccounts"}), "core resource serviceaccounts cannot be fenced"},
+		{"a wildcard", policy("p", "l", fencingv1alpha1.FencedObjects{Resource: "*"}), "spec.resources[0].resource"},
+		{"twice the same resource", policy("p", "l", fencingv1alpha1.FencedObjects{Resource: "configmaps"}, fencingv1alpha1.FencedObjects{Resource: "configmaps"}), "each group and resource may appear only once"},
+		{"an unknown resource", policy("p", "l", fencingv1alpha1.FencedObjects{Group: "example.com", Resource: "widgets"}), "widgets.example.com (the apiserver serves no such resource)"},
+		{"a cluster-scoped resource", policy("p", "l", fencingv1alpha1.FencedObjects{Group: "networking.k8s.io", Resource: "ingressclasses"}), "ingressclasses.networking.k8s.io\": it is cluster-scoped"},
+		{"kube-system", kubeSystem, "objects in kube-system cannot be fenced"},
+		{"an overlap with a policy of another Lease", policy("second", "lease-b", fencingv1alpha1.FencedObjects{Resource: "configmaps"}),
+			"configmaps overlaps FencingPolicy " + ns + "/first, which fences it for lease lease-a (this policy names lease lease-b)"},
+	}
+	for _, tc := range refused {
+		t.Run(tc.name, func(t *testing.T) {
+			err := env.Client.Create(ctx, tc.p, client.DryRunAll)
+			mustContain(t, tc.name, err, nil, tc.msg)
+		})
+	}
+	for name, p := range map[string]*fencingv1alpha1.FencingPolicy{
+		"disjoint selectors, another Lease": policy("disjoint", "lease-b", fencingv1alpha1.FencedObjects{Resource: "configmaps", Selector: sel("b")}),
+		"the same Lease":                    policy("same", "lease-a", fencingv1alpha1.FencedObjects{Resource: "configmaps"}),
+	} {
+		if err := env.Client.Create(ctx, p, client.DryRunAll); err != nil {
+			t.Errorf("%s: refused: %v", name, err)
+		}
+	}
+
+	key := client.ObjectKeyFromObject(first)
+	eventually(t, "Ready=False LeaseNotFound before the Lease exists", func() (bool, string) {
+		c, ok := readyCondition(t, key)
+		return ok && c.Status == metav1.ConditionFalse && c.Reason == fencingv1alpha1.ReasonPolicyLeaseNotFound &&
+			strings.Contains(c.Message, "lease lease-a does not exist"), c.Reason + ": " + c.Message
+	})
+	newWorker(t, ns, "a").Acquire(t, ns, "lease-a", 4)
+	eventually(t, "Ready=True Enforced once the Lease exists", func() (bool, string) {
+		c, ok := readyCondition(t, key)
+		return ok && c.Status == metav1.ConditionTrue && c.Reason == fencingv1alpha1.ReasonEnforced &&
+			strings.Contains(c.Message, "only the holder of lease lease-a may write configmaps (tier=a)"), c.Reason + ": " + c.Message
+	})
+}
+
+// configMapApply is a server-side apply configuration of a ConfigMap holding v.
+func configMapApply(ns, name, v string) *corev1ac.ConfigMapApplyConfiguration {
+	return corev1ac.ConfigMap(name, ns).WithData(map[string]string{"v": v})
+}
+
+// TestFencingPolicyDeletion: the generated webhook configuration follows the policies: once the only policy
+// of a namespace is deleted, its webhook is removed and writes there are free again; the other namespace's
+// webhook stays.
+func TestFencingPolicyDeletion(t *testing.T) {
+	startOperator(t)
+	ctx := t.Context()
+	ns, kept := env.Namespace(t), env.Namespace(t)
+	p := declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"})
+	declarePolicy(t, kept, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"})
+	if err := env.Client.Delete(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "an unfenced write is admitted once the policy is gone", func() (bool, string) {
+		err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "free"}}, client.DryRunAll)
+		return err == nil, errString(err)
+	})
+	err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: kept, Name: "free"}}, client.DryRunAll)
+	mustContain(t, "an unfenced write in the namespace whose policy stays", err, fencing.IsTokenMissing, "ConfigMap "+kept+"/free")
+}
+
+// TestFenceObjectsOnAcquire: the hook raises the epoch record of every object the Lease's policies declare
+// (and no other) with the new token before leadership is reported, so that an earlier holder's write is
+// refused by the per-object rule too, even if the new holder never writes.
+func TestFenceObjectsOnAcquire(t *testing.T) {
+	startOperator(t)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	r1, r2 := replicas(t, ns)
+	grantObjects(t, ns, r1.User)
+	grantPolicies(t, ns, r1.User)
+	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps",
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "fenced"}}})
+	t1 := r1.Acquire(t, ns, appLease, 1)
+	c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+	fenced := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fenced", Labels: map[string]string{"app": "fenced"}}}
+	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"}}
+	eventually(t, "replica-1 (RBAC granted) creates both ConfigMaps at epoch 1", func() (bool, string) {
+		err := c1.Create(ctx, fenced.DeepCopy())
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			err = c1.Create(ctx, other.DeepCopy())
+		}
+		return err == nil || apierrors.IsAlreadyExists(err), errString(err)
+	})
+	t2 := r2.Acquire(t, ns, appLease, 2)
+	if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client)(ctx, t2); err != nil {
+		t.Fatalf("replica-2's fence-on-acquire at epoch 2: %v", err)
+	}
+	record := func(cm *corev1.ConfigMap) string {
+		var got corev1.ConfigMap
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cm), &got); err != nil {
+			t.Fatal(err)
+		}
+		return got.Annotations[fencingv1alpha1.ObjectEpochAnnotation]
+	}
+	if got := record(fenced); got != "2" {
+		t.Errorf("the declared ConfigMap records epoch %q after fence-on-acquire, want 2", got)
+	}
+	if got := record(other); got != "1" {
+		t.Errorf("the undeclared ConfigMap records epoch %q, want it left at 1", got)
+	}
+	if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client)(ctx, t2); err != nil {
+		t.Errorf("a second run at the same epoch: %v, want nothing to do", err)
+	}
+	mustContain(t, "replica-1's write at epoch 1 after the fence", c1.Patch(ctx, fenced.DeepCopy(),
+		client.RawPatch(types.MergePatchType, []byte(`{"data":{"v":"late"}}`))), fencing.IsStale, "stale epoch 1")
+}
+
+// grantPolicies lets users list FencingPolicies in ns (fence-on-acquire reads them).
+func grantPolicies(t *testing.T, ns string, users ...string) {
+	t.Helper()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "policy-reader", Namespace: ns},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"fencing.fencekit.io"}, Resources: []string{"fencingpolicies"}, Verbs: []string{"get", "list", "watch"}}}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "policy-reader", Namespace: ns},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "policy-reader"}}
+	for _, u := range users {
+		binding.Subjects = append(binding.Subjects, rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: u})
+	}
+	for _, o := range []client.Object{role, binding} {
+		if err := env.Client.Create(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

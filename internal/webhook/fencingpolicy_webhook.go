@@ -1,0 +1,92 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/pkg/fencing"
+)
+
+// +kubebuilder:webhook:path=/validate-fencing-fencekit-io-v1alpha1-fencingpolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=fencing.fencekit.io,resources=fencingpolicies,verbs=create;update,versions=v1alpha1,name=vfencingpolicy-v1alpha1.fencing.fencekit.io,admissionReviewVersions=v1,timeoutSeconds=5
+
+// PolicyValidator refuses FencingPolicies the CRD's schema cannot judge alone: in kube-system, naming a
+// resource the apiserver does not serve or a cluster-scoped one, or overlapping a policy of the namespace
+// bound to another Lease.
+type PolicyValidator struct {
+	// reader lists the namespace's other policies without a cache, so that two policies created one after
+	// the other are always compared.
+	reader client.Reader
+	mapper meta.RESTMapper
+}
+
+var _ admission.Validator[*fencingv1alpha1.FencingPolicy] = (*PolicyValidator)(nil)
+
+// NewPolicyValidator returns a PolicyValidator that lists policies with reader and resolves resources
+// with mapper.
+func NewPolicyValidator(reader client.Reader, mapper meta.RESTMapper) *PolicyValidator {
+	return &PolicyValidator{reader: reader, mapper: mapper}
+}
+
+// SetupPolicyWebhookWithManager registers the FencingPolicy webhook on mgr's webhook server.
+func SetupPolicyWebhookWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewWebhookManagedBy(mgr, &fencingv1alpha1.FencingPolicy{}).
+		WithValidator(NewPolicyValidator(mgr.GetAPIReader(), mgr.GetRESTMapper())).
+		Complete()
+}
+
+// ValidateCreate checks a new policy.
+func (v *PolicyValidator) ValidateCreate(ctx context.Context, p *fencingv1alpha1.FencingPolicy) (admission.Warnings, error) {
+	return nil, v.validate(ctx, p)
+}
+
+// ValidateUpdate checks a changed policy.
+func (v *PolicyValidator) ValidateUpdate(ctx context.Context, _, p *fencingv1alpha1.FencingPolicy) (admission.Warnings, error) {
+	return nil, v.validate(ctx, p)
+}
+
+// ValidateDelete admits every delete: deleting a policy stops fencing its objects, which RBAC on
+// FencingPolicies decides.
+func (v *PolicyValidator) ValidateDelete(context.Context, *fencingv1alpha1.FencingPolicy) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func (v *PolicyValidator) validate(ctx context.Context, p *fencingv1alpha1.FencingPolicy) error {
+	if p.DeletionTimestamp != nil {
+		return nil // a policy being deleted may lose its finalizers
+	}
+	var others fencingv1alpha1.FencingPolicyList
+	if err := v.reader.List(ctx, &others, client.InNamespace(p.Namespace)); err != nil {
+		return apierrors.NewServiceUnavailable(fmt.Sprintf("listing the FencingPolicies of namespace %s: %v", p.Namespace, err))
+	}
+	errs := fencing.ValidatePolicy(p, others.Items, v.namespaced)
+	if len(errs) == 0 {
+		return nil
+	}
+	return apierrors.NewInvalid(fencingv1alpha1.GroupVersion.WithKind("FencingPolicy").GroupKind(), p.Name, errs)
+}
+
+// namespaced resolves group/resource with the manager's RESTMapper (discovery, refreshed on a miss).
+func (v *PolicyValidator) namespaced(group, resource string) (known, isNamespaced bool, err error) {
+	gvk, err := v.mapper.KindFor(schema.GroupVersionResource{Group: group, Resource: resource})
+	var noMatch *meta.NoResourceMatchError
+	switch {
+	case meta.IsNoMatchError(err), errors.As(err, &noMatch):
+		return false, false, nil
+	case err != nil:
+		return false, false, err
+	}
+	mapping, err := v.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return false, false, err
+	}
+	return true, mapping.Scope.Name() == meta.RESTScopeNameNamespace, nil
+}

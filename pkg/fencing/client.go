@@ -1,0 +1,252 @@
+package fencing
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/pkg/elector"
+)
+
+// ErrNoToken is returned, without sending anything, by a write of NewClient's client while the token
+// function reports no leadership (the zero Token): the safe-work deadline passed or leadership ended.
+var ErrNoToken = errors.New("fencing: no fencing token (not the leader): the write was not sent")
+
+// IsNoToken reports whether err is a write that NewClient's client refused to send for lack of a token.
+func IsNoToken(err error) bool { return errors.Is(err, ErrNoToken) }
+
+// TokenFunc returns the current fencing token, or the zero Token when this process must not write
+// (elector.Elector.Token is one).
+type TokenFunc func() elector.Token
+
+// NewClient returns a client.Client that fences every write of c for objects declared by a FencingPolicy
+// (and any other object: the stamp is harmless where nothing checks it). Reads go to c unchanged. Each
+// write asks token for the current token and, if it is the zero Token, fails with ErrNoToken without
+// sending; otherwise:
+//
+//   - Create, Update, Patch and Apply send the token as the request's field manager
+//     (fencing.fencekit.io/epoch=N, replacing any field owner the caller gave) and set the object's epoch
+//     record (annotation fencing.fencekit.io/epoch=N) in what they send: Patch adds it to a JSON merge or
+//     strategic merge patch, Apply forces ownership (a new epoch is a new field manager). A JSON patch
+//     (RFC 6902) cannot be stamped without knowing the stored annotations and is refused;
+//   - the status and other subresource writers send the token the same way;
+//   - Delete first writes the deletion marker (annotation fencing.fencekit.io/delete-at-epoch=N) with the
+//     token, then deletes with that write's resourceVersion and UID as preconditions, as Writer.Delete
+//     does; DeleteAllOf is refused (no marker can be written on objects it has not read).
+//
+// The apiserver decides: a stale token is refused there (IsStale), never retried with another epoch.
+func NewClient(c client.Client, token TokenFunc) client.Client {
+	return &fencedClient{Client: c, token: token}
+}
+
+type fencedClient struct {
+	client.Client
+	token TokenFunc
+}
+
+var _ client.Client = (*fencedClient)(nil)
+
+func (c *fencedClient) current(verb string, obj any) (elector.Token, error) {
+	t := c.token()
+	if t.IsZero() {
+		return t, fmt.Errorf("%s %s: %w", verb, describeObj(obj), ErrNoToken)
+	}
+	return t, nil
+}
+
+func describeObj(obj any) string {
+	if o, ok := obj.(client.Object); ok {
+		return fmt.Sprintf("%T %s", o, client.ObjectKeyFromObject(o))
+	}
+	return fmt.Sprintf("%T", obj)
+}
+
+// stampObject sets the epoch record on obj.
+func stampObject(obj client.Object, t elector.Token) {
+	a := obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[fencingv1alpha1.ObjectEpochAnnotation] = strconv.FormatInt(t.Epoch, 10)
+	obj.SetAnnotations(a)
+}
+
+func (c *fencedClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	t, err := c.current("creating", obj)
+	if err != nil {
+		return err
+	}
+	stampObject(obj, t)
+	return c.Client.Create(ctx, obj, append(opts, client.FieldOwner(t.FieldManager()))...)
+}
+
+func (c *fencedClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	t, err := c.current("updating", obj)
+	if err != nil {
+		return err
+	}
+	stampObject(obj, t)
+	return c.Client.Update(ctx, obj, append(opts, client.FieldOwner(t.FieldManager()))...)
+}
+
+func (c *fencedClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	t, err := c.current("patching", obj)
+	if err != nil {
+		return err
+	}
+	p, err := stampPatch(patch, t)
+	if err != nil {
+		return fmt.Errorf("patching %s: %w", describeObj(obj), err)
+	}
+	stampObject(obj, t) // for an apply patch, whose data is the object itself
+	return c.Client.Patch(ctx, obj, p, append(opts, client.FieldOwner(t.FieldManager()))...)
+}
+
+func (c *fencedClient) Apply(ctx context.Context, ac runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+	t, err := c.current("applying", ac)
+	if err != nil {
+		return err
+	}
+	u, err := applyConfigurationToUnstructured(ac, t)
+	if err != nil {
+		return err
+	}
+	return c.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
+		append(opts, client.FieldOwner(t.FieldManager()), client.ForceOwnership)...)
+}
+
+// applyConfigurationToUnstructured renders ac with the epoch record set.
+func applyConfigurationToUnstructured(ac runtime.ApplyConfiguration, t elector.Token) (*unstructured.Unstructured, error) {
+	raw, err := json.Marshal(ac)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the apply configuration %T: %w", ac, err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(raw); err != nil {
+		return nil, fmt.Errorf("decoding the apply configuration %T: %w", ac, err)
+	}
+	stampObject(u, t)
+	return u, nil
+}
+
+func (c *fencedClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	t, err := c.current("deleting", obj)
+	if err != nil {
+		return err
+	}
+	epoch := strconv.FormatInt(t.Epoch, 10)
+	marker, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		fencingv1alpha1.ObjectEpochAnnotation:   epoch,
+		fencingv1alpha1.DeleteAtEpochAnnotation: epoch,
+	}}})
+	if err != nil {
+		return err
+	}
+	if err := c.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, marker), client.FieldOwner(t.FieldManager())); err != nil {
+		return err
+	}
+	rv, uid := obj.GetResourceVersion(), obj.GetUID()
+	return c.Client.Delete(ctx, obj, append(opts, client.Preconditions{ResourceVersion: &rv, UID: &uid})...)
+}
+
+func (c *fencedClient) DeleteAllOf(_ context.Context, obj client.Object, _ ...client.DeleteAllOfOption) error {
+	return fmt.Errorf("deleting all of %T: a fenced client deletes objects one by one (each needs its deletion marker)", obj)
+}
+
+func (c *fencedClient) Status() client.SubResourceWriter { return c.SubResource("status") }
+
+func (c *fencedClient) SubResource(name string) client.SubResourceClient {
+	return &fencedSubResource{SubResourceClient: c.Client.SubResource(name), token: c.token}
+}
+
+type fencedSubResource struct {
+	client.SubResourceClient
+	token TokenFunc
+}
+
+func (s *fencedSubResource) current(verb string, obj any) (elector.Token, error) {
+	return (&fencedClient{token: s.token}).current(verb, obj)
+}
+
+func (s *fencedSubResource) Create(ctx context.Context, obj, sub client.Object, opts ...client.SubResourceCreateOption) error {
+	t, err := s.current("creating a subresource of", obj)
+	if err != nil {
+		return err
+	}
+	return s.SubResourceClient.Create(ctx, obj, sub, append(opts, client.FieldOwner(t.FieldManager()))...)
+}
+
+func (s *fencedSubResource) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	t, err := s.current("updating a subresource of", obj)
+	if err != nil {
+		return err
+	}
+	return s.SubResourceClient.Update(ctx, obj, append(opts, client.FieldOwner(t.FieldManager()))...)
+}
+
+func (s *fencedSubResource) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	t, err := s.current("patching a subresource of", obj)
+	if err != nil {
+		return err
+	}
+	return s.SubResourceClient.Patch(ctx, obj, patch, append(opts, client.FieldOwner(t.FieldManager()))...)
+}
+
+func (s *fencedSubResource) Apply(ctx context.Context, ac runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+	t, err := s.current("applying a subresource of", ac)
+	if err != nil {
+		return err
+	}
+	return s.SubResourceClient.Apply(ctx, ac, append(opts, client.FieldOwner(t.FieldManager()), client.ForceOwnership)...)
+}
+
+// stampedPatch adds the epoch record to a merge patch's data.
+type stampedPatch struct {
+	client.Patch
+	epoch string
+}
+
+func stampPatch(p client.Patch, t elector.Token) (client.Patch, error) {
+	switch p.Type() {
+	case types.MergePatchType, types.StrategicMergePatchType:
+		return stampedPatch{Patch: p, epoch: strconv.FormatInt(t.Epoch, 10)}, nil
+	case types.ApplyPatchType, types.ApplyCBORPatchType:
+		return p, nil // its data is the object, which Patch stamps
+	default:
+		return nil, fmt.Errorf("a fenced client cannot stamp a %s patch with the epoch record: use a merge patch (client.MergeFrom) or Apply", p.Type())
+	}
+}
+
+func (p stampedPatch) Data(obj client.Object) ([]byte, error) {
+	raw, err := p.Patch.Data(obj)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("decoding the merge patch: %w", err)
+	}
+	if m == nil {
+		m = map[string]any{}
+	}
+	md, _ := m["metadata"].(map[string]any)
+	if md == nil {
+		md = map[string]any{}
+		m["metadata"] = md
+	}
+	ann, _ := md["annotations"].(map[string]any)
+	if ann == nil {
+		ann = map[string]any{}
+		md["annotations"] = ann
+	}
+	ann[fencingv1alpha1.ObjectEpochAnnotation] = p.epoch
+	return json.Marshal(m)
+}

@@ -1,0 +1,93 @@
+package fencing
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+)
+
+// Governs reports whether entry of a FencingPolicy covers an object of group and resource whose labels
+// were old before the write and are new after it (either may be nil). An object is covered if its labels
+// match the selector before or after the write, so that a write changing a label cannot take an object
+// out of the policy (or put one in) without the token. An invalid selector covers everything (fail
+// closed; the policy's admission refuses it anyway).
+func Governs(entry fencingv1alpha1.FencedObjects, group, resource string, old, new map[string]string) bool {
+	if entry.Group != group || entry.Resource != resource {
+		return false
+	}
+	if entry.Selector == nil {
+		return true
+	}
+	sel, err := metav1.LabelSelectorAsSelector(entry.Selector)
+	if err != nil {
+		return true
+	}
+	return sel.Matches(labels.Set(old)) || sel.Matches(labels.Set(new))
+}
+
+// selectorsDisjoint reports whether no set of labels can match both selectors, judged from their
+// matchLabels alone (a key both require with different values). Anything else counts as overlapping.
+func selectorsDisjoint(a, b *metav1.LabelSelector) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	for k, va := range a.MatchLabels {
+		if vb, ok := b.MatchLabels[k]; ok && va != vb {
+			return true
+		}
+	}
+	return false
+}
+
+// ValidatePolicy checks what a FencingPolicy's schema cannot: its namespace, that every resource is a
+// namespaced resource the apiserver serves (namespaced(group, resource) answers that: whether it is known,
+// whether it is namespaced), its selectors, and that it overlaps no other policy of the namespace bound
+// to a different Lease (others). Two entries overlap when they name the same group and resource and their
+// selectors are not provably disjoint (a matchLabels key with two different values).
+func ValidatePolicy(p *fencingv1alpha1.FencingPolicy, others []fencingv1alpha1.FencingPolicy,
+	namespaced func(group, resource string) (known, isNamespaced bool, err error)) field.ErrorList {
+	var errs field.ErrorList
+	if p.Namespace == "kube-system" {
+		errs = append(errs, field.Forbidden(field.NewPath("metadata", "namespace"),
+			"FencingPolicy "+p.Name+": objects in kube-system cannot be fenced: the cluster's own controllers write them"))
+	}
+	resources := field.NewPath("spec", "resources")
+	for i, entry := range p.Spec.Resources {
+		path := resources.Index(i)
+		gr := entry.Resource
+		if entry.Group != "" {
+			gr += "." + entry.Group
+		}
+		known, isNamespaced, err := namespaced(entry.Group, entry.Resource)
+		switch {
+		case err != nil:
+			errs = append(errs, field.InternalError(path, fmt.Errorf("looking up resource %s: %w", gr, err)))
+		case !known:
+			errs = append(errs, field.NotFound(path.Child("resource"), gr+" (the apiserver serves no such resource)"))
+		case !isNamespaced:
+			errs = append(errs, field.Invalid(path.Child("resource"), gr, "it is cluster-scoped: a FencingPolicy fences objects of its own namespace"))
+		}
+		if entry.Selector != nil {
+			if _, err := metav1.LabelSelectorAsSelector(entry.Selector); err != nil {
+				errs = append(errs, field.Invalid(path.Child("selector"), entry.Selector, err.Error()))
+			}
+		}
+		for _, other := range others {
+			if other.Name == p.Name || other.Spec.LeaseName == p.Spec.LeaseName {
+				continue
+			}
+			for _, o := range other.Spec.Resources {
+				if o.Group == entry.Group && o.Resource == entry.Resource && !selectorsDisjoint(entry.Selector, o.Selector) {
+					errs = append(errs, field.Forbidden(path, fmt.Sprintf(
+						"%s overlaps FencingPolicy %s/%s, which fences it for lease %s (this policy names lease %s): an object can be fenced by one Lease only; give both selectors a matchLabels key with different values, or bind both policies to one Lease",
+						gr, other.Namespace, other.Name, other.Spec.LeaseName, p.Spec.LeaseName)))
+				}
+			}
+		}
+	}
+	return errs
+}
