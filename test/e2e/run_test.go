@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencekit/fencekit/internal/demo"
 	"github.com/fencekit/fencekit/internal/pgtest"
 	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/fencing/sqlfence"
@@ -248,4 +249,43 @@ func epochOf(t *testing.T, lines []string) int64 {
 	}
 	t.Fatalf("no accepted write in %q", lines)
 	return 0
+}
+
+// TestPostgresScenario is `fencekit demo --scenario postgres` at the quick timings: fenced, the paused
+// holder's late UPDATE is refused by the row's fence column and W2's row stays; unfenced, the same UPDATE
+// without the fence overwrites it.
+func TestPostgresScenario(t *testing.T) {
+	t.Parallel()
+	pgDemo, stop, err := demo.StartPostgres(testenv.RepoRoot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	var fenced, unfenced *demo.Result
+	t.Run("group", func(t *testing.T) {
+		for _, f := range []bool{true, false} {
+			name := map[bool]string{true: "fenced", false: "unfenced"}[f]
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				res, err := demo.RunPostgres(t.Context(), *target, pgDemo, demo.QuickSettings(), f, func(e demo.Event) { t.Log(demo.Style{}.Line(name, e)) })
+				if err != nil {
+					t.Fatalf("%s run: %v", name, err)
+				}
+				if f {
+					fenced = res
+				} else {
+					unfenced = res
+				}
+			})
+		}
+	})
+	if fenced == nil || unfenced == nil {
+		t.FailNow()
+	}
+	if err := demo.Check(fenced, unfenced); err != nil {
+		t.Fatal(err)
+	}
+	if got := fenced.Final["epoch"]; got != fenced.W2Epoch {
+		t.Errorf("the fenced row's fence_epoch is %v, want W2's %d", got, fenced.W2Epoch)
+	}
 }
