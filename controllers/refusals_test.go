@@ -5,9 +5,12 @@ import (
 	"testing"
 
 	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
@@ -57,6 +60,32 @@ func eventuallyEvent(t *testing.T, ns, name string, reason fencing.Reason, note 
 	})
 }
 
+// settled waits until the operator has caught up with the Lease at epoch (the status shows it, for the
+// current generation) and the apiserver's watch cache holds that status write. A write whose first
+// admission works on a stale cached copy is admitted again on the current one (the apiserver's
+// GuaranteedUpdate retries when its cached copy was stale), so a refusal racing the operator's status
+// write reaches the webhook, and its counter, twice.
+func settled(t *testing.T, key types.NamespacedName, epoch int64) {
+	t.Helper()
+	var rv string
+	eventually(t, fmt.Sprintf("FencedResource %s's status at lease epoch %d", key, epoch), func() (bool, string) {
+		var fr fencingv1alpha1.FencedResource
+		if err := env.Client.Get(t.Context(), key, &fr); err != nil {
+			return false, err.Error()
+		}
+		rv = fr.ResourceVersion
+		return fr.Status.LeaseEpoch == epoch && fr.Status.ObservedGeneration == fr.Generation,
+			fmt.Sprintf("leaseEpoch %d, observedGeneration %d of %d", fr.Status.LeaseEpoch, fr.Status.ObservedGeneration, fr.Generation)
+	})
+	// A list served from the watch cache at a resourceVersion not older than rv answers only once the
+	// cache has caught up with rv.
+	var list fencingv1alpha1.FencedResourceList
+	if err := env.Client.List(t.Context(), &list, client.InNamespace(key.Namespace), &client.ListOptions{Raw: &metav1.ListOptions{
+		ResourceVersion: rv, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestRefusedWritesAreReported: each write the webhook refuses leaves a Warning Event on the resource,
 // with the fencing reason and the refusal's message, and counts in fencekit_stale_writes_rejected_total.
 func TestRefusedWritesAreReported(t *testing.T) {
@@ -72,6 +101,7 @@ func TestRefusedWritesAreReported(t *testing.T) {
 	// worker-b takes over without fencing the resource: worker-a's write at epoch 5 passes the CRD's own
 	// rule (the resource is at 5) and reaches the webhook, which knows the lease is at 6.
 	tb := b.Acquire(t, ns, "orders-writer", 6)
+	settled(t, key, 6)
 
 	_, err := fencing.NewWriter(a.Client).Set(ctx, ta, key, map[string]any{"v": "a5-late"})
 	if !fencing.IsStale(err) {
