@@ -33,6 +33,8 @@ type Result struct {
 	Machine Machine   `json:"machine"`
 	// Figures maps "package/Benchmark" to its figures by unit ("webhook-p50-ms": 3.1).
 	Figures map[string]map[string]float64 `json:"figures"`
+
+	failed bool // the output reported a failure: the figures are partial
 }
 
 // Machine is what the figures were measured on.
@@ -57,6 +59,9 @@ func main() {
 	}
 	if len(res.Figures) == 0 {
 		fail(fmt.Errorf("no benchmark results on stdin: nothing recorded"))
+	}
+	if res.failed {
+		fail(fmt.Errorf("a benchmark failed: nothing recorded"))
 	}
 	prev, prevName, err := latest(*dir)
 	if err != nil {
@@ -91,6 +96,8 @@ func read(in io.Reader, out io.Writer) (*Result, error) {
 		line := sc.Text()
 		fmt.Fprintln(out, line)
 		switch {
+		case strings.HasPrefix(line, "--- FAIL") || strings.HasPrefix(line, "FAIL"):
+			res.failed = true
 		case strings.HasPrefix(line, "pkg: "):
 			pkg = strings.TrimPrefix(line, "pkg: ")
 		case strings.HasPrefix(line, "cpu: "):
