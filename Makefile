@@ -60,9 +60,18 @@ control-plane: ## Build (once) kube-apiserver and etcd from the Go module proxy 
 test: control-plane vet ## Run every test (unit, envtest integration, e2e) on the local control plane.
 	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --path)" go test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
+BENCH ?= .
+BENCH_PKGS ?= ./test/bench/...
+BENCH_RESULTS ?= test/bench/results
+
 .PHONY: bench
-bench: control-plane ## Run the benchmarks (numbers go into docs/benchmarks.md).
-	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --path)" go test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/...
+bench: control-plane ## Run the benchmarks (BENCH=regexp, BENCH_PKGS=packages); record them in test/bench/results and compare with the previous run.
+	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --path)" go test -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 30m $(BENCH_PKGS) \
+		| go run ./test/bench/record -dir $(BENCH_RESULTS)
+
+.PHONY: bench-write
+bench-write: ## Run only the fenced write benchmark (issue #14's ratios to a ConfigMap write), recorded as by bench.
+	$(MAKE) bench BENCH='BenchmarkFencedWrite$$' BENCH_PKGS=./test/bench/fencing/
 
 ##@ Build
 

@@ -3,6 +3,8 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -10,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,16 +27,59 @@ import (
 // +kubebuilder:rbac:groups=fencing.fencekit.io,resources=fencedresources/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch
 
+// DefaultStatusInterval is how long the reconciler waits, after writing a FencedResource's status, before it
+// writes it again when only observedGeneration would change (see FencedResourceReconciler).
+const DefaultStatusInterval = time.Second
+
 // FencedResourceReconciler keeps FencedResource status in step with the bound Lease.
+//
+// A status write changes the resource's resourceVersion, so a status patch after every holder write makes
+// the apiserver's first attempt at the holder's next write (on its watch cache's copy) fail its
+// compare-and-swap and run admission, the webhook included, a second time. So the reconciler coalesces:
+// when the new status differs from the stored one only in observedGeneration (a write of data at the same
+// epoch by the same holder), it writes it at most once per status interval per resource, and otherwise at
+// once. What it guarantees:
+//
+//   - Every other change (the Lease's epoch or holder, admittedEpoch, holder, a condition's status, reason or
+//     message) is written at once, whatever the interval.
+//   - status.observedGeneration and the conditions' observedGeneration are never ahead of what the status
+//     was computed from: a resource whose observedGeneration is below its generation reads as "in
+//     progress" to kstatus and Argo CD, never as current.
+//   - After a write of generation g, a status with observedGeneration >= g is written no later than one
+//     interval after the resource's previous status write (plus the reconcile's own latency): under
+//     sustained writes observedGeneration trails by at most one interval, and once writes stop it catches
+//     up within one interval, without any further event.
 type FencedResourceReconciler struct {
-	client client.Client
+	client   client.Client
+	clock    clock.Clock
+	interval time.Duration
+
+	mu        sync.Mutex
+	lastWrite map[types.NamespacedName]time.Time // last status write per resource, by clock
 }
 
 var _ reconcile.Reconciler = (*FencedResourceReconciler)(nil)
 
+// Option configures a FencedResourceReconciler.
+type Option func(*FencedResourceReconciler)
+
+// WithClock sets the clock that spaces status writes (default: the real clock).
+func WithClock(c clock.Clock) Option { return func(r *FencedResourceReconciler) { r.clock = c } }
+
+// WithStatusInterval sets the least time between two status writes of one resource that change only
+// observedGeneration (default DefaultStatusInterval; 0 writes every change at once).
+func WithStatusInterval(d time.Duration) Option {
+	return func(r *FencedResourceReconciler) { r.interval = max(d, 0) }
+}
+
 // NewFencedResourceReconciler returns a reconciler that reads from and writes with c.
-func NewFencedResourceReconciler(c client.Client) *FencedResourceReconciler {
-	return &FencedResourceReconciler{client: c}
+func NewFencedResourceReconciler(c client.Client, opts ...Option) *FencedResourceReconciler {
+	r := &FencedResourceReconciler{client: c, clock: clock.RealClock{}, interval: DefaultStatusInterval,
+		lastWrite: map[types.NamespacedName]time.Time{}}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
 }
 
 // SetupWithManager registers the reconciler; the spec.leaseName index must be registered (IndexLeaseName).
@@ -63,6 +109,9 @@ func (r *FencedResourceReconciler) fencedResourcesOf(ctx context.Context, lease 
 func (r *FencedResourceReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var fr fencingv1alpha1.FencedResource
 	if err := r.client.Get(ctx, req.NamespacedName, &fr); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.NamespacedName)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	var lease *coordinationv1.Lease
@@ -77,12 +126,57 @@ func (r *FencedResourceReconciler) Reconcile(ctx context.Context, req reconcile.
 	if equality.Semantic.DeepEqual(status, fr.Status) {
 		return reconcile.Result{}, nil
 	}
+	if onlyGenerationDiffers(fr.Status, status) {
+		if wait := r.untilNextWrite(req.NamespacedName); wait > 0 {
+			// Coalesced: a later event or this requeue writes the status of the generation then current.
+			return reconcile.Result{RequeueAfter: wait}, nil
+		}
+	}
 	patch := client.MergeFrom(fr.DeepCopy())
 	fr.Status = status
 	if err := r.client.Status().Patch(ctx, &fr, patch); err != nil {
 		return reconcile.Result{}, fmt.Errorf("updating FencedResource status: %w", err)
 	}
+	r.wrote(req.NamespacedName)
 	return reconcile.Result{}, nil
+}
+
+// untilNextWrite is how long a status write of key that changes only observedGeneration must still wait;
+// 0 if it may be written now.
+func (r *FencedResourceReconciler) untilNextWrite(key types.NamespacedName) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	last, ok := r.lastWrite[key]
+	if !ok {
+		return 0
+	}
+	return max(r.interval-r.clock.Since(last), 0)
+}
+
+func (r *FencedResourceReconciler) wrote(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lastWrite[key] = r.clock.Now()
+}
+
+func (r *FencedResourceReconciler) forget(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.lastWrite, key)
+}
+
+// onlyGenerationDiffers reports whether the statuses a and b are equal but for observedGeneration, the
+// status's and the conditions'.
+func onlyGenerationDiffers(a, b fencingv1alpha1.FencedResourceStatus) bool {
+	strip := func(s fencingv1alpha1.FencedResourceStatus) fencingv1alpha1.FencedResourceStatus {
+		s = *s.DeepCopy()
+		s.ObservedGeneration = 0
+		for i := range s.Conditions {
+			s.Conditions[i].ObservedGeneration = 0
+		}
+		return s
+	}
+	return equality.Semantic.DeepEqual(strip(a), strip(b))
 }
 
 // ComputeStatus is the status of fr given its Lease (nil if missing). Condition transition times are kept

@@ -76,8 +76,8 @@ func declare(b *testing.B, ns, name, lease string) types.NamespacedName {
 }
 
 // startOperator runs fencekit's operator (webhook and controllers) in process, as testenv's StartOperator
-// does for tests, until the benchmark ends.
-func startOperator(b *testing.B) {
+// does for tests, until stop is called or the benchmark ends. It may be started again after a stop.
+func startOperator(b *testing.B) (stop func()) {
 	b.Helper()
 	w := env.Environment.WebhookInstallOptions
 	mgr, err := operator.NewManager(env.Config, operator.Options{
@@ -98,12 +98,19 @@ func startOperator(b *testing.B) {
 		cancel()
 		b.Fatalf("the operator's webhook server did not start: %v", err)
 	}
-	b.Cleanup(func() {
+	var stopped bool
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
 		cancel()
 		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 			b.Errorf("operator: %v", err)
 		}
-	})
+	}
+	b.Cleanup(stop)
+	return stop
 }
 
 // The ValidatingWebhookConfiguration envtest installed, kept to restore it after a CEL-only phase.
@@ -165,6 +172,8 @@ func setWebhook(b *testing.B, on bool) {
 		err = env.Client.Create(ctx, c)
 	case !on && err == nil:
 		err = env.Client.Delete(ctx, &current)
+	case !on && apierrors.IsNotFound(err):
+		err = nil // already off
 	}
 	if err != nil {
 		b.Fatal(err)

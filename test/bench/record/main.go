@@ -1,0 +1,212 @@
+// Command record keeps fencekit's benchmark results as a regression guard. It reads the output of
+// `go test -bench` on stdin and copies it to stdout; at the end it writes every figure the benchmarks
+// reported (b.ReportMetric), with the commit, the date and the machine, as one JSON file in -dir, and
+// prints each figure next to the same figure of the previous file there, with their ratio.
+//
+//	go test -run '^$' -bench . -benchtime 1x ./test/bench/... | go run ./test/bench/record -dir test/bench/results
+//
+// The machine fencekit is measured on is shared: compare ratios within one run first (the benchmarks
+// report them), and read a ratio to the previous run as a hint, not a verdict.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Result is one run of the benchmarks, as stored in -dir.
+type Result struct {
+	Commit  string    `json:"commit"`
+	Dirty   bool      `json:"dirty,omitempty"`
+	Date    time.Time `json:"date"`
+	Machine Machine   `json:"machine"`
+	// Figures maps "package/Benchmark" to its figures by unit ("webhook-p50-ms": 3.1).
+	Figures map[string]map[string]float64 `json:"figures"`
+
+	failed bool // the output reported a failure: the figures are partial
+}
+
+// Machine is what the figures were measured on.
+type Machine struct {
+	Hostname string `json:"hostname,omitempty"`
+	CPU      string `json:"cpu,omitempty"`
+	CPUs     int    `json:"cpus"`
+	GOOS     string `json:"goos"`
+	GOARCH   string `json:"goarch"`
+	Go       string `json:"go"`
+	// LoadAvg is /proc/loadavg's 1-, 5- and 15-minute load averages when the run ended: the machine is
+	// shared, and its load moves every absolute number.
+	LoadAvg string `json:"loadavg,omitempty"`
+}
+
+func main() {
+	dir := flag.String("dir", "test/bench/results", "directory of the JSON results")
+	flag.Parse()
+	res, err := read(os.Stdin, os.Stdout)
+	if err != nil {
+		fail(err)
+	}
+	if len(res.Figures) == 0 {
+		fail(fmt.Errorf("no benchmark results on stdin: nothing recorded"))
+	}
+	if res.failed {
+		fail(fmt.Errorf("a benchmark failed: nothing recorded"))
+	}
+	prev, prevName, err := latest(*dir)
+	if err != nil {
+		fail(err)
+	}
+	name, err := write(*dir, res)
+	if err != nil {
+		fail(err)
+	}
+	fmt.Printf("\nrecorded %s\n", name)
+	if prev == nil {
+		fmt.Println("no previous result to compare with")
+		return
+	}
+	compare(os.Stdout, prev, prevName, res)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "record:", err)
+	os.Exit(1)
+}
+
+// read copies in to out and collects the benchmark lines' figures.
+func read(in io.Reader, out io.Writer) (*Result, error) {
+	res := &Result{Date: time.Now().UTC(), Figures: map[string]map[string]float64{},
+		Machine: Machine{CPUs: runtime.NumCPU(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, Go: runtime.Version()}}
+	res.Machine.Hostname, _ = os.Hostname()
+	pkg := ""
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		fmt.Fprintln(out, line)
+		switch {
+		case strings.HasPrefix(line, "--- FAIL") || strings.HasPrefix(line, "FAIL"):
+			res.failed = true
+		case strings.HasPrefix(line, "pkg: "):
+			pkg = strings.TrimPrefix(line, "pkg: ")
+		case strings.HasPrefix(line, "cpu: "):
+			res.Machine.CPU = strings.TrimPrefix(line, "cpu: ")
+		case strings.HasPrefix(line, "Benchmark"):
+			f := strings.Fields(line)
+			if len(f) < 4 || len(f)%2 != 0 {
+				continue // a benchmark's name printed alone, before its result line
+			}
+			if _, err := strconv.Atoi(f[1]); err != nil {
+				continue
+			}
+			name := f[0]
+			if i := strings.LastIndex(name, "-"); i > 0 {
+				name = name[:i] // the GOMAXPROCS suffix
+			}
+			name = filepath.Base(pkg) + "/" + name
+			figs := map[string]float64{}
+			for i := 2; i+1 < len(f); i += 2 {
+				v, err := strconv.ParseFloat(f[i], 64)
+				if err != nil {
+					return nil, fmt.Errorf("reading %q: %w", line, err)
+				}
+				figs[f[i+1]] = v
+			}
+			res.Figures[name] = figs
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) >= 3 {
+			res.Machine.LoadAvg = strings.Join(f[:3], " ")
+		}
+	}
+	if b, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		res.Commit = strings.TrimSpace(string(b))
+	}
+	if b, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil {
+		res.Dirty = len(strings.TrimSpace(string(b))) > 0
+	}
+	return res, nil
+}
+
+// latest is the newest result in dir (file names sort by date), nil if there is none.
+func latest(dir string) (*Result, string, error) {
+	names, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil || len(names) == 0 {
+		return nil, "", err
+	}
+	slices.Sort(names)
+	name := names[len(names)-1]
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, "", err
+	}
+	var r Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, "", fmt.Errorf("reading %s: %w", name, err)
+	}
+	return &r, name, nil
+}
+
+func write(dir string, r *Result) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	commit := r.Commit
+	if commit == "" {
+		commit = "unknown"
+	}
+	if r.Dirty {
+		commit += "-dirty"
+	}
+	name := filepath.Join(dir, r.Date.Format("20060102T150405Z")+"-"+commit+".json")
+	return name, os.WriteFile(name, append(b, '\n'), 0o644)
+}
+
+// compare prints every figure of now that prev has too, with now/prev.
+func compare(w io.Writer, prev *Result, prevName string, now *Result) {
+	fmt.Fprintf(w, "compared with %s (commit %s, %s, load %s); this run: load %s\n",
+		filepath.Base(prevName), prev.Commit, prev.Date.Format(time.RFC3339), prev.Machine.LoadAvg, now.Machine.LoadAvg)
+	fmt.Fprintf(w, "%-60s %14s %14s %8s\n", "figure", "previous", "now", "now/prev")
+	for _, bench := range sortedKeys(now.Figures) {
+		for _, unit := range sortedKeys(now.Figures[bench]) {
+			p, ok := prev.Figures[bench][unit]
+			if !ok {
+				continue
+			}
+			v := now.Figures[bench][unit]
+			ratio := "-"
+			if p != 0 {
+				ratio = strconv.FormatFloat(v/p, 'f', 2, 64)
+			}
+			fmt.Fprintf(w, "%-60s %14.4g %14.4g %8s\n", bench+" "+unit, p, v, ratio)
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
