@@ -33,8 +33,8 @@ import (
 
 type options struct {
 	mode, namespace, lease, target, identity, user, history string
-	leaseDuration, renewDeadline, retryPeriod, safetyMargin  time.Duration
-	writeInterval, readInterval, requestTimeout              time.Duration
+	leaseDuration, renewDeadline, retryPeriod, safetyMargin time.Duration
+	writeInterval, readInterval, requestTimeout             time.Duration
 }
 
 // worker is one process's state shared by its loops.
