@@ -3,11 +3,17 @@ package chaos
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
 // Kind is what an operation did to the target.
@@ -188,4 +194,30 @@ func MergeRecords(recs []Record) ([]Op, error) {
 	}
 	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Call < ops[j].Call })
 	return ops, nil
+}
+
+// Classify says whether a failed write was certainly not stored (Refused) or may have been (Unknown). A
+// status the apiserver returned before storage (admission, the CRD rule, RBAC, a conflict, a failed
+// webhook call) is a refusal; a timeout, a server error or a broken connection is not an answer.
+func Classify(err error) (Outcome, string) {
+	if err == nil {
+		return Admitted, ""
+	}
+	if r := fencing.ReasonOf(err); r != "" {
+		return Refused, string(r)
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return Unknown, ""
+	}
+	s := status.Status()
+	switch s.Code {
+	case 400, 401, 403, 404, 409, 422, 429:
+		return Refused, string(s.Reason)
+	case 500:
+		if strings.Contains(s.Message, "failed calling webhook") {
+			return Refused, "WebhookFailed"
+		}
+	}
+	return Unknown, string(s.Reason)
 }

@@ -121,6 +121,9 @@ func (o *Observer) watch(ctx context.Context, list client.ObjectList, rv string)
 		}
 		for ev := range w.ResultChan() {
 			if ev.Type == watch.Error {
+				if ctx.Err() != nil {
+					break // stopping
+				}
 				// Most likely "too old": relist from now, and say that something may be missing.
 				w.Stop()
 				fresh := list.DeepCopyObject().(client.ObjectList)

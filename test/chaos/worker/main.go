@@ -13,21 +13,17 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fencekit/fencekit/internal/selfstop"
-	"github.com/fencekit/fencekit/pkg/fencing"
 	"github.com/fencekit/fencekit/test/chaos"
 )
 
@@ -107,7 +103,7 @@ func (w *worker) call(r chaos.Record) func(err error, v *chaos.Value) {
 	w.must(w.rec.Add(r))
 	return func(err error, v *chaos.Value) {
 		ret := chaos.Record{Phase: "return", Op: r.Op, Kind: r.Kind, Process: r.Process, Value: v, At: time.Now().UnixNano()}
-		ret.Outcome, ret.Reason = classify(err)
+		ret.Outcome, ret.Reason = chaos.Classify(err)
 		if err != nil {
 			ret.Error = err.Error()
 		}
@@ -129,30 +125,4 @@ func (w *worker) pauseIfArmed() {
 			fmt.Fprintln(os.Stderr, err)
 		}
 	}
-}
-
-// classify says whether a write was certainly not stored (Refused) or may have been (Unknown). A status
-// the apiserver returned before storage (admission, the CRD rule, RBAC, a conflict, a failed webhook
-// call) is a refusal; a timeout or a broken connection is not an answer.
-func classify(err error) (chaos.Outcome, string) {
-	if err == nil {
-		return chaos.Admitted, ""
-	}
-	if r := fencing.ReasonOf(err); r != "" {
-		return chaos.Refused, string(r)
-	}
-	var status apierrors.APIStatus
-	if !errors.As(err, &status) {
-		return chaos.Unknown, ""
-	}
-	s := status.Status()
-	switch s.Code {
-	case 400, 401, 403, 404, 409, 422, 429:
-		return chaos.Refused, string(s.Reason)
-	case 500:
-		if strings.Contains(s.Message, "failed calling webhook") {
-			return chaos.Refused, "WebhookFailed"
-		}
-	}
-	return chaos.Unknown, string(s.Reason)
 }
