@@ -27,7 +27,7 @@ import (
 var (
 	flagSeed     = flag.Int64("chaos.seed", 0, "first seed (0: from the clock); run i uses seed+i")
 	flagSeeds    = flag.Int("chaos.seeds", 1, "how many seeds to run each scenario with")
-	flagDuration = flag.Duration("chaos.duration", 15*time.Second, "length of one run")
+	flagDuration = flag.Duration("chaos.duration", 20*time.Second, "length of one run's fault schedule (a quiet tail of two leases follows)")
 	flagSuite    = flag.String("chaos.suite", "short", "short (F3 fenced and control, the other faults mixed) or full (every fault alone, mixed, and the control)")
 	flagFaults   = flag.String("chaos.faults", "", "run only these faults (comma-separated, e.g. F3,F4), each alone, fenced and as the control")
 	flagDir      = flag.String("chaos.dir", "", "directory for the histories (default: a new temporary directory, removed if every run passed)")
@@ -253,5 +253,7 @@ func cluster(t *testing.T) Cluster {
 // startOperator runs fencekit's operator with its webhook server on port.
 func startOperator(t *testing.T, port int) {
 	w := env.Environment.WebhookInstallOptions
-	env.StartOperator(t, func(o *operator.Options) { o.WebhookHost, o.WebhookPort, o.WebhookCertDir = "127.0.0.1", port, w.LocalServingCertDir })
+	env.StartOperator(t, func(o *operator.Options) {
+		o.WebhookHost, o.WebhookPort, o.WebhookCertDir = "127.0.0.1", port, w.LocalServingCertDir
+	})
 }

@@ -102,7 +102,7 @@ func Schedule(seed int64, faults []Fault, d, lease time.Duration, workers int) [
 	var out []Event
 	var total time.Duration
 	for {
-		e := Event{After: between(0.7, 1.5), Fault: faults[rng.IntN(len(faults))], Fallback: rng.IntN(workers)}
+		e := Event{After: between(0.5, 1.2), Fault: faults[rng.IntN(len(faults))], Fallback: rng.IntN(workers)}
 		switch e.Fault {
 		case F1Kill:
 			e.Length = between(0.3, 1.5)

@@ -134,6 +134,10 @@ func Run(ctx context.Context, cl Cluster, cfg RunConfig) (*RunResult, error) {
 			r.applied[e.Fault]++
 		}
 	}
+	// A quiet tail: a zombie continued by the last event makes its late write, the workers settle.
+	if err := sleep(ctx, 2*cfg.Timings.LeaseDuration); err != nil {
+		return nil, err
+	}
 	r.teardown()
 	if err := obs.Stop(time.Second); err != nil {
 		return nil, fmt.Errorf("observer: %w", err)
