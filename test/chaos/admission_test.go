@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/operator"
 	fkscheme "github.com/fencekit/fencekit/internal/scheme"
 )
 
@@ -34,7 +35,7 @@ func serveAdmission(t *testing.T, port int) {
 		return
 	}
 	t.Log("BROKEN BUILD: removing the CRD's epoch rule and answering every admission request with allow")
-	env.StartOperator(t) // controllers only: the test's options leave the webhook port at 0
+	env.StartOperator(t, func(o *operator.Options) { o.WebhookPort = 0 }) // controllers only
 	w := env.Environment.WebhookInstallOptions
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(rw http.ResponseWriter, req *http.Request) {
