@@ -64,6 +64,16 @@ test: control-plane vet ## Run every test (unit, envtest integration, e2e) on th
 bench: control-plane ## Run the benchmarks (numbers go into docs/benchmarks.md).
 	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --path)" go test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/...
 
+CHAOS_SEEDS ?= 3
+CHAOS_DURATION ?= 30s
+CHAOS_SEED ?= 0
+CHAOS_ARGS ?=
+
+.PHONY: chaos
+chaos: control-plane ## Fault injection: every fault, fenced and the unfenced control, CHAOS_SEEDS seeds x CHAOS_DURATION per run (about 20 min); CHAOS_SEED=N replays.
+	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --path)" go test -count=1 -timeout 0 -run '^TestChaos$$' -v ./test/chaos \
+		-args -chaos.suite=full -chaos.seeds=$(CHAOS_SEEDS) -chaos.duration=$(CHAOS_DURATION) -chaos.seed=$(CHAOS_SEED) $(CHAOS_ARGS)
+
 ##@ Build
 
 .PHONY: build
