@@ -64,7 +64,7 @@ test: control-plane vet ## Run every test (unit, envtest integration, e2e) on th
 bench: control-plane ## Run the benchmarks (numbers go into docs/benchmarks.md).
 	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --path)" go test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/...
 
-CHAOS_SEEDS ?= 3
+CHAOS_SEEDS ?= 2
 CHAOS_DURATION ?= 30s
 CHAOS_SEED ?= 0
 CHAOS_ARGS ?=

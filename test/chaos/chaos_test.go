@@ -152,8 +152,8 @@ func judge(t *testing.T, sc Scenario, cfg RunConfig, res *RunResult) {
 	}
 }
 
-// meta is what replay needs to check a run directory again.
-type meta struct {
+// runMeta is what replay needs to check a run directory again.
+type runMeta struct {
 	Target, Lease string
 	Fenced        bool
 	Seed          int64
@@ -161,7 +161,7 @@ type meta struct {
 }
 
 func writeMeta(t *testing.T, cfg RunConfig, res *RunResult) {
-	b, _ := json.MarshalIndent(meta{Target: cfg.Name + "/target", Lease: cfg.Name + "/target-writer", Fenced: cfg.Fenced,
+	b, _ := json.MarshalIndent(runMeta{Target: cfg.Name + "/target", Lease: cfg.Name + "/target-writer", Fenced: cfg.Fenced,
 		Seed: cfg.Seed, Schedule: res.Schedule}, "", "  ")
 	if err := os.WriteFile(filepath.Join(cfg.Dir, "run.json"), b, 0o644); err != nil {
 		t.Error(err)
@@ -174,7 +174,7 @@ func replay(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m meta
+	var m runMeta
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func cluster(t *testing.T) Cluster {
 		t.Fatal(err)
 	}
 	return Cluster{
-		Admin: admin, AdminConfig: env.Config, WorkerBinary: workerBin, Webhook: webhook,
+		Admin: admin, AdminConfig: env.Config, WorkerBinary: workerBin, Webhook: webhook, Restart: newRestarter(t).restart,
 		AddUser: func(name string, groups ...string) (*rest.Config, error) {
 			u, err := env.Environment.AddUser(envtest.User{Name: name, Groups: groups}, nil)
 			if err != nil {

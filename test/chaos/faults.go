@@ -23,6 +23,10 @@ const (
 	F4Partition Fault = "F4"
 	// F5 slows the apiserver down for every worker (a delay per chunk in every proxy).
 	F5Slow Fault = "F5"
+	// F6 restarts kube-apiserver (SIGTERM, then the same command line again after a downtime).
+	F6APIServerRestart Fault = "F6"
+	// F7 restarts etcd the same way.
+	F7EtcdRestart Fault = "F7"
 	// F9 starves a worker of CPU with bursts of SIGSTOP/SIGCONT.
 	F9Starve Fault = "F9"
 	// F10 slows the admission webhook down, or takes it down (the proxy in front of it).
@@ -33,7 +37,7 @@ const (
 )
 
 // AllFaults are the faults the suite implements, in order.
-var AllFaults = []Fault{F1Kill, F2Term, F3Zombie, F4Partition, F5Slow, F9Starve, F10Webhook, F12Adversary}
+var AllFaults = []Fault{F1Kill, F2Term, F3Zombie, F4Partition, F5Slow, F6APIServerRestart, F7EtcdRestart, F9Starve, F10Webhook, F12Adversary}
 
 // ParseFaults parses "F1,F3" (or "all").
 func ParseFaults(s string) ([]Fault, error) {
@@ -117,6 +121,8 @@ func Schedule(seed int64, faults []Fault, d, lease time.Duration, workers int) [
 		case F5Slow:
 			e.Length = between(1, 2.5)
 			e.Delay = time.Duration(50+rng.IntN(350)) * time.Millisecond
+		case F6APIServerRestart, F7EtcdRestart:
+			e.Length = between(0.3, 1.5)
 		case F9Starve:
 			e.Length = between(1, 2)
 			e.Delay = time.Duration(50+rng.IntN(350)) * time.Millisecond

@@ -40,6 +40,9 @@ type Cluster struct {
 	WorkerBinary string
 	// Webhook is the proxy in front of fencekit's webhook server (F10); nil disables F10.
 	Webhook *Proxy
+	// Restart stops a control-plane component ("kube-apiserver" or "etcd"), keeps it down for down, starts
+	// it again and waits until the apiserver answers (F6, F7); nil disables them.
+	Restart func(ctx context.Context, component string, down time.Duration) error
 }
 
 // Timings are the elector's and the workload's.
@@ -99,6 +102,7 @@ type run struct {
 	applied  map[Fault]int
 	adv      *Recorder
 	advSeq   int
+	obs      *Observer
 }
 
 // Run plays one run and checks its history.
@@ -190,6 +194,7 @@ func (r *run) setup(ctx context.Context) (*Observer, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.obs = obs
 	if r.cfg.Fenced {
 		fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Name: r.target, Namespace: r.ns},
 			Spec: fencingv1alpha1.FencedResourceSpec{LeaseName: r.lease}}

@@ -73,6 +73,36 @@ func (r *run) inject(ctx context.Context, e Event) bool {
 			px.Set(Pass, 0)
 		}
 		return true
+	case F6APIServerRestart, F7EtcdRestart:
+		component := map[Fault]string{F6APIServerRestart: "kube-apiserver", F7EtcdRestart: "etcd"}[e.Fault]
+		if r.cl.Restart == nil {
+			return false
+		}
+		start := time.Now()
+		if e.Fault == F6APIServerRestart {
+			// The workers find the apiserver gone (their connections reset and refused) until the observer
+			// watches again, so that no write escapes the ground truth while its watch cache starts.
+			for _, px := range r.proxies {
+				px.Set(Drop, 0)
+			}
+			defer func() {
+				for _, px := range r.proxies {
+					px.Set(Pass, 0)
+				}
+			}()
+		}
+		err := r.cl.Restart(ctx, component, e.Length)
+		if err != nil {
+			logf("restarting %s: %v", component, err)
+			return false
+		}
+		up := time.Now()
+		for !r.obs.WatchingSince(up) && time.Since(up) < 30*time.Second {
+			_ = sleep(ctx, 50*time.Millisecond)
+		}
+		_ = sleep(ctx, 500*time.Millisecond)
+		logf("%s restarted after %s down; serving again after %s", component, e.Length, up.Sub(start).Round(time.Millisecond))
+		return true
 	case F9Starve:
 		logf("SIGSTOP bursts of %s for %s", e.Delay, e.Length)
 		end := time.Now().Add(e.Length)

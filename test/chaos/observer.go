@@ -10,6 +10,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
@@ -67,6 +68,9 @@ type Observer struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	err    error
+	// last is the last version seen per object, established when each watch (by list type) last started.
+	last        map[string]Version
+	established map[string]time.Time
 }
 
 // Observe starts watching namespace, appending Versions to path, until Stop.
@@ -76,7 +80,7 @@ func Observe(ctx context.Context, c client.WithWatch, namespace, path string) (*
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	o := &Observer{c: c, ns: namespace, rec: rec, cancel: cancel}
+	o := &Observer{c: c, ns: namespace, rec: rec, cancel: cancel, last: map[string]Version{}, established: map[string]time.Time{}}
 	lists := []client.ObjectList{&coordinationv1.LeaseList{}, &fencingv1alpha1.FencedResourceList{}, &corev1.ConfigMapList{}}
 	for _, l := range lists {
 		// Start from the current resourceVersion: the namespace is fresh, so nothing is missed.
@@ -119,18 +123,17 @@ func (o *Observer) watch(ctx context.Context, list client.ObjectList, rv string)
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
+		o.mu.Lock()
+		o.established[fmt.Sprintf("%T", list)] = time.Now()
+		o.mu.Unlock()
 		for ev := range w.ResultChan() {
 			if ev.Type == watch.Error {
 				if ctx.Err() != nil {
 					break // stopping
 				}
-				// Most likely "too old": relist from now, and say that something may be missing.
+				// Most likely "too old" (kube-apiserver restarted with a fresh watch cache): relist.
 				w.Stop()
-				fresh := list.DeepCopyObject().(client.ObjectList)
-				if err := o.c.List(ctx, fresh, client.InNamespace(o.ns), client.Limit(1)); err == nil {
-					rv = fresh.(metav1.ListInterface).GetResourceVersion()
-				}
-				o.add(Version{Kind: KindGap, Name: fmt.Sprintf("%T", list), At: time.Now().UnixNano()})
+				rv = o.relist(ctx, list, rv)
 				break
 			}
 			obj, ok := ev.Object.(client.Object)
@@ -151,7 +154,61 @@ func (o *Observer) watch(ctx context.Context, list client.ObjectList, rv string)
 	}
 }
 
+// relist lists the objects again after a watch could not resume, records their versions and returns the
+// list's resourceVersion. Versions stored while nobody watched are lost to the observer: if an object's
+// state (epoch, op, writer, holder, acquirer) differs from the last version seen, or the object is new,
+// a Gap says so, and the checker calls the history inconclusive. An unchanged object lost nothing that
+// the checker reads.
+func (o *Observer) relist(ctx context.Context, list client.ObjectList, rv string) string {
+	fresh := list.DeepCopyObject().(client.ObjectList)
+	if err := o.c.List(ctx, fresh, client.InNamespace(o.ns)); err != nil {
+		o.add(Version{Kind: KindGap, Name: fmt.Sprintf("%T", list), At: time.Now().UnixNano()})
+		return rv
+	}
+	items, _ := meta.ExtractList(fresh)
+	for _, item := range items {
+		obj, ok := item.(client.Object)
+		if !ok {
+			continue
+		}
+		v, ok := versionOf(obj)
+		if !ok {
+			continue
+		}
+		v.Event, v.At = "RELIST", time.Now().UnixNano()
+		o.mu.Lock()
+		prev, seen := o.last[v.Kind+"/"+v.Name]
+		o.mu.Unlock()
+		if !seen || prev.RV != v.RV && !sameState(prev, v) {
+			o.add(Version{Kind: KindGap, Name: v.Name, RV: v.RV, At: v.At})
+		}
+		o.add(v)
+	}
+	return fresh.(metav1.ListInterface).GetResourceVersion()
+}
+
+func sameState(a, b Version) bool {
+	return a.Value == b.Value && a.Writer == b.Writer && a.Holder == b.Holder && a.Acquirer == b.Acquirer && a.Transitions == b.Transitions
+}
+
+// WatchingSince reports whether every watch has (re)started after t.
+func (o *Observer) WatchingSince(t time.Time) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, at := range o.established {
+		if at.Before(t) {
+			return false
+		}
+	}
+	return len(o.established) == 3
+}
+
 func (o *Observer) add(v Version) {
+	if v.Kind != KindGap {
+		o.mu.Lock()
+		o.last[v.Kind+"/"+v.Name] = v
+		o.mu.Unlock()
+	}
 	if err := o.rec.Add(v); err != nil {
 		o.fail(err)
 	}
