@@ -27,7 +27,7 @@ const (
 	F6APIServerRestart Fault = "F6"
 	// F7 restarts etcd the same way.
 	F7EtcdRestart Fault = "F7"
-	// F9 starves a worker of CPU with bursts of SIGSTOP/SIGCONT.
+	// F9 starves a worker of CPU: niced to 19 and stopped in bursts (SIGSTOP/SIGCONT).
 	F9Starve Fault = "F9"
 	// F10 slows the admission webhook down, or takes it down (the proxy in front of it).
 	F10Webhook Fault = "F10"

@@ -104,7 +104,9 @@ func (r *run) inject(ctx context.Context, e Event) bool {
 		logf("%s restarted after %s down; serving again after %s", component, e.Length, up.Sub(start).Round(time.Millisecond))
 		return true
 	case F9Starve:
-		logf("SIGSTOP bursts of %s for %s", e.Delay, e.Length)
+		logf("niced to 19 and stopped in bursts of %s for %s", e.Delay, e.Length)
+		p.nice(19)
+		defer p.nice(0)
 		end := time.Now().Add(e.Length)
 		for time.Now().Before(end) && p.alive() {
 			_ = p.signal(syscall.SIGSTOP)

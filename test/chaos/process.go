@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -82,5 +84,15 @@ func (p *proc) terminate() {
 	if !p.wait(10 * time.Second) {
 		_ = p.signal(syscall.SIGKILL)
 		<-p.exited
+	}
+}
+
+// nice sets the niceness of every thread of the process (on Linux, setpriority applies to one thread).
+func (p *proc) nice(n int) {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", p.cmd.Process.Pid))
+	for _, t := range tasks {
+		if tid, err := strconv.Atoi(filepath.Base(t)); err == nil {
+			_ = syscall.Setpriority(syscall.PRIO_PROCESS, tid, n)
+		}
 	}
 }
