@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -194,38 +193,19 @@ func replay(t *testing.T, dir string) {
 	}
 }
 
-var (
-	buildOnce   sync.Once
-	workerBin   string
-	errBuild    error
-	webhookOnce sync.Once
-	webhook     *Proxy
-)
-
 // cluster returns the control plane with the operator running behind a webhook proxy, and the worker.
 func cluster(t *testing.T) Cluster {
-	buildOnce.Do(func() {
-		d, err := os.MkdirTemp("", "fencekit-chaos-bin-")
-		if err != nil {
-			errBuild = err
-			return
-		}
-		workerBin = filepath.Join(d, "worker")
-		cmd := exec.Command("go", "build", "-o", workerBin, "./test/chaos/worker")
-		cmd.Dir = testenv.RepoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			errBuild = fmt.Errorf("building test/chaos/worker: %w\n%s", err, out)
-		}
-	})
-	if errBuild != nil {
-		t.Fatal(errBuild)
+	workerBin := filepath.Join(t.TempDir(), "worker")
+	cmd := exec.Command("go", "build", "-o", workerBin, "./test/chaos/worker")
+	cmd.Dir = testenv.RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building test/chaos/worker: %v\n%s", err, out)
 	}
 	// The apiserver calls the webhook at the address envtest configured; the proxy listens there and
 	// forwards to the webhook server, on another port.
 	w := env.Environment.WebhookInstallOptions
 	backend := testenv.FreePort(t)
-	var err error
-	webhook, err = NewProxy(net.JoinHostPort(w.LocalServingHost, strconv.Itoa(w.LocalServingPort)), "127.0.0.1:"+strconv.Itoa(backend))
+	webhook, err := NewProxy(net.JoinHostPort(w.LocalServingHost, strconv.Itoa(w.LocalServingPort)), "127.0.0.1:"+strconv.Itoa(backend))
 	if err != nil {
 		t.Fatal(err)
 	}
