@@ -1,0 +1,125 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// restarter restarts the control plane's processes (F6, F7). envtest cannot restart kube-apiserver
+// without new certificates and users, so the restarter stops the process with SIGTERM and runs the same
+// command line again: same ports, certificates, users and etcd data directory. It only touches
+// processes that are children of this test process.
+type restarter struct {
+	mu      sync.Mutex
+	started []*exec.Cmd
+}
+
+func newRestarter(t *testing.T) *restarter {
+	r := &restarter{}
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *restarter) restart(ctx context.Context, component string, down time.Duration) error {
+	pid, args, err := child(component)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return err
+	}
+	if err := waitGone(ctx, pid, 30*time.Second); err != nil {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		if err := waitGone(ctx, pid, 10*time.Second); err != nil {
+			return err
+		}
+	}
+	if err := sleep(ctx, down); err != nil {
+		return err
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s again: %w", component, err)
+	}
+	go func() { _ = cmd.Wait() }()
+	r.mu.Lock()
+	r.started = append(r.started, cmd)
+	r.mu.Unlock()
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		last = env.Client.List(ctx, &corev1.NamespaceList{}, client.Limit(1))
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the apiserver did not answer within 90s of restarting %s: %v", component, last)
+	}
+	return nil
+}
+
+// stop ends the processes the restarter started, before envtest stops (and finds its own exited).
+func (r *restarter) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.started {
+		if c.ProcessState == nil {
+			_ = c.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	for _, c := range r.started {
+		_ = waitGone(context.Background(), c.Process.Pid, 30*time.Second)
+	}
+}
+
+// child finds this process's child whose executable is named component, and its command line.
+func child(component string) (int, []string, error) {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	self := os.Getpid()
+	for _, d := range dirs {
+		pid, _ := strconv.Atoi(filepath.Base(d))
+		stat, err := os.ReadFile(filepath.Join(d, "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(stat)
+		i := strings.LastIndexByte(s, ')')
+		fields := strings.Fields(s[i+1:])
+		if len(fields) < 2 || fields[1] != strconv.Itoa(self) {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join(d, "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+		if filepath.Base(args[0]) == component {
+			return pid, args, nil
+		}
+	}
+	return 0, nil, fmt.Errorf("no %s process started by this test process", component)
+}
+
+func waitGone(ctx context.Context, pid int, timeout time.Duration) error {
+	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return true, nil
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		return i+2 < len(s) && s[i+2] == 'Z', nil
+	})
+}

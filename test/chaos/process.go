@@ -1,0 +1,98 @@
+package chaos
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// proc is one worker process: an incarnation of worker idx.
+type proc struct {
+	idx, incarnation int
+	identity         string
+	cmd              *exec.Cmd
+	exited           chan struct{}
+}
+
+func startProc(binary string, idx, incarnation int, kubeconfig, logPath string, args []string) (*proc, error) {
+	p := &proc{idx: idx, incarnation: incarnation, identity: fmt.Sprintf("w%d-%d", idx, incarnation), exited: make(chan struct{})}
+	log, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	p.cmd = exec.Command(binary, append(args, "--identity="+p.identity)...)
+	p.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	p.cmd.Stdout, p.cmd.Stderr = log, log
+	// Its own process group: a terminal's Ctrl-C reaches the harness, which stops the workers itself.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		_ = log.Close()
+		return nil, fmt.Errorf("starting worker %s: %w", p.identity, err)
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		_ = log.Close()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+func (p *proc) alive() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+func (p *proc) signal(sig syscall.Signal) error { return syscall.Kill(p.cmd.Process.Pid, sig) }
+
+// stopped reports whether the process is stopped (state T in /proc/<pid>/stat).
+func (p *proc) stopped() bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && (s[i+2] == 'T' || s[i+2] == 't')
+}
+
+// wait waits up to timeout for the process to exit.
+func (p *proc) wait(timeout time.Duration) bool {
+	select {
+	case <-p.exited:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}
+
+// terminate ends the process gracefully (it releases its Lease), killing it if it does not exit in time.
+func (p *proc) terminate() {
+	if !p.alive() {
+		return
+	}
+	_ = p.signal(syscall.SIGCONT) // a stopped process cannot handle SIGTERM
+	_ = p.signal(syscall.SIGTERM)
+	if !p.wait(10 * time.Second) {
+		_ = p.signal(syscall.SIGKILL)
+		<-p.exited
+	}
+}
+
+// nice sets the niceness of every thread of the process (on Linux, setpriority applies to one thread).
+func (p *proc) nice(n int) {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", p.cmd.Process.Pid))
+	for _, t := range tasks {
+		if tid, err := strconv.Atoi(filepath.Base(t)); err == nil {
+			_ = syscall.Setpriority(syscall.PRIO_PROCESS, tid, n)
+		}
+	}
+}

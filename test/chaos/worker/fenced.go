@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/test/chaos"
+)
+
+// runFenced competes with pkg/elector; fence-on-acquire and every write are recorded.
+func (w *worker) runFenced(ctx context.Context, cfg *rest.Config) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	s := runtime.NewScheme()
+	_ = fencingv1alpha1.AddToScheme(s)
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		return err
+	}
+	fence := fencing.FenceOnAcquire(c)
+	var e *elector.Elector
+	e, err = elector.New(elector.Config{
+		Client: cs, Namespace: w.o.namespace, Name: w.o.lease, Identity: w.o.identity,
+		LeaseDuration: w.o.leaseDuration, RenewDeadline: w.o.renewDeadline, RetryPeriod: w.o.retryPeriod,
+		SafetyMargin: w.o.safetyMargin,
+		PostAcquire: func(ctx context.Context, tok elector.Token) error {
+			done := w.call(chaos.Record{Op: w.nextOp(), Kind: chaos.KindFence, Epoch: tok.Epoch, BelievedLeader: true})
+			err := fence(ctx, tok)
+			done(err, nil)
+			return err
+		},
+		OnStartedLeading: func(ctx context.Context, tok elector.Token) { w.writeFenced(ctx, e, fencing.NewWriter(c), tok) },
+	})
+	if err != nil {
+		return err
+	}
+	go w.readLoop(ctx, func(ctx context.Context) (*chaos.Value, error) { return readFenced(ctx, c, w.key()) })
+	return e.Run(ctx)
+}
+
+func (w *worker) key() types.NamespacedName {
+	return types.NamespacedName{Namespace: w.o.namespace, Name: w.o.target}
+}
+
+// writeFenced writes every interval while the elector says it leads. A refusal does not end the loop:
+// the elector ends it when it learns that it lost the Lease, and until then every attempt is history.
+func (w *worker) writeFenced(ctx context.Context, e *elector.Elector, wr *fencing.Writer, tok elector.Token) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(w.o.writeInterval):
+		}
+		if !e.IsLeader() {
+			return
+		}
+		left := time.Until(e.Deadline())
+		w.pauseIfArmed()
+		id := w.nextOp()
+		done := w.call(chaos.Record{Op: id, Kind: chaos.KindWrite, Epoch: tok.Epoch, BelievedLeader: true, DeadlineLeftMs: left.Milliseconds()})
+		// Not the leadership context: a request under way when the process stops still reaches the server.
+		wctx, cancel := context.WithTimeout(context.Background(), w.o.requestTimeout)
+		_, err := wr.Set(wctx, tok, w.key(), map[string]any{"op": id, "writer": tok.Holder, "epoch": tok.Epoch})
+		cancel()
+		done(err, nil)
+	}
+}
+
+func readFenced(ctx context.Context, c client.Client, key types.NamespacedName) (*chaos.Value, error) {
+	var fr fencingv1alpha1.FencedResource
+	if err := c.Get(ctx, key, &fr); err != nil {
+		return nil, err
+	}
+	v := &chaos.Value{Epoch: fr.Spec.Epoch}
+	if fr.Spec.Data != nil {
+		var d struct {
+			Op string `json:"op"`
+		}
+		_ = json.Unmarshal(fr.Spec.Data.Raw, &d)
+		v.Op = d.Op
+	}
+	return v, nil
+}
+
+// readLoop reads the target every interval, leading or not, until ctx ends.
+func (w *worker) readLoop(ctx context.Context, read func(context.Context) (*chaos.Value, error)) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(w.o.readInterval):
+		}
+		done := w.call(chaos.Record{Op: w.nextOp(), Kind: chaos.KindRead})
+		rctx, cancel := context.WithTimeout(context.Background(), w.o.requestTimeout)
+		v, err := read(rctx)
+		cancel()
+		done(err, v)
+	}
+}
