@@ -3,8 +3,10 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/internal/demo"
+	"github.com/fencekit/fencekit/internal/leadrun"
 	"github.com/fencekit/fencekit/internal/pgtest"
 	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/fencing/sqlfence"
@@ -150,11 +153,9 @@ func TestFencekitRunPausedPastLease(t *testing.T) {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE orders_log (id bigserial PRIMARY KEY, holder text NOT NULL, epoch bigint NOT NULL, n int NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "fencekit")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/fencekit")
-	build.Dir = testenv.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building fencekit: %v\n%s", err, out)
+	bin, err := demo.BuildFencekit(testenv.RepoRoot(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	a := startRun(t, bin, target.W1Kubeconfig, "run-a", dsn)
@@ -288,4 +289,85 @@ func TestPostgresScenario(t *testing.T) {
 	if got := fenced.Final["epoch"]; got != fenced.W2Epoch {
 		t.Errorf("the fenced row's fence_epoch is %v, want W2's %d", got, fenced.W2Epoch)
 	}
+}
+
+// TestFencekitElectSidecar runs two `fencekit elect` sidecars as real processes. The leader serves its
+// token and writes it to its file; stopped with SIGSTOP past its lease, it loses the Lease to the other,
+// which serves the next epoch; continued, it no longer claims to lead, on /token, /readyz and in its file.
+func TestFencekitElectSidecar(t *testing.T) {
+	t.Parallel()
+	bin, err := demo.BuildFencekit(testenv.RepoRoot(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	type sidecar struct {
+		cmd       *exec.Cmd
+		url, file string
+	}
+	start := func(identity, kubeconfig string) sidecar {
+		dir := t.TempDir()
+		s := sidecar{url: fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t)), file: filepath.Join(dir, "token.json")}
+		s.cmd = exec.Command(bin, "elect", "--kubeconfig="+kubeconfig, "--namespace="+target.Namespace, "--lease=elect-orders",
+			"--identity="+identity, "--lease-duration=2s", "--renew-deadline=1500ms", "--retry-period=300ms", "--safety-margin=200ms",
+			"--serve="+strings.TrimPrefix(s.url, "http://"), "--token-file="+s.file)
+		out, err := os.Create(filepath.Join(dir, "out"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.cmd.Stdout, s.cmd.Stderr = out, out
+		if err := s.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = s.cmd.Process.Signal(syscall.SIGCONT)
+			_ = s.cmd.Process.Signal(syscall.SIGTERM)
+			_ = s.cmd.Wait()
+		})
+		return s
+	}
+	token := func(s sidecar) (int, leadrun.State) {
+		resp, err := http.Get(s.url + "/token")
+		if err != nil {
+			return 0, leadrun.State{}
+		}
+		defer resp.Body.Close()
+		var st leadrun.State
+		_ = json.NewDecoder(resp.Body).Decode(&st)
+		return resp.StatusCode, st
+	}
+	leads := func(s sidecar, epoch int64) func() (bool, string) {
+		return func() (bool, string) {
+			code, st := token(s)
+			return code == http.StatusOK && st.Leader && (epoch == 0 || st.Epoch == epoch), fmt.Sprintf("%d %+v", code, st)
+		}
+	}
+	a := start("elect-a", target.W1Kubeconfig)
+	testenv.Eventually(t, "elect-a leads", leads(a, 0))
+	_, first := token(a)
+	b := start("elect-b", target.W2Kubeconfig)
+	testenv.Eventually(t, "elect-b serves, not leading", func() (bool, string) {
+		code, st := token(b)
+		return code == http.StatusServiceUnavailable && !st.Leader, fmt.Sprintf("%d %+v", code, st)
+	})
+
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "elect-b leads at the next epoch", leads(b, first.Epoch+1))
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "elect-a, continued, no longer claims to lead", func() (bool, string) {
+		code, st := token(a)
+		resp, err := http.Get(a.url + "/readyz")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		b, _ := os.ReadFile(a.file)
+		var fromFile leadrun.State
+		_ = json.Unmarshal(b, &fromFile)
+		return code == http.StatusServiceUnavailable && !st.Leader && resp.StatusCode == http.StatusServiceUnavailable && !fromFile.Leader,
+			fmt.Sprintf("/token %d %+v, /readyz %d, file %s", code, st, resp.StatusCode, b)
+	})
 }
