@@ -52,6 +52,33 @@ func run(t *testing.T, s demo.Settings, scenario demo.Scenario, fenced bool) *de
 	return res
 }
 
+// both plays a scenario fenced and unfenced at once, in parallel subtests, and returns the two results; it
+// stops the test if either run failed.
+func both[R any](t *testing.T, play func(t *testing.T, fenced bool, name string) (*R, error)) (fenced, unfenced *R) {
+	t.Helper()
+	t.Run("group", func(t *testing.T) {
+		for _, f := range []bool{true, false} {
+			name := map[bool]string{true: "fenced", false: "unfenced"}[f]
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				res, err := play(t, f, name)
+				if err != nil {
+					t.Fatalf("%s run: %v", name, err)
+				}
+				if f {
+					fenced = res
+				} else {
+					unfenced = res
+				}
+			})
+		}
+	})
+	if fenced == nil || unfenced == nil {
+		t.FailNow()
+	}
+	return fenced, unfenced
+}
+
 // monotonic checks that the admitted writes never went down in epoch.
 func monotonic(t *testing.T, h []demo.Written) {
 	t.Helper()
@@ -79,14 +106,9 @@ func TestPausedHolderQuick(t *testing.T) {
 }
 
 func testPausedHolder(t *testing.T, s demo.Settings) {
-	var fenced, unfenced *demo.Result
-	t.Run("group", func(t *testing.T) {
-		t.Run("fenced", func(t *testing.T) { t.Parallel(); fenced = run(t, s, demo.PausedHolder, true) })
-		t.Run("unfenced", func(t *testing.T) { t.Parallel(); unfenced = run(t, s, demo.PausedHolder, false) })
+	fenced, unfenced := both(t, func(t *testing.T, fenced bool, _ string) (*demo.Result, error) {
+		return run(t, s, demo.PausedHolder, fenced), nil
 	})
-	if fenced == nil || unfenced == nil {
-		t.FailNow()
-	}
 	if err := demo.Check(fenced, unfenced); err != nil {
 		t.Fatal(err)
 	}
@@ -151,27 +173,9 @@ func TestControllerScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	tgt.ControllerBinary = bin
-	var fenced, unfenced *demo.ControllerResult
-	t.Run("group", func(t *testing.T) {
-		for _, f := range []bool{true, false} {
-			name := map[bool]string{true: "fenced", false: "unfenced"}[f]
-			t.Run(name, func(t *testing.T) {
-				t.Parallel()
-				res, err := demo.RunController(t.Context(), tgt, demo.QuickSettings(), f, func(e demo.Event) { t.Log(demo.Style{}.ControllerLine(name, e)) })
-				if err != nil {
-					t.Fatalf("%s run: %v", name, err)
-				}
-				if f {
-					fenced = res
-				} else {
-					unfenced = res
-				}
-			})
-		}
+	fenced, unfenced := both(t, func(t *testing.T, fenced bool, name string) (*demo.ControllerResult, error) {
+		return demo.RunController(t.Context(), tgt, demo.QuickSettings(), fenced, func(e demo.Event) { t.Log(demo.Style{}.ControllerLine(name, e)) })
 	})
-	if fenced == nil || unfenced == nil {
-		t.FailNow()
-	}
 	if err := demo.ControllerCheck(fenced, unfenced); err != nil {
 		t.Fatal(err)
 	}

@@ -262,27 +262,9 @@ func TestPostgresScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	var fenced, unfenced *demo.Result
-	t.Run("group", func(t *testing.T) {
-		for _, f := range []bool{true, false} {
-			name := map[bool]string{true: "fenced", false: "unfenced"}[f]
-			t.Run(name, func(t *testing.T) {
-				t.Parallel()
-				res, err := demo.RunPostgres(t.Context(), *target, pgDemo, demo.QuickSettings(), f, func(e demo.Event) { t.Log(demo.Style{}.Line(name, e)) })
-				if err != nil {
-					t.Fatalf("%s run: %v", name, err)
-				}
-				if f {
-					fenced = res
-				} else {
-					unfenced = res
-				}
-			})
-		}
+	fenced, unfenced := both(t, func(t *testing.T, fenced bool, name string) (*demo.Result, error) {
+		return demo.RunPostgres(t.Context(), *target, pgDemo, demo.QuickSettings(), fenced, func(e demo.Event) { t.Log(demo.Style{}.Line(name, e)) })
 	})
-	if fenced == nil || unfenced == nil {
-		t.FailNow()
-	}
 	if err := demo.Check(fenced, unfenced); err != nil {
 		t.Fatal(err)
 	}
