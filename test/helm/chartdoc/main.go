@@ -83,6 +83,7 @@ func render(dir string) ([]byte, error) {
 	b.WriteString("The repository's README, section \"Install with Helm\", walks through the installation, binding the\n")
 	b.WriteString("`fencekit-elector` ClusterRole to your workloads and the cert-manager mode. `values.schema.json` rejects\n")
 	b.WriteString("values of the wrong type or out of range before anything is installed.\n\n")
+	b.WriteString(workloads)
 	b.WriteString("## Values\n\n| Key | Type | Default | Description |\n|---|---|---|---|\n")
 	for _, r := range rows {
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", r.key, r.typ, r.def, r.doc)
@@ -176,3 +177,30 @@ func defaultOf(v *yaml.Node) (string, error) {
 	}
 	return "`" + strings.ReplaceAll(strings.Trim(string(out), `"`), "|", `\|`) + "`", nil
 }
+
+// workloads is the chart README's section on the pods that use fencekit: the image also carries the fencekit
+// CLI, whose token sidecar a pod not written in Go runs next to its main container (docs/run.md).
+const workloads = `## Your workloads
+
+Bind the ` + "`fencekit-elector`" + ` ClusterRole the chart installs to each workload's ServiceAccount
+(` + "`kubectl create rolebinding NAME -n NS --clusterrole=fencekit-elector --serviceaccount=NS:SA`" + `). Go
+workloads embed ` + "`pkg/elector`" + ` and ` + "`pkg/fencing`" + `; others use the fencekit CLI in the chart's image,
+as a token sidecar (ready while leading; the token on ` + "`GET /token`" + ` and in a file) or as
+` + "`fencekit run --lease NAME -- CMD`" + ` copied into their own image. A sidecar in a pod spec:
+
+` + "```yaml" + `
+containers:
+- name: fencekit
+  image: ghcr.io/fencekit/fencekit:0.1.0
+  command: ["/fencekit", "elect", "--lease=orders-writer", "--serve=:8379", "--token-file=/var/run/fencekit/token.json"]
+  env:
+  - {name: POD_NAMESPACE, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}
+  - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+  readinessProbe: {httpGet: {port: 8379, path: /readyz}, periodSeconds: 2}
+  volumeMounts: [{name: fencekit, mountPath: /var/run/fencekit}]
+` + "```" + `
+
+The main container mounts the same ` + "`emptyDir`" + ` volume and presents the token's epoch on every write. The
+repository's docs/run.md has the whole pod, the endpoints and ` + "`fencekit run`" + `.
+
+`
