@@ -8,11 +8,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/fencekit/fencekit/internal/procfs"
 )
 
 // Event is one line a worker logged (examples/worker logs JSON with log/slog), or a step of the demo.
@@ -136,33 +137,13 @@ func (p *process) waitFor(ctx context.Context, timeout time.Duration, what strin
 	}
 }
 
-// stopped reports whether the process is stopped (state T in /proc/<pid>/stat).
-func (p *process) stopped() bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i >= 0 && i+2 < len(s) && (s[i+2] == 'T' || s[i+2] == 't')
-}
+// stopped reports whether the process is stopped.
+func (p *process) stopped() bool { return procfs.Stopped(p.cmd.Process.Pid) }
 
 func (p *process) signal(sig syscall.Signal) error { return syscall.Kill(p.cmd.Process.Pid, sig) }
 
-// children are the pids of the process's children (of any of its threads), from /proc.
-func (p *process) children() []int {
-	var pids []int
-	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", p.cmd.Process.Pid))
-	for _, task := range tasks {
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", p.cmd.Process.Pid, task.Name()))
-		for _, f := range strings.Fields(string(b)) {
-			if n, err := strconv.Atoi(f); err == nil {
-				pids = append(pids, n)
-			}
-		}
-	}
-	return pids
-}
+// children are the pids of the process's children.
+func (p *process) children() []int { return procfs.Children(p.cmd.Process.Pid) }
 
 // terminate stops the worker gracefully (it releases its lease), and kills it if it does not exit in time.
 func (p *process) terminate() {

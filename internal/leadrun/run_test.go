@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fencekit/fencekit/internal/leadrun"
+	"github.com/fencekit/fencekit/internal/procfs"
 	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/elector"
 )
@@ -169,11 +170,13 @@ func TestCommandIgnoringSIGTERMIsKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	child := strings.TrimSpace(string(b))
-	testenv.Eventually(t, "the command's child "+child+" is gone", func() (bool, string) {
-		stat, err := os.ReadFile("/proc/" + child + "/stat")
-		// Gone, or a zombie waiting for a parent that does not reap it: either way it runs no more.
-		return err != nil || strings.Contains(string(stat), ") Z "), string(stat)
+	child, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("the command's marker %q is not a pid: %v", b, err)
+	}
+	// Gone, or a zombie waiting for a parent that does not reap it: either way it runs no more.
+	testenv.Eventually(t, fmt.Sprintf("the command's child %d is gone", child), func() (bool, string) {
+		return !procfs.Running(child), ""
 	})
 }
 

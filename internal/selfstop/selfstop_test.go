@@ -6,10 +6,11 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fencekit/fencekit/internal/procfs"
 )
 
 // TestMain lets the test binary play the child that stops itself.
@@ -92,33 +93,13 @@ func TestStopReturnsOnlyAfterContinue(t *testing.T) {
 	}
 }
 
-// waitStopped polls /proc until every thread of pid is in state T (stopped).
+// waitStopped polls /proc until every thread of pid is stopped.
 func waitStopped(pid int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if allStopped(pid) {
-			return nil
+	for deadline := time.Now().Add(timeout); !procfs.Stopped(pid); {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("process %d did not stop within %s", pid, timeout)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	return fmt.Errorf("process %d did not stop within %s", pid, timeout)
-}
-
-func allStopped(pid int) bool {
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil || len(tasks) == 0 {
-		return false
-	}
-	for _, task := range tasks {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
-		if err != nil {
-			return false
-		}
-		// The state follows the command name in parentheses: "pid (comm) T ...".
-		s := string(stat)
-		if i := strings.LastIndexByte(s, ')'); i < 0 || !strings.HasPrefix(s[i+1:], " T") {
-			return false
-		}
-	}
-	return true
+	return nil
 }

@@ -6,8 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -16,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fencekit/fencekit/internal/procfs"
 )
 
 // restarter restarts the control plane's processes (F6, F7). envtest cannot restart kube-apiserver
@@ -86,26 +86,9 @@ func (r *restarter) stop() {
 
 // child finds this process's child whose executable is named component, and its command line.
 func child(component string) (int, []string, error) {
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	self := os.Getpid()
-	for _, d := range dirs {
-		pid, _ := strconv.Atoi(filepath.Base(d))
-		stat, err := os.ReadFile(filepath.Join(d, "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(stat)
-		i := strings.LastIndexByte(s, ')')
-		fields := strings.Fields(s[i+1:])
-		if len(fields) < 2 || fields[1] != strconv.Itoa(self) {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join(d, "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
-		if filepath.Base(args[0]) == component {
+	for _, pid := range procfs.Children(os.Getpid()) {
+		args, err := procfs.Cmdline(pid)
+		if err == nil && len(args) > 0 && filepath.Base(args[0]) == component {
 			return pid, args, nil
 		}
 	}
@@ -114,12 +97,6 @@ func child(component string) (int, []string, error) {
 
 func waitGone(ctx context.Context, pid int, timeout time.Duration) error {
 	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return true, nil
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		return i+2 < len(s) && s[i+2] == 'Z', nil
+		return !procfs.Running(pid), nil
 	})
 }

@@ -4,11 +4,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/fencekit/fencekit/internal/procfs"
 )
 
 // proc is one worker process: an incarnation of worker idx.
@@ -53,16 +52,8 @@ func (p *proc) alive() bool {
 
 func (p *proc) signal(sig syscall.Signal) error { return syscall.Kill(p.cmd.Process.Pid, sig) }
 
-// stopped reports whether the process is stopped (state T in /proc/<pid>/stat).
-func (p *proc) stopped() bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i >= 0 && i+2 < len(s) && (s[i+2] == 'T' || s[i+2] == 't')
-}
+// stopped reports whether the process is stopped.
+func (p *proc) stopped() bool { return procfs.Stopped(p.cmd.Process.Pid) }
 
 // wait waits up to timeout for the process to exit.
 func (p *proc) wait(timeout time.Duration) bool {
@@ -89,10 +80,7 @@ func (p *proc) terminate() {
 
 // nice sets the niceness of every thread of the process (on Linux, setpriority applies to one thread).
 func (p *proc) nice(n int) {
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", p.cmd.Process.Pid))
-	for _, t := range tasks {
-		if tid, err := strconv.Atoi(filepath.Base(t)); err == nil {
-			_ = syscall.Setpriority(syscall.PRIO_PROCESS, tid, n)
-		}
+	for _, tid := range procfs.Threads(p.cmd.Process.Pid) {
+		_ = syscall.Setpriority(syscall.PRIO_PROCESS, tid, n)
 	}
 }

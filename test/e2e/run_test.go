@@ -19,6 +19,7 @@ import (
 	"github.com/fencekit/fencekit/internal/demo"
 	"github.com/fencekit/fencekit/internal/leadrun"
 	"github.com/fencekit/fencekit/internal/pgtest"
+	"github.com/fencekit/fencekit/internal/procfs"
 	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/fencing/sqlfence"
 )
@@ -105,25 +106,7 @@ func (p *runProc) waitLine(t *testing.T, what string, ok func(string) bool) {
 // child is the process group `fencekit run` started the script in (its leader's pid).
 func (p *runProc) child(t *testing.T) int {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", p.cmd.Process.Pid, p.cmd.Process.Pid))
-	var pids []int
-	for _, f := range strings.Fields(string(b)) {
-		if n, err := strconv.Atoi(f); err == nil {
-			pids = append(pids, n)
-		}
-	}
-	if err != nil || len(pids) == 0 {
-		// Go may have started the child from another thread of the process.
-		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", p.cmd.Process.Pid))
-		for _, task := range tasks {
-			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", p.cmd.Process.Pid, task.Name()))
-			for _, f := range strings.Fields(string(b)) {
-				if n, err := strconv.Atoi(f); err == nil {
-					pids = append(pids, n)
-				}
-			}
-		}
-	}
+	pids := procfs.Children(p.cmd.Process.Pid)
 	if len(pids) != 1 {
 		t.Fatalf("fencekit run %d has children %v, want exactly the script", p.cmd.Process.Pid, pids)
 	}

@@ -1,0 +1,81 @@
+// Package procfs reads what the tests and the demo need to know about their own child processes from
+// Linux's /proc: whether a process is stopped, its threads and its children. One home for parsing
+// /proc/<pid>/stat, whose second field (the command name, in parentheses) may itself contain spaces and
+// parentheses.
+package procfs
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// State is the state letter of thread tid of process pid (/proc/<pid>/task/<tid>/stat): 'R', 'S', 'T'
+// (stopped), 'Z' (zombie), and so on. Use tid == pid for the main thread.
+func State(pid, tid int) (byte, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return 0, fmt.Errorf("/proc/%d/task/%d/stat: no state after the command name: %q", pid, tid, s)
+	}
+	return s[i+2], nil
+}
+
+// Threads are the thread ids of process pid; none if it is gone.
+func Threads(pid int) []int {
+	entries, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	var tids []int
+	for _, e := range entries {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	return tids
+}
+
+// Stopped reports whether every thread of process pid is stopped (SIGSTOP: state 'T', or 't' under a
+// tracer). A group stop reaches each thread in turn, so the main thread alone does not tell.
+func Stopped(pid int) bool {
+	tids := Threads(pid)
+	for _, tid := range tids {
+		st, err := State(pid, tid)
+		if err != nil || (st != 'T' && st != 't') {
+			return false
+		}
+	}
+	return len(tids) > 0
+}
+
+// Running reports whether process pid still runs: it exists and is not a zombie waiting to be reaped.
+func Running(pid int) bool {
+	st, err := State(pid, pid)
+	return err == nil && st != 'Z'
+}
+
+// Children are the pids of the children of process pid, started from any of its threads.
+func Children(pid int) []int {
+	var pids []int
+	for _, tid := range Threads(pid) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, tid))
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, n)
+			}
+		}
+	}
+	return pids
+}
+
+// Cmdline is process pid's command line; empty for a zombie, and for a child between fork and exec.
+func Cmdline(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || len(b) == 0 {
+		return nil, err
+	}
+	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"), nil
+}
