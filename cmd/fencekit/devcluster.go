@@ -47,7 +47,7 @@ func runDevcluster(args []string) error {
 			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
 		}
 	}()
-	fmt.Printf("control plane ready; CRDs and admission installed.\n\n  export KUBECONFIG=%s\n  kubectl apply -f config/samples/\n\nCtrl-C stops everything.\n", cluster.Kubeconfig)
+	fmt.Printf("control plane ready; CRDs and admission installed.\n\n  export KUBECONFIG=%s\n  kubectl apply -k config/samples\n\nCtrl-C stops everything.\n", cluster.Kubeconfig)
 
 	if *manager == "" {
 		<-ctx.Done()
