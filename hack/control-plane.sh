@@ -79,7 +79,7 @@ build_apiserver() {
     done
     log "replaced ${n} staging modules with their ${STAGING_VERSION} releases"
     go mod edit -require="k8s.io/kubernetes@${want}"
-    progress "downloading kube-apiserver's modules" go get -tool k8s.io/kubernetes/cmd/kube-apiserver || die "go get k8s.io/kubernetes/cmd/kube-apiserver failed"
+    progress "downloading kube-apiserver's modules" go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@${want}" || die "go get k8s.io/kubernetes/cmd/kube-apiserver failed"
     progress "tidying" go mod tidy || die "go mod tidy failed"
     log "compiling kube-apiserver (a progress line every 10 s)"
     progress "compiling kube-apiserver" go build -v -trimpath -o "$ASSETS/kube-apiserver.tmp" \
