@@ -1,5 +1,6 @@
-// Package procfs reads what the tests and the demo need to know about their own child processes from
-// Linux's /proc: whether a process is stopped, its threads and its children. One home for parsing
+// Package procfs reads what the tests, the benchmarks and the demo need to know about their own child
+// processes from Linux's /proc: whether a process is stopped, its threads and its children, the CPU time
+// it used and its memory. One home for parsing
 // /proc/<pid>/stat, whose second field (the command name, in parentheses) may itself contain spaces and
 // parentheses.
 package procfs
@@ -9,7 +10,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
+
+// userHZ is the unit of the CPU times in /proc/<pid>/stat: USER_HZ, 100 on every Linux architecture Go
+// supports (the kernel's HZ may differ; what it exports to user space does not).
+const userHZ = 100
 
 // State is the state letter of thread tid of process pid (/proc/<pid>/task/<tid>/stat): 'R', 'S', 'T'
 // (stopped), 'Z' (zombie), and so on. Use tid == pid for the main thread.
@@ -24,6 +30,62 @@ func State(pid, tid int) (byte, error) {
 		return 0, fmt.Errorf("/proc/%d/task/%d/stat: no state after the command name: %q", pid, tid, s)
 	}
 	return s[i+2], nil
+}
+
+// statFields are the fields of /proc/<pid>/stat after the command name: index 0 is field 3 (the state)
+// of proc(5).
+func statFields(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return nil, fmt.Errorf("/proc/%d/stat: nothing after the command name: %q", pid, s)
+	}
+	return strings.Fields(s[i+2:]), nil
+}
+
+// CPUTime is the CPU time process pid has used so far, user and system, all threads (fields 14 utime
+// and 15 stime of /proc/<pid>/stat; children not included).
+func CPUTime(pid int) (time.Duration, error) {
+	f, err := statFields(pid)
+	if err != nil {
+		return 0, err
+	}
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the command name, want at least 13", pid, len(f))
+	}
+	var ticks int64
+	for _, v := range f[11:13] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: CPU time %q: %w", pid, v, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / userHZ, nil
+}
+
+// MemoryKiB is a memory figure of process pid from /proc/<pid>/status, in KiB: "VmRSS" (resident now),
+// "VmHWM" (resident at its peak), and so on.
+func MemoryKiB(pid int, field string) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			v := strings.TrimSuffix(strings.TrimSpace(rest), " kB")
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("/proc/%d/status: %s %q: %w", pid, field, rest, err)
+			}
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status has no %s", pid, field)
 }
 
 // Threads are the thread ids of process pid; none if it is gone.

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -52,5 +53,44 @@ func TestChildLifecycle(t *testing.T) {
 	_ = cmd.Wait()
 	if Running(pid) || Stopped(pid) || len(Threads(pid)) != 0 {
 		t.Errorf("a reaped child: Running %v, Stopped %v, Threads %v", Running(pid), Stopped(pid), Threads(pid))
+	}
+}
+
+// TestCPUTimeAndMemory reads this process's own figures: CPU time grows while it spins, and its resident
+// memory is at least the buffer it touched.
+func TestCPUTimeAndMemory(t *testing.T) {
+	pid := os.Getpid()
+	before, err := CPUTime(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64<<20)
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	for x := 0; ; x++ { // spin until the kernel has accounted some CPU time: ticks are 10 ms
+		after, err := CPUTime(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after > before {
+			break
+		}
+		if x > 1e10 {
+			t.Fatalf("CPUTime stayed at %v", before)
+		}
+	}
+	rss, err := MemoryKiB(pid, "VmRSS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rss < 64<<10 {
+		t.Errorf("VmRSS = %d KiB after touching 64 MiB", rss)
+	}
+	if buf[len(buf)-1] != byte(len(buf)-1) {
+		t.Fatal("buffer lost")
+	}
+	if _, err := MemoryKiB(pid, "NoSuchField"); err == nil || !strings.Contains(err.Error(), "NoSuchField") {
+		t.Errorf("MemoryKiB(NoSuchField) error = %v, want one naming the field", err)
 	}
 }
