@@ -276,6 +276,9 @@ func TestOperatorTokenAttacks(t *testing.T) {
 			if err := env.Client.Get(ctx, client.ObjectKey{Name: a.config}, vwc); err != nil {
 				t.Fatal(err)
 			}
+			if len(vwc.Webhooks) == 0 {
+				t.Fatalf("%s has no webhooks left: an earlier attack was admitted", a.config)
+			}
 			a.change(vwc)
 			refused(t, "the operator writing "+a.name, c.Update(ctx, vwc), a.want)
 		}
