@@ -64,6 +64,8 @@ func TestTemplateDefaults(t *testing.T) {
 		"Service/fencekit-metrics", "Secret/fencekit-webhook-cert", "ValidatingWebhookConfiguration/fencekit-validating-webhook",
 		"ValidatingWebhookConfiguration/fencekit-objects", "ValidatingAdmissionPolicy/fencekit-fenced-leases", "ValidatingAdmissionPolicyBinding/fencekit-fenced-leases",
 		"ValidatingAdmissionPolicy/fencekit-unchecked-namespaces", "ValidatingAdmissionPolicyBinding/fencekit-unchecked-namespaces",
+		"ValidatingAdmissionPolicy/fencekit-operator-leases", "ValidatingAdmissionPolicyBinding/fencekit-operator-leases",
+		"ValidatingAdmissionPolicy/fencekit-operator-webhooks", "ValidatingAdmissionPolicyBinding/fencekit-operator-webhooks",
 	} {
 		want = append(want, kn)
 	}
