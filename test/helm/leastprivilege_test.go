@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -272,13 +273,18 @@ func TestOperatorTokenAttacks(t *testing.T) {
 			}},
 		}
 		for _, a := range attacks {
-			vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-			if err := env.Client.Get(ctx, client.ObjectKey{Name: a.config}, vwc); err != nil {
-				t.Fatal(err)
-			}
-			before := vwc.DeepCopy()
-			a.change(vwc)
-			err := c.Update(ctx, vwc)
+			var before, vwc *admissionregistrationv1.ValidatingWebhookConfiguration
+			// The running FencingPolicy controller may write the object webhooks between the read and the
+			// attack: a conflict is not an answer, so read again.
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				vwc = &admissionregistrationv1.ValidatingWebhookConfiguration{}
+				if err := env.Client.Get(ctx, client.ObjectKey{Name: a.config}, vwc); err != nil {
+					return err
+				}
+				before = vwc.DeepCopy()
+				a.change(vwc)
+				return c.Update(ctx, vwc)
+			})
 			refused(t, "the operator writing "+a.name, err, a.want)
 			if err == nil {
 				// Admitted (a failing test): put the configuration back so that the next attack starts from it.
