@@ -24,7 +24,7 @@ import (
 )
 
 // +kubebuilder:rbac:groups=fencing.fencekit.io,resources=fencedresources,verbs=get;list;watch
-// +kubebuilder:rbac:groups=fencing.fencekit.io,resources=fencedresources/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=fencing.fencekit.io,resources=fencedresources/status,verbs=get;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch
 
 // DefaultStatusInterval is how long the reconciler waits, after writing a FencedResource's status, before it

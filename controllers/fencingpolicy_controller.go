@@ -27,7 +27,7 @@ import (
 )
 
 // +kubebuilder:rbac:groups=fencing.fencekit.io,resources=fencingpolicies,verbs=get;list;watch
-// +kubebuilder:rbac:groups=fencing.fencekit.io,resources=fencingpolicies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=fencing.fencekit.io,resources=fencingpolicies/status,verbs=get;update
 // The reconciler watches webhook configurations (list and watch cannot be restricted to names), reads the
 // one whose address it copies and updates its own, which the Helm chart creates (so that the operator needs
 // no right to create webhook configurations); the names below are config/'s, the chart grants its own.

@@ -19,7 +19,7 @@ import (
 // epoch they compare against, and a recreated Lease must not hand out epochs they have already admitted.
 const LeaseFinalizer = "fencing.fencekit.io/protect"
 
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;patch
 
 // LeaseProtector adds LeaseFinalizer to Leases that FencedResources are bound to and removes it once none are.
 type LeaseProtector struct {

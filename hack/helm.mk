@@ -21,7 +21,7 @@ verify: chart
 
 .PHONY: helm-lint
 helm-lint: ## Lint the chart (strict).
-	$(HELM) lint --strict $(CHART) --kube-version $(CHART_KUBE_VERSION)
+	$(HELM) lint --strict $(CHART) --namespace fencekit-system --kube-version $(CHART_KUBE_VERSION)
 
 .PHONY: helm-template
 helm-template: ## Print the chart rendered with default values (release fencekit in fencekit-system).

@@ -26,6 +26,8 @@ const (
 	// lookahead is how long before expiry a certificate is renewed (cert-controller's default, stated here
 	// because the bootstrap must use the same value as the rotator).
 	lookahead = 90 * 24 * time.Hour
+	// fieldOwner is the field manager of the operator's writes to the Secret and the webhook configuration.
+	fieldOwner = "fencekit-cert-rotator"
 )
 
 // Options say where the webhook's certificate lives and whom it serves.
@@ -80,8 +82,10 @@ func controllerName() string {
 	return "fencekit-cert-rotator"
 }
 
-// newRotator returns the cert-controller rotator for these options; the bootstrap uses its exported
-// certificate functions so that both create identical certificates.
+// newRotator returns the cert-controller rotator for these options, used only for its certificate functions
+// (CreateCACert, CreateCertPEM): the bootstrap and the rotation create identical certificates with it. Its
+// own controller is not run: its cache lists every Secret of the namespace and every webhook configuration,
+// which would need the right to read them all (see rotation).
 func newRotator(o Options) *rotator.CertRotator {
 	return &rotator.CertRotator{
 		SecretKey:      types.NamespacedName{Namespace: o.Namespace, Name: o.SecretName},
@@ -93,26 +97,18 @@ func newRotator(o Options) *rotator.CertRotator {
 			o.ServiceName + "." + o.Namespace + ".svc.cluster.local",
 			o.ServiceName + "." + o.Namespace,
 		},
-		ControllerName:     controllerName(),
-		IsReady:            make(chan struct{}),
-		Webhooks:           []rotator.WebhookInfo{{Name: o.WebhookConfigName, Type: rotator.Validating}},
-		FieldOwner:         "fencekit-cert-rotator",
 		ExtKeyUsages:       &[]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		CaCertDuration:     caValidity,
 		ServerCertDuration: serverValidity,
 		LookaheadInterval:  lookahead,
-		// fencekit elects its leader with pkg/elector, not with the manager: every replica serves the
-		// webhook, so every replica keeps its certificate files; writes to the Secret are compare-and-swap.
-		RequireLeaderElection: false,
-		// controller-runtime's webhook server reloads the files: no restart on rotation.
-		RestartOnSecretRefresh: false,
 	}
 }
 
 // AddRotator adds webhook certificate management to mgr. Call it before mgr.Start: it makes sure the Secret
-// holds a valid CA and serving certificate and writes them into opts.CertDir, then registers the rotator
-// (renewal, caBundle injection) and a watcher that keeps CertDir equal to the Secret. ready closes when the
-// caBundle has been injected.
+// holds a valid CA and serving certificate and writes them into opts.CertDir, then registers the rotation
+// (renewal, caBundle injection) and a watcher that keeps CertDir equal to the Secret, both on a cache that
+// sees only the Secret and the webhook configuration by name. ready closes when the caBundle has been
+// injected.
 func AddRotator(mgr manager.Manager, opts Options) (ready <-chan struct{}, err error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
@@ -124,11 +120,19 @@ func AddRotator(mgr manager.Manager, opts Options) (ready <-chan struct{}, err e
 	if err := bootstrap(ctx, mgr.GetAPIReader(), mgr.GetClient(), cr, opts); err != nil {
 		return nil, fmt.Errorf("certs: bootstrapping the webhook certificate: %w", err)
 	}
-	if err := addFileSync(mgr, opts); err != nil {
-		return nil, fmt.Errorf("certs: watching Secret %s/%s: %w", opts.Namespace, opts.SecretName, err)
+	c, err := newNarrowCache(mgr, opts)
+	if err != nil {
+		return nil, fmt.Errorf("certs: creating the cache of Secret %s/%s: %w", opts.Namespace, opts.SecretName, err)
 	}
-	if err := rotator.AddRotator(mgr, cr); err != nil {
-		return nil, fmt.Errorf("certs: adding the cert rotator: %w", err)
+	if err := mgr.Add(everyReplica{c}); err != nil {
+		return nil, err
 	}
-	return cr.IsReady, nil
+	if err := mgr.Add(&fileSync{cache: c, opts: opts}); err != nil {
+		return nil, err
+	}
+	r, err := addRotation(mgr, c, cr, opts)
+	if err != nil {
+		return nil, fmt.Errorf("certs: adding the certificate rotation: %w", err)
+	}
+	return r.ready, nil
 }

@@ -345,3 +345,52 @@ func TestReplacesAnExpiringCA(t *testing.T) {
 		t.Error("the webhook server does not serve the certificate signed by the new CA")
 	}
 }
+
+// TestRenewsWhileRunning: a serving certificate that stops being valid while the operator runs (here, a
+// Secret rewritten with one that expires tomorrow) is renewed by the running rotation, the files follow and
+// the caBundle still holds the CA; the rotation reads the Secret through its own narrow cache.
+func TestRenewsWhileRunning(t *testing.T) {
+	opts := newOptions(t)
+	r := startReplica(t, opts)
+	r.waitReady(t)
+
+	secret := getSecret(t, opts)
+	cr := &rotator.CertRotator{CAName: "fencekit-webhook-ca", CAOrganization: "fencekit",
+		DNSName: opts.ServiceName + "." + opts.Namespace + ".svc", ExtKeyUsages: &[]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	keyBlock, _ := pem.Decode(secret.Data["ca.key"])
+	if keyBlock == nil {
+		t.Fatal("no CA key in the Secret")
+	}
+	caKey, err := x509.ParsePKCS1PrivateKey(keyBlock.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := &rotator.KeyPairArtifacts{Cert: parseCert(t, secret.Data["ca.crt"]), Key: caKey, CertPEM: secret.Data["ca.crt"], KeyPEM: secret.Data["ca.key"]}
+	now := time.Now()
+	expiring, key, err := cr.CreateCertPEM(ca, now.Add(-time.Hour), now.Add(24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret.Data["tls.crt"], secret.Data["tls.key"] = expiring, key
+	if err := env.Client.Update(t.Context(), secret); err != nil {
+		t.Fatal(err)
+	}
+	var renewed *corev1.Secret
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		renewed = getSecret(t, opts)
+		return time.Until(parseCert(t, renewed.Data["tls.crt"]).NotAfter) > 300*24*time.Hour, nil
+	}); err != nil {
+		t.Fatalf("the running rotation did not renew a serving certificate that expires tomorrow: %v", err)
+	}
+	if !bytes.Equal(renewed.Data["ca.crt"], ca.CertPEM) {
+		t.Error("the CA was replaced although it was valid")
+	}
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return bytes.Equal(readFile(t, opts.CertDir, "tls.crt"), renewed.Data["tls.crt"]), nil
+	}); err != nil {
+		t.Errorf("CertDir does not hold the renewed certificate: %v", err)
+	}
+	if !bytes.Equal(caBundle(t, opts), renewed.Data["ca.crt"]) {
+		t.Error("the caBundle does not hold the Secret's CA")
+	}
+}

@@ -10,10 +10,8 @@ import (
 	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
@@ -28,25 +26,6 @@ var (
 	_ manager.Runnable               = (*fileSync)(nil)
 	_ manager.LeaderElectionRunnable = (*fileSync)(nil)
 )
-
-// addFileSync registers a cache that watches only the certificate Secret, and the watcher that writes it out.
-func addFileSync(mgr manager.Manager, opts Options) error {
-	c, err := cache.New(mgr.GetConfig(), cache.Options{
-		Scheme:            mgr.GetScheme(),
-		Mapper:            mgr.GetRESTMapper(),
-		DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}},
-		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Field: fields.OneTermEqualSelector("metadata.name", opts.SecretName)},
-		},
-	})
-	if err != nil {
-		return err
-	}
-	if err := mgr.Add(everyReplica{c}); err != nil {
-		return err
-	}
-	return mgr.Add(&fileSync{cache: c, opts: opts})
-}
 
 // everyReplica runs a runnable on every replica, leader or not.
 type everyReplica struct{ manager.Runnable }

@@ -82,7 +82,7 @@ func TestApplyToAPIServer(t *testing.T) {
 				last = env.Client.Create(ctx, fr, client.DryRunAll)
 				return apierrors.IsForbidden(last), nil
 			})
-			if err != nil || !strings.Contains(last.Error(), "FencedResources and FencingPolicies cannot be created in namespaces that fencekit's admission webhook does not check: "+namespace+", kube-system") {
+			if err != nil || !strings.Contains(last.Error(), "FencedResources and FencingPolicies cannot be created or updated in namespaces that fencekit's admission webhook does not check: "+namespace+", kube-system") {
 				t.Errorf("creating a FencedResource in the release namespace: %v, want the fencekit-unchecked-namespaces refusal", last)
 			}
 		})

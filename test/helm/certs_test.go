@@ -39,7 +39,8 @@ func operatorOptions(t *testing.T, r rendered, namespace string) operator.Option
 		WebhookHost: "127.0.0.1", WebhookPort: testenv.FreePort(t), WebhookCertDir: t.TempDir(),
 		CertRotation: a["cert-rotation"] == "true", CertSecretName: a["cert-secret-name"],
 		WebhookServiceName: a["webhook-service-name"], WebhookConfigName: a["webhook-config-name"],
-		LeaderElect: a["leader-elect"] == "true", LeaderElectionNamespace: a["leader-election-namespace"],
+		ObjectsWebhookConfigName: a["objects-webhook-config-name"],
+		LeaderElect:              a["leader-elect"] == "true", LeaderElectionNamespace: a["leader-election-namespace"],
 		SkipNameValidation: true,
 	}
 }

@@ -126,7 +126,9 @@ func crdObject() *unstructured.Unstructured {
 }
 
 // installRBAC applies the chart's identity and permissions (release "rbac" in a fresh namespace): the
-// ServiceAccount, the ClusterRoles, Role and bindings, the certificate Secret and the Lease policy.
+// ServiceAccount, the ClusterRoles, Role and bindings, the certificate Secret, the Lease policy, the
+// operator's policies and the (empty) object webhook configuration, and waits until the operator's
+// policies are enforced, so that what the operator does afterwards is done under them.
 func installRBAC(t *testing.T) (release rendered, namespace string) {
 	t.Helper()
 	namespace = env.Namespace(t)
@@ -145,6 +147,12 @@ func installRBAC(t *testing.T) (release rendered, namespace string) {
 			}
 		}
 	}
+	// The object webhooks' configuration is created empty: it sends nothing anywhere until the operator
+	// writes webhooks for FencingPolicies.
+	objectsVWC := r.get(t, "ValidatingWebhookConfiguration", "rbac-fencekit-objects")
+	apply(t, objectsVWC)
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), objectsVWC.DeepCopy()) })
+	waitForOperatorPolicies(t, serviceAccount(namespace, "rbac-fencekit-manager"), namespace, objectsVWC.GetName())
 	return r, namespace
 }
 
@@ -165,15 +173,16 @@ func TestChartRBAC(t *testing.T) {
 			{verb: "watch", group: "fencing.fencekit.io", resource: "fencedresources"},
 			{verb: "get", group: "fencing.fencekit.io", resource: "fencedresources", namespace: user},
 			{verb: "patch", group: "fencing.fencekit.io", resource: "fencedresources", subresource: "status", namespace: user},
-			{verb: "update", group: "fencing.fencekit.io", resource: "fencedresources", subresource: "status", namespace: user},
 			{verb: "list", group: "coordination.k8s.io", resource: "leases"},
 			{verb: "watch", group: "coordination.k8s.io", resource: "leases"},
 			{verb: "get", group: "coordination.k8s.io", resource: "leases", namespace: user},
-			{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: user},
+			{verb: "patch", group: "coordination.k8s.io", resource: "leases", namespace: user},
 			{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: release},
+			{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: release, name: operator.LeaseName},
 			{verb: "create", resource: "events", namespace: user},
 			{verb: "patch", group: "events.k8s.io", resource: "events", namespace: user},
-			{verb: "list", resource: "secrets", namespace: release},
+			{verb: "list", resource: "secrets", namespace: release, name: secretName},
+			{verb: "watch", resource: "secrets", namespace: release, name: secretName},
 			{verb: "get", resource: "secrets", namespace: release, name: secretName},
 			{verb: "update", resource: "secrets", namespace: release, name: secretName},
 			{verb: "list", group: "admissionregistration.k8s.io", resource: "validatingwebhookconfigurations"},
@@ -188,6 +197,12 @@ func TestChartRBAC(t *testing.T) {
 			{verb: "list", resource: "secrets", namespace: user},
 			{verb: "list", resource: "secrets"},
 			{verb: "get", resource: "secrets", namespace: release, name: "another-secret"},
+			{verb: "list", resource: "secrets", namespace: release},
+			{verb: "watch", resource: "secrets", namespace: release},
+			{verb: "update", group: "fencing.fencekit.io", resource: "fencedresources", subresource: "status", namespace: user},
+			{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: user},
+			{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: release, name: "another-lease"},
+			{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: "kube-system", name: "kube-controller-manager"},
 			{verb: "create", resource: "secrets", namespace: release},
 			{verb: "delete", resource: "secrets", namespace: release, name: secretName},
 			{verb: "update", group: "fencing.fencekit.io", resource: "fencedresources", namespace: user},

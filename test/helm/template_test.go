@@ -45,7 +45,7 @@ func args(t *testing.T, d *appsv1.Deployment) map[string]string {
 
 func TestLint(t *testing.T) {
 	for _, values := range [][]string{nil, {"--set", "certManager.enabled=true,serviceMonitor.enabled=true,networkPolicy.enabled=true"}} {
-		out, err := helm(t, append([]string{"lint", "--strict", chartDir, "--kube-version", kubeVersion}, values...)...)
+		out, err := helm(t, append([]string{"lint", "--strict", chartDir, "--namespace", ns, "--kube-version", kubeVersion}, values...)...)
 		if err != nil {
 			t.Errorf("helm lint --strict %v: %v\n%s", values, err, out)
 		}
@@ -64,6 +64,8 @@ func TestTemplateDefaults(t *testing.T) {
 		"Service/fencekit-metrics", "Secret/fencekit-webhook-cert", "ValidatingWebhookConfiguration/fencekit-validating-webhook",
 		"ValidatingWebhookConfiguration/fencekit-objects", "ValidatingAdmissionPolicy/fencekit-fenced-leases", "ValidatingAdmissionPolicyBinding/fencekit-fenced-leases",
 		"ValidatingAdmissionPolicy/fencekit-unchecked-namespaces", "ValidatingAdmissionPolicyBinding/fencekit-unchecked-namespaces",
+		"ValidatingAdmissionPolicy/fencekit-operator-leases", "ValidatingAdmissionPolicyBinding/fencekit-operator-leases",
+		"ValidatingAdmissionPolicy/fencekit-operator-webhooks", "ValidatingAdmissionPolicyBinding/fencekit-operator-webhooks",
 	} {
 		want = append(want, kn)
 	}
