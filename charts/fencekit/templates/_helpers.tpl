@@ -42,7 +42,11 @@ app.kubernetes.io/component: manager
 {{- define "fencekit.managerName" -}}{{ include "fencekit.fullname" . }}-manager{{- end -}}
 {{- define "fencekit.webhookServiceName" -}}{{ include "fencekit.fullname" . }}-webhook{{- end -}}
 {{- define "fencekit.metricsServiceName" -}}{{ include "fencekit.fullname" . }}-metrics{{- end -}}
-{{- define "fencekit.certSecretName" -}}{{ include "fencekit.fullname" . }}-webhook-cert{{- end -}}
+{{- /* Two names, so that switching certManager.enabled never makes Helm take over (or delete) the Secret
+the other mode wrote: cert-manager's is of type kubernetes.io/tls and not Helm's; the operator's is Helm's. */}}
+{{- define "fencekit.certSecretName" -}}
+{{- if .Values.certManager.enabled -}}{{ include "fencekit.fullname" . }}-webhook-tls{{- else -}}{{ include "fencekit.fullname" . }}-webhook-cert{{- end -}}
+{{- end -}}
 {{- define "fencekit.webhookConfigName" -}}{{ include "fencekit.fullname" . }}-validating-webhook{{- end -}}
 {{- define "fencekit.objectsWebhookConfigName" -}}{{ include "fencekit.fullname" . }}-objects{{- end -}}
 {{- define "fencekit.certificateName" -}}{{ include "fencekit.fullname" . }}-webhook{{- end -}}
