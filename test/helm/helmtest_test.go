@@ -133,3 +133,30 @@ func weight(t *testing.T, u *unstructured.Unstructured) int {
 	}
 	return w
 }
+
+// TestHelmTestHookNamespace: the hook runs where the webhook checks FencedResources: an explicit
+// tests.namespace the webhook skips fails the render, and a release in "default" (skipped by its own webhook)
+// renders no hook rather than one that could never pass.
+func TestHelmTestHookNamespace(t *testing.T) {
+	if _, err := template(t, ns, "--set", "tests.namespace=kube-system"); err == nil || !strings.Contains(err.Error(), "tests.namespace kube-system is not checked by the webhook") {
+		t.Errorf("tests.namespace=kube-system: %v, want a refusal", err)
+	}
+	if _, err := template(t, ns, "--set", "tests.namespace=team-a,webhook.excludeNamespaces={team-a}"); err == nil || !strings.Contains(err.Error(), "tests.namespace team-a is not checked") {
+		t.Errorf("tests.namespace in webhook.excludeNamespaces: %v, want a refusal", err)
+	}
+	for _, tc := range []struct {
+		namespace string
+		args      []string
+		hookNS    string
+	}{{ns, nil, "default"}, {"default", nil, ""}, {"default", []string{"--set", "tests.namespace=checks"}, "checks"}, {ns, []string{"--set", "tests.enabled=false"}, ""}} {
+		var got []string
+		for _, u := range objects(t, tc.namespace, tc.args...) {
+			if isHook(u) {
+				got = append(got, u.GetNamespace())
+			}
+		}
+		if tc.hookNS == "" && len(got) != 0 || tc.hookNS != "" && (len(got) != 5 || slices.ContainsFunc(got, func(n string) bool { return n != tc.hookNS })) {
+			t.Errorf("release in %s with %v: hook objects in %v, want 5 in %q", tc.namespace, tc.args, got, tc.hookNS)
+		}
+	}
+}

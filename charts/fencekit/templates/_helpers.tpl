@@ -89,3 +89,21 @@ binding's policyName, and fails if the copy no longer has that name (config/ cha
 {{- $named := printf "\nmetadata:\n  name: %s\n  labels:\n%s\n" $to (include "fencekit.labels" $ctx | indent 4) -}}
 {{- $src | replace $meta $named | replace (printf "policyName: %s\n" $from) (printf "policyName: %s\n" $to) -}}
 {{- end -}}
+
+{{- /*
+The namespace of the helm test hook, empty when the hook is not rendered: tests.namespace, or "default"
+when unset and checked by the webhook. An explicit tests.namespace the webhook skips fails the render.
+*/}}
+{{- define "fencekit.selftestNamespace" -}}
+{{- if and .Values.tests.enabled .Values.rbac.createElectorRole .Values.leasePolicy -}}
+{{- $excluded := concat (list .Release.Namespace "kube-system") .Values.webhook.excludeNamespaces -}}
+{{- if .Values.tests.namespace -}}
+{{- if has .Values.tests.namespace $excluded -}}
+{{- fail (printf "tests.namespace %s is not checked by the webhook (it skips %s): choose another namespace for the helm test" .Values.tests.namespace (join ", " $excluded)) -}}
+{{- end -}}
+{{- .Values.tests.namespace -}}
+{{- else if not (has "default" $excluded) -}}
+default
+{{- end -}}
+{{- end -}}
+{{- end -}}
