@@ -10,8 +10,10 @@ import (
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -143,6 +145,12 @@ func TestHelmTestHookNamespace(t *testing.T) {
 	}
 	if _, err := template(t, ns, "--set", "tests.namespace=team-a,webhook.excludeNamespaces={team-a}"); err == nil || !strings.Contains(err.Error(), "tests.namespace team-a is not checked") {
 		t.Errorf("tests.namespace in webhook.excludeNamespaces: %v, want a refusal", err)
+	}
+	// Nothing that selects the operator's pods (Services, the PDB, the NetworkPolicy) selects the hook's pod.
+	r := objects(t, ns)
+	d := as[appsv1.Deployment](t, r.get(t, "Deployment", "fencekit-manager"))
+	if pod := r.get(t, "Pod", "fencekit-selftest"); labels.SelectorFromSet(d.Spec.Selector.MatchLabels).Matches(labels.Set(pod.GetLabels())) {
+		t.Errorf("the operator's selector %v selects the hook pod (labels %v)", d.Spec.Selector.MatchLabels, pod.GetLabels())
 	}
 	for _, tc := range []struct {
 		namespace string
