@@ -4,6 +4,7 @@
 //	fencekit demo         the paused lock holder, fenced and unfenced
 //	fencekit run          run a command only while leading a Lease, with the fencing token in its environment
 //	fencekit elect        the token sidecar: elect on a Lease and serve the token over localhost HTTP and a file
+//	fencekit selftest     the Helm chart's `helm test`: a stale write refused by the webhook, a current one admitted
 //
 // It only parses flags and wires; the work is done in internal/devcluster, internal/demo and internal/leadrun.
 package main
@@ -24,6 +25,8 @@ Commands:
                FENCEKIT_EPOCH in its environment; SIGTERM at the safe-work deadline or on lost leadership
   elect        the token sidecar: elect on a Lease and serve the current token on localhost (--serve) and in
                a file (--token-file); readiness is leadership
+  selftest     check an installation (the chart's helm test): elect twice on a Lease, and see the write with
+               the previous epoch refused by the webhook and the one with the current epoch admitted
   version      print the version
 
 Run 'fencekit <command> -h' for a command's flags.
@@ -45,6 +48,8 @@ func main() {
 		err = runCommand(os.Args[2:])
 	case "elect":
 		err = runElect(os.Args[2:])
+	case "selftest":
+		err = runSelftest(os.Args[2:])
 	case "version":
 		printVersion()
 	case "-h", "--help", "help":

@@ -17,7 +17,9 @@ import (
 
 func main() {
 	var opts operator.Options
-	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "The address the metrics endpoint binds to; \"0\" disables it.")
+	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8443", "The address the metrics endpoint binds to; \"0\" disables it.")
+	flag.BoolVar(&opts.MetricsSecure, "metrics-secure", true, "Serve metrics over HTTPS, only to callers whose bearer token the apiserver authenticates and authorizes to get /metrics; false serves plain HTTP to anyone.")
+	flag.StringVar(&opts.MetricsCertDir, "metrics-cert-dir", "", "The directory holding tls.crt and tls.key for the secure metrics server (reloaded on change); empty means a self-signed certificate.")
 	flag.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "The address the health and readiness probes bind to.")
 	flag.IntVar(&opts.WebhookPort, "webhook-port", 9443, "The port the admission webhook server listens on; 0 disables the webhook server.")
 	flag.StringVar(&opts.WebhookHost, "webhook-host", "", "The address the webhook server binds to (default: all interfaces).")

@@ -47,8 +47,9 @@ func operatorOptions(t *testing.T, r rendered, namespace string) operator.Option
 
 // checkCertRotation runs the operator as id with the chart's arguments (certificate rotation on) against the
 // chart's Secret and webhook configuration: with only the chart's permissions it becomes ready, which it does
-// only once it has filled the Secret, written the files and injected the caBundle.
-func checkCertRotation(t *testing.T, id identity, r rendered, namespace, secretName, vwcName string) {
+// only once it has filled the Secret, written the files and injected the caBundle. The functions and run
+// while the operator still serves.
+func checkCertRotation(t *testing.T, id identity, r rendered, namespace, secretName, vwcName string, and ...func(operator.Options)) {
 	t.Helper()
 	opts := operatorOptions(t, r, namespace)
 	if !opts.CertRotation || opts.CertSecretName != secretName || opts.WebhookConfigName != vwcName {
@@ -96,5 +97,8 @@ func checkCertRotation(t *testing.T, id identity, r rendered, namespace, secretN
 	}
 	if !strings.Contains(string(secret.Data["tls.crt"]), "BEGIN CERTIFICATE") {
 		t.Errorf("Secret %s holds no serving certificate", secretName)
+	}
+	for _, f := range and {
+		f(opts)
 	}
 }

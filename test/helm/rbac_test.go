@@ -138,6 +138,9 @@ func installRBAC(t *testing.T) (release rendered, namespace string) {
 	}
 	r := parse(t, out)
 	for _, u := range r {
+		if isHook(u) {
+			continue
+		}
 		switch u.GetKind() {
 		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Secret",
 			"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
@@ -340,7 +343,7 @@ func checkElector(t *testing.T, other string) {
 		}
 		rb := &rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: sa + "-fencekit", Namespace: namespace},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fencekit-elector"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "rbac-fencekit-elector"}, // release rbac's
 			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: namespace}},
 		}
 		if err := env.Client.Create(t.Context(), rb); err != nil {

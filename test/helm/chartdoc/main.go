@@ -83,7 +83,9 @@ func render(dir string) ([]byte, error) {
 	b.WriteString("The repository's README, section \"Install with Helm\", walks through the installation, binding the\n")
 	b.WriteString("`fencekit-elector` ClusterRole to your workloads and the cert-manager mode. `values.schema.json` rejects\n")
 	b.WriteString("values of the wrong type or out of range before anything is installed.\n\n")
+	b.WriteString(names)
 	b.WriteString(workloads)
+	b.WriteString(checks)
 	b.WriteString("## Values\n\n| Key | Type | Default | Description |\n|---|---|---|---|\n")
 	for _, r := range rows {
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", r.key, r.typ, r.def, r.doc)
@@ -178,11 +180,39 @@ func defaultOf(v *yaml.Node) (string, error) {
 	return "`" + strings.ReplaceAll(strings.Trim(string(out), `"`), "|", `\|`) + "`", nil
 }
 
+// names is the chart README's section on the release-derived names of cluster-scoped objects.
+const names = `## Names
+
+Every cluster-scoped object is named after the release, ` + "`<fullname>-...`" + ` (` + "`<release>-fencekit`" + `, or the
+release name if it contains "fencekit"): a release named ` + "`fencekit`" + ` installs the ClusterRole ` + "`fencekit-elector`" + `
+and the policies ` + "`fencekit-fenced-leases`" + ` and ` + "`fencekit-unchecked-namespaces`" + `, a release named ` + "`payments`" + `
+installs ` + "`payments-fencekit-elector`" + ` and so on. Two releases with different names never share an object;
+Helm refuses a second release of the same name in another namespace. Every object carries the
+` + "`helm.sh/chart`" + ` and ` + "`app.kubernetes.io/*`" + ` labels.
+
+`
+
+// checks is the chart README's section on metrics and the helm test hook.
+const checks = `## Metrics and helm test
+
+Metrics are served over HTTPS on port 8443 (` + "`metrics.secure`" + `, the default), only to callers whose bearer
+token the apiserver authenticates and authorizes to get ` + "`/metrics`" + `, as kubebuilder v4 projects do: bind the
+ClusterRole ` + "`<fullname>-metrics-reader`" + ` to your Prometheus' ServiceAccount, or name that ServiceAccount in
+` + "`serviceMonitor.prometheusServiceAccount`" + `. The ServiceMonitor (` + "`serviceMonitor.enabled`" + `) scrapes with that
+ServiceAccount's token. ` + "`metrics.secure=false`" + ` serves plain HTTP to anyone who reaches the port.
+
+` + "`helm test RELEASE`" + ` runs ` + "`fencekit selftest`" + ` (in the chart's image) as a test ServiceAccount bound to the
+elector ClusterRole in ` + "`tests.namespace`" + `: it elects twice on a test Lease and checks that the webhook refuses a
+write with the previous epoch and admits one with the current epoch.
+
+`
+
 // workloads is the chart README's section on the pods that use fencekit: the image also carries the fencekit
 // CLI, whose token sidecar a pod not written in Go runs next to its main container (docs/run.md).
 const workloads = `## Your workloads
 
-Bind the ` + "`fencekit-elector`" + ` ClusterRole the chart installs to each workload's ServiceAccount
+Bind the ` + "`<fullname>-elector`" + ` ClusterRole the chart installs (` + "`fencekit-elector`" + ` for a release named fencekit)
+to each workload's ServiceAccount
 (` + "`kubectl create rolebinding NAME -n NS --clusterrole=fencekit-elector --serviceaccount=NS:SA`" + `). Go
 workloads embed ` + "`pkg/elector`" + ` and ` + "`pkg/fencing`" + `; others use the fencekit CLI in the chart's image,
 as a token sidecar (ready while leading; the token on ` + "`GET /token`" + ` and in a file) or as
