@@ -156,7 +156,7 @@ func TestHelmTestHookNamespace(t *testing.T) {
 		namespace string
 		args      []string
 		hookNS    string
-	}{{ns, nil, "default"}, {"default", nil, ""}, {"default", []string{"--set", "tests.namespace=checks"}, "checks"}, {ns, []string{"--set", "tests.enabled=false"}, ""}} {
+	}{{ns, nil, "default"}, {"default", []string{"--set", "allowSystemNamespace=true"}, ""}, {"default", []string{"--set", "allowSystemNamespace=true,tests.namespace=checks"}, "checks"}, {ns, []string{"--set", "tests.enabled=false"}, ""}} {
 		var got []string
 		for _, u := range objects(t, tc.namespace, tc.args...) {
 			if isHook(u) {
