@@ -25,5 +25,7 @@ func WithMetricsRegisterer(r prometheus.Registerer) Option {
 // returns).
 func WithEventRecorder(r record.EventRecorder) Option { return func(e *Elector) { e.recorder = r } }
 
-// WithLogger sets the logger (default: the logger in Run's context, else klog's).
+// WithLogger sets the logger (default: the logger in Run's context, else klog's global logger). In a
+// controller-runtime manager pass the manager's (mgr.GetLogger()): the manager starts runnables with a
+// context that carries none.
 func WithLogger(l logr.Logger) Option { return func(e *Elector) { e.log = l; e.logSet = true } }
