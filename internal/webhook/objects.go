@@ -172,13 +172,6 @@ func (v *ObjectValidator) policyFor(ctx context.Context, req admission.Request, 
 }
 
 func matchingPolicies(ctx context.Context, r ctrl.Reader, req admission.Request, w fencing.ObjectWrite) ([]fencingv1alpha1.FencingPolicy, error) {
-	var list fencingv1alpha1.FencingPolicyList
-	if err := r.List(ctx, &list, ctrl.InNamespace(req.Namespace)); err != nil {
-		return nil, err
-	}
-	// A Scale, an Eviction or a Binding carries no labels of the object: every policy naming the resource
-	// covers it, whatever its selector (fail closed).
-	foreign := req.SubResource != "" && req.SubResource != "status"
 	var old, new map[string]string
 	if w.Old != nil {
 		old = w.Old.GetLabels()
@@ -186,13 +179,28 @@ func matchingPolicies(ctx context.Context, r ctrl.Reader, req admission.Request,
 	if w.New != nil {
 		new = w.New.GetLabels()
 	}
+	return PoliciesFor(ctx, r, req.Namespace, schema.GroupResource{Group: req.Resource.Group, Resource: req.Resource.Resource}, req.SubResource, old, new)
+}
+
+// PoliciesFor lists the FencingPolicies of namespace that declare a write of an object of resource gr
+// (through subresource, "" for the object itself) whose labels are old before the write (nil on create)
+// and new after it (nil on delete), sorted by name. It is the object webhook's matching, for the tools that
+// explain its decisions (kubectl fencekit explain).
+func PoliciesFor(ctx context.Context, r ctrl.Reader, namespace string, gr schema.GroupResource, subresource string, old, new map[string]string) ([]fencingv1alpha1.FencingPolicy, error) {
+	var list fencingv1alpha1.FencingPolicyList
+	if err := r.List(ctx, &list, ctrl.InNamespace(namespace)); err != nil {
+		return nil, err
+	}
+	// A Scale, an Eviction or a Binding carries no labels of the object: every policy naming the resource
+	// covers it, whatever its selector (fail closed).
+	foreign := subresource != "" && subresource != "status"
 	var out []fencingv1alpha1.FencingPolicy
 	for _, p := range list.Items {
 		if slices.ContainsFunc(p.Spec.Resources, func(e fencingv1alpha1.FencedObjects) bool {
 			if foreign {
-				return e.Group == req.Resource.Group && e.Resource == req.Resource.Resource
+				return e.Group == gr.Group && e.Resource == gr.Resource
 			}
-			return fencing.Governs(e, req.Resource.Group, req.Resource.Resource, old, new)
+			return fencing.Governs(e, gr.Group, gr.Resource, old, new)
 		}) {
 			out = append(out, p)
 		}
