@@ -24,15 +24,6 @@ import (
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
-// Mechanisms that refuse a write, as Verdict.Mechanism names them.
-const (
-	// MechanismCRDRule is the FencedResource CRD's transition rule (spec.epoch never goes down), applied
-	// by the apiserver before any webhook is called.
-	MechanismCRDRule = "crd-rule"
-	// MechanismWebhook is fencekit's admission webhook (FencedResources or declared objects).
-	MechanismWebhook = "webhook"
-)
-
 // Extra is a write to judge besides the usual ones: presenting Epoch (0: none) as Requester (default: the
 // Lease's acquirer).
 type Extra struct {
@@ -73,7 +64,8 @@ type Verdict struct {
 	User         string `json:"user,omitempty"`
 	FieldManager string `json:"fieldManager"`
 	Admitted     bool   `json:"admitted"`
-	// Mechanism, Reason and Message say what refuses the write and why (empty when it is admitted).
+	// Mechanism (fencing.MechanismCRDRule or fencing.MechanismWebhook), Reason and Message say what
+	// refuses the write and why (empty when it is admitted).
 	Mechanism string `json:"mechanism,omitempty"`
 	Reason    string `json:"reason,omitempty"`
 	Message   string `json:"message,omitempty"`
@@ -195,11 +187,11 @@ func explainFencedResource(ctx context.Context, c client.Reader, key types.Names
 		}
 		if next.Spec.Epoch < fr.Spec.Epoch {
 			// The CRD's transition rule refuses it inside the apiserver, before any webhook.
-			e.Writes = append(e.Writes, verdict(cd, MechanismCRDRule, &fencing.Error{Reason: fencing.ReasonStale, Epoch: next.Spec.Epoch,
+			e.Writes = append(e.Writes, verdict(cd, fencing.MechanismCRDRule, &fencing.Error{Reason: fencing.ReasonStale, Epoch: next.Spec.Epoch,
 				Message: fmt.Sprintf("stale epoch %d: this FencedResource has already admitted epoch %d", next.Spec.Epoch, fr.Spec.Epoch)}))
 			continue
 		}
-		e.Writes = append(e.Writes, verdict(cd, MechanismWebhook, fencing.CheckWrite(&fr, next, lease, cd.requester(), now)))
+		e.Writes = append(e.Writes, verdict(cd, fencing.MechanismWebhook, fencing.CheckWrite(&fr, next, lease, cd.requester(), now)))
 	}
 	return e, nil
 }
@@ -255,7 +247,7 @@ func explainObject(ctx context.Context, c client.Reader, gvr schema.GroupVersion
 		if ferr == nil && e.Note != "" {
 			ferr = &fencing.Error{Reason: fencing.ReasonNotHolder, Message: e.Note}
 		}
-		e.Writes = append(e.Writes, verdict(cd, MechanismWebhook, ferr))
+		e.Writes = append(e.Writes, verdict(cd, fencing.MechanismWebhook, ferr))
 	}
 	return e, nil
 }

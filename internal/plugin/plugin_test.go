@@ -178,9 +178,9 @@ func TestExplainFencedResource(t *testing.T) {
 	}
 	wants := map[string]want{
 		"holder":        {6, "worker-b-user", true, "", "", "", b.Client},
-		"stale-replica": {5, "worker-b-user", false, plugin.MechanismWebhook, string(fencing.ReasonStale), "FencedResource " + ns + "/orders: stale epoch 5", b.Client},
-		"no-token":      {0, "someone", false, plugin.MechanismWebhook, string(fencing.ReasonTokenMissing), "FencedResource " + ns + "/orders: this write changes spec.data", env.Client},
-		"requested":     {4, "worker-a-user", false, plugin.MechanismCRDRule, string(fencing.ReasonStale), "stale epoch 4", a.Client},
+		"stale-replica": {5, "worker-b-user", false, fencing.MechanismWebhook, string(fencing.ReasonStale), "FencedResource " + ns + "/orders: stale epoch 5", b.Client},
+		"no-token":      {0, "someone", false, fencing.MechanismWebhook, string(fencing.ReasonTokenMissing), "FencedResource " + ns + "/orders: this write changes spec.data", env.Client},
+		"requested":     {4, "worker-a-user", false, fencing.MechanismCRDRule, string(fencing.ReasonStale), "stale epoch 4", a.Client},
 	}
 	if len(e.Writes) != len(wants) {
 		t.Errorf("%d writes judged, want %d: %+v", len(e.Writes), len(wants), e.Writes)
