@@ -311,4 +311,3 @@ func (e *Explanation) WriteText(w io.Writer, now time.Time) error {
 	}
 	return tw.Flush()
 }
-
