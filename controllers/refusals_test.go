@@ -2,13 +2,18 @@ package controllers_test
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -264,5 +269,89 @@ func TestObjectRefusalsAreReported(t *testing.T) {
 		if strings.Contains(e, "ConfigMap/probe") {
 			t.Errorf("a refused dry run left an Event: %s", e)
 		}
+	}
+}
+
+// apiserverCounter sums the samples of the kube-apiserver's own metric name whose labels include all of
+// labels (`key="value"`), from its /metrics endpoint.
+func apiserverCounter(t *testing.T, name string, labels ...string) float64 {
+	t.Helper()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	rc, err := rest.UnversionedRESTClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := rc.Get().AbsPath("/metrics").DoRaw(t.Context())
+	if err != nil {
+		t.Fatalf("reading the apiserver's metrics: %v", err)
+	}
+	var sum float64
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		match := true
+		for _, l := range labels {
+			match = match && strings.Contains(line, l)
+		}
+		if !match {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			t.Fatalf("parsing %q: %v", line, err)
+		}
+		sum += v
+	}
+	return sum
+}
+
+// TestRefusalsInsideTheApiserverAreCounted: the refusals no fencekit component sees, by the CRD's epoch
+// rule and by the Lease policy, move the kube-apiserver's own counters that docs/design.md points to:
+// apiserver_request_total{resource="fencedresources",code="422"} and
+// apiserver_validating_admission_policy_check_total{policy="fencekit-fenced-leases",enforcement_action="deny"}.
+func TestRefusalsInsideTheApiserverAreCounted(t *testing.T) {
+	env.StartOperator(t)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
+	key := declare(t, ns, "orders", "orders-writer")
+	ta := a.Acquire(t, ns, "orders-writer", 5)
+	tb := b.Acquire(t, ns, "orders-writer", 6)
+	if _, err := fencing.NewWriter(b.Client).Set(ctx, tb, key, map[string]any{"v": "b6"}); err != nil {
+		t.Fatal(err)
+	}
+
+	crdRule := func() float64 {
+		return apiserverCounter(t, "apiserver_request_total", `resource="fencedresources"`, `code="422"`, `verb="PATCH"`)
+	}
+	before := crdRule()
+	if _, err := fencing.NewWriter(a.Client).Set(ctx, ta, key, map[string]any{"v": "a5"}); !fencing.IsStale(err) {
+		t.Fatalf("worker-a's write at 5 of a resource at 6: %v, want a stale refusal by the CRD rule", err)
+	}
+	if got := crdRule() - before; got != 1 {
+		t.Errorf("apiserver_request_total{resource=fencedresources,code=422,verb=PATCH} rose by %v after one refusal by the CRD rule, want 1", got)
+	}
+
+	policy := func() float64 {
+		return apiserverCounter(t, "apiserver_validating_admission_policy_check_total", `policy="fencekit-fenced-leases"`, `enforcement_action="deny"`)
+	}
+	before = policy()
+	// worker-a renews worker-b's Lease at its epoch: only the acquirer may, the Lease policy refuses it.
+	var l coordinationv1.Lease
+	if err := a.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "orders-writer"}, &l); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.NewMicroTime(time.Now())
+	l.Spec.RenewTime = &now
+	if err := a.Client.Update(ctx, &l, testenv.Presenting(6)); err == nil {
+		t.Fatal("worker-a renewed worker-b's Lease: admitted, want refused by the Lease policy")
+	} else {
+		t.Logf("refused: %v", err)
+	}
+	if got := policy() - before; got != 1 {
+		t.Errorf("apiserver_validating_admission_policy_check_total{policy=fencekit-fenced-leases,enforcement_action=deny} rose by %v after one refusal, want 1", got)
 	}
 }
