@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -95,7 +96,7 @@ func (r *FencedResourceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *FencedResourceReconciler) fencedResourcesOf(ctx context.Context, lease client.Object) []reconcile.Request {
 	items, err := boundTo(ctx, r.client, lease.GetNamespace(), lease.GetName())
 	if err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing FencedResources bound to a Lease", "lease", client.ObjectKeyFromObject(lease))
+		ctrl.LoggerFrom(ctx).Error(err, "listing FencedResources bound to a Lease", "lease", klog.KObj(lease))
 		return nil
 	}
 	reqs := make([]reconcile.Request, 0, len(items))
