@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -104,7 +105,10 @@ func (v *ObjectValidator) Handle(ctx context.Context, req admission.Request) adm
 // is nil, and no Event is recorded, for a create with generateName (the object has no name) and for a
 // subresource other than status (the request names the subresource's kind, Scale or Eviction, not the
 // object's).
-func regarding(req admission.Request, w fencing.ObjectWrite) *corev1.ObjectReference {
+//
+// It returns a runtime.Object so that "none" is a nil interface, which report tests for, never a nil
+// *ObjectReference inside one.
+func regarding(req admission.Request, w fencing.ObjectWrite) runtime.Object {
 	if req.Name == "" || (req.SubResource != "" && req.SubResource != "status") {
 		return nil
 	}
