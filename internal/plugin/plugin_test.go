@@ -11,6 +11,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -101,6 +102,13 @@ func TestStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	renew := lease.Spec.RenewTime.Time
+	// An Event from another component on the same resource is no fencekit refusal.
+	other := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"}, EventTime: metav1.NewMicroTime(time.Now()),
+		ReportingController: "someone-else", ReportingInstance: "x", Action: "Write", Reason: "FencingStaleEpoch", Type: "Warning", Note: "not fencekit's",
+		Regarding: corev1.ObjectReference{APIVersion: "fencing.fencekit.io/v1alpha1", Kind: "FencedResource", Namespace: ns, Name: "orders"}}
+	if err := env.Client.Create(t.Context(), other); err != nil {
+		t.Fatal(err)
+	}
 
 	var report plugin.StatusReport
 	testenv.Eventually(t, "the refusal's Event in the status", func() (bool, string) {

@@ -107,14 +107,23 @@ func Status(ctx context.Context, c client.Reader, namespace string, refusals int
 	if err := c.List(ctx, &policies, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("listing FencingPolicies: %w", err)
 	}
-	var allLeases coordinationv1.LeaseList // FencedResources may name Leases without the label
-	if err := c.List(ctx, &allLeases, client.InNamespace(namespace)); err != nil {
-		return nil, fmt.Errorf("listing Leases: %w", err)
-	}
 	byKey := map[string]*coordinationv1.Lease{}
-	for i := range allLeases.Items {
-		l := &allLeases.Items[i]
+	for i := range leases.Items {
+		l := &leases.Items[i]
 		byKey[l.Namespace+"/"+l.Name] = l
+	}
+	// A FencedResource may name a Lease without the label (or none): read those one by one rather than
+	// listing every Lease (kube-node-lease holds one per node).
+	for _, fr := range frs.Items {
+		k := fr.Namespace + "/" + fr.Spec.LeaseName
+		if _, seen := byKey[k]; seen {
+			continue
+		}
+		l, err := readLease(ctx, c, fr.Namespace, fr.Spec.LeaseName)
+		if err != nil {
+			return nil, err
+		}
+		byKey[k] = l // nil: it does not exist
 	}
 
 	r := &StatusReport{Leases: []LeaseStatus{}, FencedResources: []ResourceStatus{}, Refusals: []Refusal{}}
@@ -186,7 +195,8 @@ func resourceStatus(fr *fencingv1alpha1.FencedResource, lease *coordinationv1.Le
 // latestRefusals lists the latest n Events recorded by fencekit's webhooks in namespace, newest first.
 func latestRefusals(ctx context.Context, c client.Reader, namespace string, n int) ([]Refusal, error) {
 	var events eventsv1.EventList
-	if err := c.List(ctx, &events, client.InNamespace(namespace)); err != nil {
+	// The apiserver selects Events by their reporting controller.
+	if err := c.List(ctx, &events, client.InNamespace(namespace), client.MatchingFields{"reportingController": EventSource}); err != nil {
 		return nil, fmt.Errorf("listing Events: %w", err)
 	}
 	out := []Refusal{}
