@@ -95,7 +95,7 @@ func (v *ObjectValidator) Handle(ctx context.Context, req admission.Request) adm
 	}
 	if ferr != nil {
 		report(ctx, v.recorder, req, refusal{webhook: webhookObjects, regarding: regarding(req, w), object: klog.KRef(req.Namespace, req.Name),
-			lease: w.Lease, err: ferr})
+			policy: w.Policy, lease: w.Lease, err: ferr})
 		return statusResponse(ferr.StatusError())
 	}
 	return admission.Allowed("")

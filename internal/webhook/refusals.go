@@ -21,6 +21,7 @@ type refusal struct {
 	// with generateName), then no Event is recorded.
 	regarding runtime.Object
 	object    klog.ObjectRef
+	policy    string // the FencingPolicy that declares the object ("ns/name"), "" for a FencedResource
 	lease     string
 	err       *fencing.Error
 }
@@ -31,7 +32,7 @@ type refusal struct {
 func report(ctx context.Context, rec events.EventRecorder, req admission.Request, r refusal) {
 	dryRun := req.DryRun != nil && *req.DryRun
 	ctrl.LoggerFrom(ctx).Info("Refused a fenced write", "webhook", r.webhook, "kind", req.Kind.Kind, "object", r.object,
-		"operation", req.Operation, "dryRun", dryRun, "lease", r.lease, "reason", r.err.Reason,
+		"operation", req.Operation, "dryRun", dryRun, "policy", r.policy, "lease", r.lease, "reason", r.err.Reason,
 		"epoch", r.err.Epoch, "leaseEpoch", r.err.LeaseEpoch, "message", r.err.Message)
 	if dryRun {
 		return
