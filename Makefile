@@ -99,9 +99,10 @@ chaos: control-plane ## Fault injection: every fault, fenced and the unfenced co
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager and the fencekit CLI into bin/.
+build: ## Build the manager, the fencekit CLI and the kubectl plugin (kubectl-fencekit) into bin/.
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/manager ./cmd/manager
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/fencekit ./cmd/fencekit
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/kubectl-fencekit ./cmd/kubectl-fencekit
 
 .PHONY: run
 run: control-plane manifests build ## Start the local control plane, install the CRDs and admission, run the manager against it.

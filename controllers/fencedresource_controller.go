@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -95,7 +96,7 @@ func (r *FencedResourceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *FencedResourceReconciler) fencedResourcesOf(ctx context.Context, lease client.Object) []reconcile.Request {
 	items, err := boundTo(ctx, r.client, lease.GetNamespace(), lease.GetName())
 	if err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing FencedResources bound to a Lease", "lease", client.ObjectKeyFromObject(lease))
+		ctrl.LoggerFrom(ctx).Error(err, "listing FencedResources bound to a Lease", "lease", klog.KObj(lease))
 		return nil
 	}
 	reqs := make([]reconcile.Request, 0, len(items))
@@ -222,15 +223,17 @@ func ComputeStatus(fr *fencingv1alpha1.FencedResource, lease *coordinationv1.Lea
 				fmt.Sprintf("at epoch %d, ahead of the lease's epoch %d: the lease was recreated", fr.Spec.Epoch, v.Epoch))
 		}
 	}
-	found := meta.IsStatusConditionTrue(s.Conditions, fencingv1alpha1.ConditionLeaseFound)
-	fenced := meta.IsStatusConditionTrue(s.Conditions, fencingv1alpha1.ConditionFenced)
+	// Ready=False names its cause: the reason and message of the condition that is not True (LeaseNotFound,
+	// LeaseInvalid, BehindLease, AheadOfLease), so that `kubectl get fr -o wide` shows it.
+	found := meta.FindStatusCondition(s.Conditions, fencingv1alpha1.ConditionLeaseFound)
+	fenced := meta.FindStatusCondition(s.Conditions, fencingv1alpha1.ConditionFenced)
 	switch {
-	case found && fenced:
-		set(fencingv1alpha1.ConditionReady, metav1.ConditionTrue, fencingv1alpha1.ReasonFenced, "the lease exists and this resource is at its epoch")
-	case !found:
-		set(fencingv1alpha1.ConditionReady, metav1.ConditionFalse, fencingv1alpha1.ReasonNotFenced, "the lease is missing or has no valid epoch")
+	case found.Status != metav1.ConditionTrue:
+		set(fencingv1alpha1.ConditionReady, metav1.ConditionFalse, found.Reason, found.Message)
+	case fenced.Status != metav1.ConditionTrue:
+		set(fencingv1alpha1.ConditionReady, metav1.ConditionFalse, fenced.Reason, fenced.Message)
 	default:
-		set(fencingv1alpha1.ConditionReady, metav1.ConditionFalse, fencingv1alpha1.ReasonNotFenced, "this resource's epoch differs from the lease's")
+		set(fencingv1alpha1.ConditionReady, metav1.ConditionTrue, fencingv1alpha1.ReasonFenced, "the lease exists and this resource is at its epoch")
 	}
 	return s
 }

@@ -24,7 +24,8 @@ func leaseNotFound(ns string) []metav1.Condition {
 		cond(fencingv1alpha1.ConditionLeaseFound, metav1.ConditionFalse, fencingv1alpha1.ReasonLeaseNotFound,
 			"lease orders-writer does not exist in namespace "+ns+"; every fenced write is refused until an elector creates it"),
 		cond(fencingv1alpha1.ConditionFenced, metav1.ConditionUnknown, fencingv1alpha1.ReasonLeaseNotFound, "no lease to compare epochs with"),
-		cond(fencingv1alpha1.ConditionReady, metav1.ConditionFalse, fencingv1alpha1.ReasonNotFenced, "the lease is missing or has no valid epoch"),
+		cond(fencingv1alpha1.ConditionReady, metav1.ConditionFalse, fencingv1alpha1.ReasonLeaseNotFound,
+			"lease orders-writer does not exist in namespace "+ns+"; every fenced write is refused until an elector creates it"),
 	}
 }
 
@@ -32,7 +33,7 @@ func leaseInvalid(why string) []metav1.Condition {
 	return []metav1.Condition{
 		cond(fencingv1alpha1.ConditionLeaseFound, metav1.ConditionFalse, fencingv1alpha1.ReasonLeaseInvalid, "lease orders-writer cannot fence: "+why),
 		cond(fencingv1alpha1.ConditionFenced, metav1.ConditionUnknown, fencingv1alpha1.ReasonLeaseInvalid, "the lease has no valid epoch"),
-		cond(fencingv1alpha1.ConditionReady, metav1.ConditionFalse, fencingv1alpha1.ReasonNotFenced, "the lease is missing or has no valid epoch"),
+		cond(fencingv1alpha1.ConditionReady, metav1.ConditionFalse, fencingv1alpha1.ReasonLeaseInvalid, "lease orders-writer cannot fence: "+why),
 	}
 }
 
@@ -50,7 +51,8 @@ func behindLease(epoch, leaseEpoch string) []metav1.Condition {
 		cond(fencingv1alpha1.ConditionLeaseFound, metav1.ConditionTrue, fencingv1alpha1.ReasonLeaseFound, "lease orders-writer is at epoch "+leaseEpoch),
 		cond(fencingv1alpha1.ConditionFenced, metav1.ConditionFalse, fencingv1alpha1.ReasonBehindLease,
 			"at epoch "+epoch+", behind the lease's epoch "+leaseEpoch+": the admission webhook still refuses writes below "+leaseEpoch),
-		cond(fencingv1alpha1.ConditionReady, metav1.ConditionFalse, fencingv1alpha1.ReasonNotFenced, "this resource's epoch differs from the lease's"),
+		cond(fencingv1alpha1.ConditionReady, metav1.ConditionFalse, fencingv1alpha1.ReasonBehindLease,
+			"at epoch "+epoch+", behind the lease's epoch "+leaseEpoch+": the admission webhook still refuses writes below "+leaseEpoch),
 	}
 }
 
@@ -131,7 +133,8 @@ func TestComputeStatus(t *testing.T) {
 					cond(fencingv1alpha1.ConditionLeaseFound, metav1.ConditionTrue, fencingv1alpha1.ReasonLeaseFound, "lease orders-writer is at epoch 2"),
 					cond(fencingv1alpha1.ConditionFenced, metav1.ConditionFalse, fencingv1alpha1.ReasonAheadOfLease,
 						"at epoch 5, ahead of the lease's epoch 2: the lease was recreated"),
-					cond(fencingv1alpha1.ConditionReady, metav1.ConditionFalse, fencingv1alpha1.ReasonNotFenced, "this resource's epoch differs from the lease's"),
+					cond(fencingv1alpha1.ConditionReady, metav1.ConditionFalse, fencingv1alpha1.ReasonAheadOfLease,
+						"at epoch 5, ahead of the lease's epoch 2: the lease was recreated"),
 				}, gen)},
 		},
 		"a writer annotation at epoch 0 is no holder": {

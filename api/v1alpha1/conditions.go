@@ -3,6 +3,8 @@ package v1alpha1
 // Condition types of a FencedResource.
 const (
 	// ConditionReady is True when the bound Lease exists and the resource is fenced at its current epoch.
+	// When it is False its reason and message are those of the cause: ReasonLeaseNotFound,
+	// ReasonLeaseInvalid, ReasonBehindLease or ReasonAheadOfLease.
 	ConditionReady = "Ready"
 	// ConditionLeaseFound is True when the bound Lease exists.
 	ConditionLeaseFound = "LeaseFound"
@@ -29,8 +31,6 @@ const (
 	ReasonAheadOfLease = "AheadOfLease"
 	// ReasonFenced: Ready, because the Lease exists and the resource is at its epoch.
 	ReasonFenced = "Fenced"
-	// ReasonNotFenced: not Ready; the message says which condition is missing.
-	ReasonNotFenced = "NotFenced"
 )
 
 // Condition reasons of a FencingPolicy's Ready condition.

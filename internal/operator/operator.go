@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -112,7 +113,7 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	// while this replica's elector leads; webhooks and probes keep serving on every replica.
 	var leaderOnly manager.Manager = mgr
 	if opts.LeaderElect {
-		gate, err := newGate(cfg, opts)
+		gate, err := newGate(cfg, opts, mgr.GetLogger())
 		if err != nil {
 			return nil, err
 		}
@@ -213,7 +214,8 @@ func setupWebhook(mgr manager.Manager, opts Options) error {
 	})
 }
 
-func newGate(cfg *rest.Config, opts Options) (*managed.Gate, error) {
+// newGate builds the operator's elector; it logs through the manager's logger (log), not klog's.
+func newGate(cfg *rest.Config, opts Options, log logr.Logger) (*managed.Gate, error) {
 	if opts.LeaderElectionNamespace == "" {
 		return nil, errors.New("leader election needs a namespace: set --leader-election-namespace or POD_NAMESPACE")
 	}
@@ -221,7 +223,8 @@ func newGate(cfg *rest.Config, opts Options) (*managed.Gate, error) {
 	if err != nil {
 		return nil, err
 	}
-	gate, err := managed.NewGate(elector.Config{Client: cs, Namespace: opts.LeaderElectionNamespace, Name: LeaseName})
+	gate, err := managed.NewGate(elector.Config{Client: cs, Namespace: opts.LeaderElectionNamespace, Name: LeaseName},
+		elector.WithLogger(log.WithName("elector")))
 	if err != nil {
 		return nil, fmt.Errorf("setting up leader election: %w", err)
 	}

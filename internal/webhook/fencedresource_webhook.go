@@ -11,10 +11,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
@@ -25,6 +25,9 @@ import (
 // The webhook reads the bound Lease and, for the namespace controller's deletes, the Namespace.
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 // +kubebuilder:webhook:path=/validate-fencing-fencekit-io-v1alpha1-fencedresource,mutating=false,failurePolicy=fail,sideEffects=None,groups=fencing.fencekit.io,resources=fencedresources,verbs=create;update;delete,versions=v1alpha1,name=vfencedresource-v1alpha1.fencing.fencekit.io,admissionReviewVersions=v1,timeoutSeconds=5
+
+// eventSource is the reporting controller of the Events the webhooks record.
+const eventSource = "fencekit-webhook"
 
 // Validator admits fenced writes of FencedResources.
 type Validator struct {
@@ -43,7 +46,8 @@ type Option func(*Validator)
 // WithClock sets the clock used to judge Lease expiry (default: the real clock).
 func WithClock(c clock.PassiveClock) Option { return func(v *Validator) { v.clock = c } }
 
-// WithEventRecorder records an Event on the FencedResource for every refused write.
+// WithEventRecorder records a Warning Event on the written object for every refused write (not for dry
+// runs): on the FencedResource, or on the object a FencingPolicy declares.
 func WithEventRecorder(r events.EventRecorder) Option { return func(v *Validator) { v.recorder = r } }
 
 // NewValidator returns a Validator that reads Leases with reader, which must not be a cache.
@@ -58,7 +62,7 @@ func NewValidator(reader client.Reader, opts ...Option) *Validator {
 // SetupWithManager registers the webhook on mgr's webhook server, reading Leases with the manager's
 // uncached API reader.
 func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
-	opts = append([]Option{WithEventRecorder(mgr.GetEventRecorder("fencekit-webhook"))}, opts...)
+	opts = append([]Option{WithEventRecorder(mgr.GetEventRecorder(eventSource))}, opts...)
 	return ctrl.NewWebhookManagedBy(mgr, &fencingv1alpha1.FencedResource{}).
 		WithValidator(NewValidator(mgr.GetAPIReader(), opts...)).
 		Complete()
@@ -96,7 +100,7 @@ func (v *Validator) ValidateDelete(ctx context.Context, fr *fencingv1alpha1.Fenc
 		}
 	}
 	if ferr := fencing.CheckDelete(fr, lease, ns, who, v.clock.Now()); ferr != nil {
-		v.refused(ctx, fr, ferr)
+		v.refused(ctx, req, fr, ferr)
 		return nil, ferr.StatusError()
 	}
 	return nil, nil
@@ -119,7 +123,7 @@ func (v *Validator) validate(ctx context.Context, old, fr *fencingv1alpha1.Fence
 		return err
 	}
 	if ferr := fencing.CheckWrite(old, fr, lease, who, v.clock.Now()); ferr != nil {
-		v.refused(ctx, fr, ferr)
+		v.refused(ctx, req, fr, ferr)
 		return ferr.StatusError()
 	}
 	return nil
@@ -169,13 +173,9 @@ func fieldManager(req admission.Request) (string, error) {
 	return opts.FieldManager, nil
 }
 
-func (v *Validator) refused(ctx context.Context, fr *fencingv1alpha1.FencedResource, ferr *fencing.Error) {
-	logf.FromContext(ctx).Info("refused a FencedResource write", "fencedResource", client.ObjectKeyFromObject(fr),
-		"reason", ferr.Reason, "epoch", ferr.Epoch, "leaseEpoch", ferr.LeaseEpoch, "message", ferr.Message)
-	rejectedWrites.WithLabelValues(fr.Namespace, fr.Spec.LeaseName, string(ferr.Reason)).Inc()
-	if v.recorder != nil {
-		v.recorder.Eventf(fr, nil, corev1.EventTypeWarning, string(ferr.Reason), "Write", "%s", ferr.Message)
-	}
+// refused reports the refusal of req (see report).
+func (v *Validator) refused(ctx context.Context, req admission.Request, fr *fencingv1alpha1.FencedResource, ferr *fencing.Error) {
+	report(ctx, v.recorder, req, refusal{webhook: webhookFencedResources, regarding: fr, object: klog.KObj(fr), lease: fr.Spec.LeaseName, err: ferr})
 }
 
 func requester(req admission.Request) fencing.Requester {

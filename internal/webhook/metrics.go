@@ -5,17 +5,37 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// rejectedWrites counts FencedResource writes refused by the webhook. Writes whose epoch is below the one
-// the resource already stores are refused earlier, by the CRD's own rule inside the apiserver, and never
-// reach the webhook: the apiserver answers them with 422 and they are not counted here. It counts the
-// webhook's refusals, which is one per refused write except when the apiserver asks twice: its first
-// attempt at a write works on its watch cache's copy of the object, and when that copy was stale (a status
-// write a moment earlier) it runs admission again on the current object.
-var rejectedWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+// Names of the webhooks, as the webhook label of admissionRefusals gives them.
+const (
+	webhookFencedResources = "fencedresources"
+	webhookObjects         = "objects"
+)
+
+// admissionRefusals counts the admission requests a fencekit webhook refused. It counts admissions, not
+// writes: kube-apiserver runs admission for a write a second time when its first attempt worked on a stale
+// copy of the object from its watch cache (a status write a moment earlier), so one refused write can count
+// twice. Dry-run requests (sideEffects: None) are not counted. Refusals made inside the apiserver (the
+// CRD's epoch rule, the Lease policy) never reach a webhook: see docs/design.md, "Observability of
+// refusals", for where they are counted.
+var admissionRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "fencekit_webhook_admission_refusals_total",
+	Help: "Admission requests refused by a fencekit webhook (webhook: fencedresources or objects), by namespace, lease and fencing reason. " +
+		"Counts admissions: the apiserver may admit one write twice. Dry-run requests are not counted.",
+}, []string{"webhook", "namespace", "lease", "reason"})
+
+// deprecatedRejectedWrites is the former name of admissionRefusals (without its webhook label), kept for
+// one release so that dashboards and alerts can move; it counts exactly the same requests.
+var deprecatedRejectedWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "fencekit_stale_writes_rejected_total",
-	Help: "FencedResource writes refused by the fencekit admission webhook, by namespace, lease and fencing reason.",
+	Help: "Deprecated: use fencekit_webhook_admission_refusals_total, which counts the same admission requests; this name will be removed in the next minor release.",
 }, []string{"namespace", "lease", "reason"})
 
 func init() {
-	metrics.Registry.MustRegister(rejectedWrites)
+	metrics.Registry.MustRegister(admissionRefusals, deprecatedRejectedWrites)
+}
+
+// countRefusal counts one refused admission request of webhook.
+func countRefusal(webhook, namespace, lease, reason string) {
+	admissionRefusals.WithLabelValues(webhook, namespace, lease, reason).Inc()
+	deprecatedRejectedWrites.WithLabelValues(namespace, lease, reason).Inc()
 }

@@ -12,11 +12,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -36,21 +38,24 @@ type ObjectValidator struct {
 	// and, when the cache shows no policy for a request the apiserver sent here, the policies again,
 	// straight from the apiserver (quorum reads).
 	policies, reader ctrl.Reader
+	recorder         events.EventRecorder
 	clock            clock.PassiveClock
 }
 
 // NewObjectValidator returns an ObjectValidator; reader must not be a cache.
 func NewObjectValidator(policies, reader ctrl.Reader, opts ...Option) *ObjectValidator {
-	// The options are the FencedResource Validator's; only the clock applies here.
+	// The options are the FencedResource Validator's: the clock and the event recorder apply here.
 	v := &Validator{clock: clock.RealClock{}}
 	for _, o := range opts {
 		o(v)
 	}
-	return &ObjectValidator{policies: policies, reader: reader, clock: v.clock}
+	return &ObjectValidator{policies: policies, reader: reader, recorder: v.recorder, clock: v.clock}
 }
 
-// SetupObjectsWithManager registers the object webhook on mgr's webhook server at ObjectsPath.
+// SetupObjectsWithManager registers the object webhook on mgr's webhook server at ObjectsPath, recording
+// refusals as Events with the manager's recorder.
 func SetupObjectsWithManager(mgr manager.Manager, opts ...Option) {
+	opts = append([]Option{WithEventRecorder(mgr.GetEventRecorder(eventSource))}, opts...)
 	mgr.GetWebhookServer().Register(ObjectsPath, &webhook.Admission{Handler: NewObjectValidator(mgr.GetClient(), mgr.GetAPIReader(), opts...)})
 }
 
@@ -89,12 +94,33 @@ func (v *ObjectValidator) Handle(ctx context.Context, req admission.Request) adm
 		ferr = fencing.CheckObjectWrite(w, lease, who, v.clock.Now())
 	}
 	if ferr != nil {
-		logf.FromContext(ctx).Info("refused a write of a fenced object", "kind", w.Kind, "object", w.Key, "policy", w.Policy,
-			"reason", ferr.Reason, "epoch", ferr.Epoch, "leaseEpoch", ferr.LeaseEpoch, "message", ferr.Message)
-		rejectedWrites.WithLabelValues(req.Namespace, w.Lease, string(ferr.Reason)).Inc()
+		report(ctx, v.recorder, req, refusal{webhook: webhookObjects, regarding: regarding(req, w), object: klog.KRef(req.Namespace, req.Name),
+			policy: w.Policy, lease: w.Lease, err: ferr})
 		return statusResponse(ferr.StatusError())
 	}
 	return admission.Allowed("")
+}
+
+// regarding is the reference an Event about the refused write req is recorded on: the written object. It
+// is nil, and no Event is recorded, for a create with generateName (the object has no name) and for a
+// subresource other than status (the request names the subresource's kind, Scale or Eviction, not the
+// object's).
+//
+// It returns a runtime.Object so that "none" is a nil interface, which report tests for, never a nil
+// *ObjectReference inside one.
+func regarding(req admission.Request, w fencing.ObjectWrite) runtime.Object {
+	if req.Name == "" || (req.SubResource != "" && req.SubResource != "status") {
+		return nil
+	}
+	ref := &corev1.ObjectReference{Kind: req.Kind.Kind, Namespace: req.Namespace, Name: req.Name,
+		APIVersion: schema.GroupVersion{Group: req.Kind.Group, Version: req.Kind.Version}.String()}
+	switch {
+	case w.Old != nil:
+		ref.UID = w.Old.GetUID()
+	case w.New != nil:
+		ref.UID = w.New.GetUID()
+	}
+	return ref
 }
 
 func decodeWrite(req admission.Request) (fencing.ObjectWrite, error) {
@@ -150,13 +176,6 @@ func (v *ObjectValidator) policyFor(ctx context.Context, req admission.Request, 
 }
 
 func matchingPolicies(ctx context.Context, r ctrl.Reader, req admission.Request, w fencing.ObjectWrite) ([]fencingv1alpha1.FencingPolicy, error) {
-	var list fencingv1alpha1.FencingPolicyList
-	if err := r.List(ctx, &list, ctrl.InNamespace(req.Namespace)); err != nil {
-		return nil, err
-	}
-	// A Scale, an Eviction or a Binding carries no labels of the object: every policy naming the resource
-	// covers it, whatever its selector (fail closed).
-	foreign := req.SubResource != "" && req.SubResource != "status"
 	var old, new map[string]string
 	if w.Old != nil {
 		old = w.Old.GetLabels()
@@ -164,13 +183,28 @@ func matchingPolicies(ctx context.Context, r ctrl.Reader, req admission.Request,
 	if w.New != nil {
 		new = w.New.GetLabels()
 	}
+	return PoliciesFor(ctx, r, req.Namespace, schema.GroupResource{Group: req.Resource.Group, Resource: req.Resource.Resource}, req.SubResource, old, new)
+}
+
+// PoliciesFor lists the FencingPolicies of namespace that declare a write of an object of resource gr
+// (through subresource, "" for the object itself) whose labels are old before the write (nil on create)
+// and new after it (nil on delete), sorted by name. It is the object webhook's matching, for the tools that
+// explain its decisions (kubectl fencekit explain).
+func PoliciesFor(ctx context.Context, r ctrl.Reader, namespace string, gr schema.GroupResource, subresource string, old, new map[string]string) ([]fencingv1alpha1.FencingPolicy, error) {
+	var list fencingv1alpha1.FencingPolicyList
+	if err := r.List(ctx, &list, ctrl.InNamespace(namespace)); err != nil {
+		return nil, err
+	}
+	// A Scale, an Eviction or a Binding carries no labels of the object: every policy naming the resource
+	// covers it, whatever its selector (fail closed).
+	foreign := subresource != "" && subresource != "status"
 	var out []fencingv1alpha1.FencingPolicy
 	for _, p := range list.Items {
 		if slices.ContainsFunc(p.Spec.Resources, func(e fencingv1alpha1.FencedObjects) bool {
 			if foreign {
-				return e.Group == req.Resource.Group && e.Resource == req.Resource.Resource
+				return e.Group == gr.Group && e.Resource == gr.Resource
 			}
-			return fencing.Governs(e, req.Resource.Group, req.Resource.Resource, old, new)
+			return fencing.Governs(e, gr.Group, gr.Resource, old, new)
 		}) {
 			out = append(out, p)
 		}

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -34,7 +34,7 @@ type Elector struct {
 	logSet        bool
 	registerer    prometheus.Registerer
 	registererSet bool
-	recorder      record.EventRecorder
+	recorder      events.EventRecorder
 	metrics       *metrics
 
 	running atomic.Bool

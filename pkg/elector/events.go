@@ -5,12 +5,13 @@ import (
 	"reflect"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 )
+
+// EventSource is the reporting controller of the Events the default recorder posts (events.k8s.io/v1).
+const EventSource = "fencekit-elector"
 
 // The default event recorder: one broadcaster per client, shared by every running elector that uses that
 // client (a process running 100 electors on one client runs one broadcaster, not 100), and shut down when
@@ -21,16 +22,16 @@ var broadcasters = struct {
 }{m: map[kubernetes.Interface]*sharedBroadcaster{}}
 
 type sharedBroadcaster struct {
-	b    record.EventBroadcaster
-	rec  record.EventRecorder
+	rec  events.EventRecorder
+	stop func()
 	refs int
 }
 
 // defaultRecorder returns a recorder that posts Events through cs, and a function to call when done.
-func defaultRecorder(cs kubernetes.Interface) (record.EventRecorder, func()) {
+func defaultRecorder(cs kubernetes.Interface) (events.EventRecorder, func()) {
 	if !reflect.TypeOf(cs).Comparable() {
 		s := newBroadcaster(cs)
-		return s.rec, s.b.Shutdown
+		return s.rec, s.stop
 	}
 	broadcasters.mu.Lock()
 	defer broadcasters.mu.Unlock()
@@ -45,13 +46,20 @@ func defaultRecorder(cs kubernetes.Interface) (record.EventRecorder, func()) {
 		defer broadcasters.mu.Unlock()
 		if s.refs--; s.refs == 0 {
 			delete(broadcasters.m, cs)
-			s.b.Shutdown()
+			s.stop()
 		}
 	}
 }
 
+// newBroadcaster posts events.k8s.io/v1 Events through cs, fencekit's one Events API
+// (k8s.io/client-go/tools/events, as controller-runtime's mgr.GetEventRecorder).
 func newBroadcaster(cs kubernetes.Interface) *sharedBroadcaster {
-	b := record.NewBroadcaster(record.WithContext(context.Background()))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
-	return &sharedBroadcaster{b: b, rec: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "fencekit-elector"})}
+	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
+		// Only fails when started twice; b is new.
+		cancel()
+		return &sharedBroadcaster{rec: &events.FakeRecorder{}, stop: func() {}}
+	}
+	return &sharedBroadcaster{rec: b.NewRecorder(scheme.Scheme, EventSource), stop: func() { b.Shutdown(); cancel() }}
 }

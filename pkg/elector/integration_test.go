@@ -45,15 +45,16 @@ func TestTwoElectorsReleaseHandsOver(t *testing.T) {
 	if got := l.Labels[elector.FencedLabel]; got != "true" {
 		t.Errorf("fenced label = %q, want \"true\"", got)
 	}
-	// The default recorder posts an Event on the Lease.
+	// The default recorder posts an Event (events.k8s.io/v1, fencekit's one Events API) on the Lease.
 	wantMsg := "acquired at epoch " + strconv.FormatInt(first.Epoch, 10) + " by " + first.Holder
 	eventually(t, 10*time.Second, "the Acquired Event", func() bool {
-		evs, err := clientset(t).CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{})
+		evs, err := clientset(t).EventsV1().Events(ns).List(t.Context(), metav1.ListOptions{})
 		if err != nil {
 			return false
 		}
 		for _, ev := range evs.Items {
-			if ev.Reason == "Acquired" && ev.Message == wantMsg && ev.InvolvedObject.Kind == "Lease" && ev.InvolvedObject.Name == "lock" {
+			if ev.Reason == "Acquired" && ev.Action == "Acquire" && ev.Note == wantMsg && ev.ReportingController == elector.EventSource &&
+				ev.Regarding.Kind == "Lease" && ev.Regarding.Name == "lock" {
 				return true
 			}
 		}

@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 )
 
 // runner is one Run: a single goroutine that owns every decision. It sleeps on one timer (set for the next
@@ -19,7 +19,7 @@ import (
 type runner struct {
 	e        *Elector
 	log      logr.Logger
-	rec      record.EventRecorder
+	rec      events.EventRecorder
 	leases   leaseClient
 	obs      *observer
 	acquirer string
@@ -221,7 +221,7 @@ func (r *runner) acquire(ctx context.Context, o observation, tk takeover) {
 	leaseLabel := r.e.lease.String()
 	r.e.metrics.acquisitions.WithLabelValues(leaseLabel).Inc()
 	r.e.metrics.epoch.WithLabelValues(leaseLabel).Set(float64(choice.epoch))
-	r.rec.Eventf(res, corev1.EventTypeNormal, "Acquired", "acquired at epoch %d by %s", choice.epoch, cfg.Identity)
+	r.rec.Eventf(res, nil, corev1.EventTypeNormal, "Acquired", "Acquire", "acquired at epoch %d by %s", choice.epoch, cfg.Identity)
 	log.Info("Acquired the Lease", "epoch", choice.epoch, "reason", tk.why, "deadline", t.getDeadline().Sub(sent))
 
 	if cfg.PostAcquire == nil {
@@ -382,11 +382,11 @@ func (r *runner) endTerm(ctx context.Context, cause error, reason, detail string
 	log := r.log.WithValues("epoch", t.token.Epoch)
 	if reason != "" {
 		r.e.metrics.lost.WithLabelValues(r.e.lease.String(), reason).Inc()
-		r.rec.Eventf(r.held, corev1.EventTypeWarning, "LeadershipLost", "%s lost epoch %d: %s (%s)", t.token.Holder, t.token.Epoch, reason, detail)
+		r.rec.Eventf(r.held, nil, corev1.EventTypeWarning, "LeadershipLost", "Lead", "%s lost epoch %d: %s (%s)", t.token.Holder, t.token.Epoch, reason, detail)
 		log.Info("Lost leadership", "reason", reason, "detail", detail)
 	}
 	if release && r.release(ctx, t) {
-		r.rec.Eventf(r.held, corev1.EventTypeNormal, "Released", "%s released epoch %d", t.token.Holder, t.token.Epoch)
+		r.rec.Eventf(r.held, nil, corev1.EventTypeNormal, "Released", "Release", "%s released epoch %d", t.token.Holder, t.token.Epoch)
 		log.Info("Released the Lease")
 	}
 	if leading {

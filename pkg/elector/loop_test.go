@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -147,7 +147,7 @@ type harness struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 	sequence *sequence
-	rec      *record.FakeRecorder
+	rec      *events.FakeRecorder
 	jitter   float64      // what the elector's jitter source returns
 	wake     atomic.Int64 // when the loop last went to sleep until (unix nanoseconds of the fake clock)
 }
@@ -196,7 +196,7 @@ func startHarnessWithClock(t *testing.T, api *fakeAPI, fc *clocktesting.FakeCloc
 	if len(jitter) > 0 {
 		h.jitter = jitter[0]
 	}
-	h.rec = record.NewFakeRecorder(100)
+	h.rec = events.NewFakeRecorder(100)
 	e, err := New(cfg, WithClock(h.fc), WithMetricsRegisterer(h.reg), WithEventRecorder(h.rec))
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,7 @@ package elector
 import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 )
 
@@ -20,10 +20,12 @@ func WithMetricsRegisterer(r prometheus.Registerer) Option {
 	return func(e *Elector) { e.registerer = r; e.registererSet = true }
 }
 
-// WithEventRecorder sets the recorder for the Events on the Lease (default: a broadcaster on Config.Client,
-// shared by the electors running on that client in this process, and stopped when the last one's Run
-// returns).
-func WithEventRecorder(r record.EventRecorder) Option { return func(e *Elector) { e.recorder = r } }
+// WithEventRecorder sets the recorder (events.k8s.io/v1, as controller-runtime's mgr.GetEventRecorder
+// returns) for the Events on the Lease (default: a broadcaster on Config.Client, shared by the electors
+// running on that client in this process, and stopped when the last one's Run returns).
+func WithEventRecorder(r events.EventRecorder) Option { return func(e *Elector) { e.recorder = r } }
 
-// WithLogger sets the logger (default: the logger in Run's context, else klog's).
+// WithLogger sets the logger (default: the logger in Run's context, else klog's global logger). In a
+// controller-runtime manager pass the manager's (mgr.GetLogger()): the manager starts runnables with a
+// context that carries none.
 func WithLogger(l logr.Logger) Option { return func(e *Elector) { e.log = l; e.logSet = true } }

@@ -98,6 +98,7 @@ func (w *Writer) Update(ctx context.Context, token elector.Token, key types.Name
 		return w.client.Update(ctx, &fr, client.FieldOwner(token.FieldManager()))
 	})
 	if err != nil {
+		countRefusal(token.Lease.String(), err)
 		return nil, wrap(key, token, err)
 	}
 	return &fr, nil
@@ -138,6 +139,7 @@ func (w *Writer) Set(ctx context.Context, token elector.Token, key types.Namespa
 		return nil, fmt.Errorf("encoding the patch of FencedResource %s: %w", key, err)
 	}
 	if err := w.client.Patch(ctx, &fr, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(token.FieldManager())); err != nil {
+		countRefusal(token.Lease.String(), err)
 		return nil, wrap(key, token, err)
 	}
 	return &fr, nil
@@ -184,6 +186,7 @@ func (w *Writer) Delete(ctx context.Context, token elector.Token, key types.Name
 		return nil
 	}
 	if err != nil {
+		countRefusal(token.Lease.String(), err)
 		if _, ok := err.(*Error); ok {
 			return err
 		}

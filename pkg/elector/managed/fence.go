@@ -12,7 +12,8 @@ import (
 )
 
 // Fence is the one-line opt-in for a controller-runtime operator: it elects with a fencekit elector
-// (configured by cfg and opts; cfg.Client defaults to a clientset for mgr's rest.Config) and returns mgr
+// (configured by cfg and opts; cfg.Client defaults to a clientset for mgr's rest.Config, the logger to
+// mgr's logger named "elector", unless opts set elector.WithLogger) and returns mgr
 // as the operator's builders should see it:
 //
 //   - runnables that need leader election (controllers, and any runnable that does not say otherwise)
@@ -40,6 +41,9 @@ func Fence(mgr manager.Manager, cfg elector.Config, opts ...elector.Option) (man
 		}
 		cfg.Client = cs
 	}
+	// The manager starts the gate with a context that carries no logger: without this the elector would log
+	// through klog's global logger, not the manager's.
+	opts = append([]elector.Option{elector.WithLogger(mgr.GetLogger().WithName("elector"))}, opts...)
 	gate, err := NewGate(cfg, opts...)
 	if err != nil {
 		return nil, err

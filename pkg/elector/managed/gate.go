@@ -28,7 +28,9 @@ var (
 	_ manager.LeaderElectionRunnable = (*Gate)(nil)
 )
 
-// NewGate builds the elector from cfg and opts (see elector.New) and a Gate around it. The gate chains
+// NewGate builds the elector from cfg and opts (see elector.New) and a Gate around it. A manager starts
+// the gate with a context that carries no logger, so pass elector.WithLogger(mgr.GetLogger()) for the
+// elector to log through the manager's logger (Fence does). The gate chains
 // cfg.OnStartedLeading and cfg.OnStoppedLeading: they still run, and the leader-only runnables start
 // alongside OnStartedLeading with the same leadership context.
 func NewGate(cfg elector.Config, opts ...elector.Option) (*Gate, error) {
