@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -73,7 +74,7 @@ func (r *FencingPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *FencingPolicyReconciler) policiesOf(ctx context.Context, lease client.Object) []reconcile.Request {
 	var list fencingv1alpha1.FencingPolicyList
 	if err := r.client.List(ctx, &list, client.InNamespace(lease.GetNamespace())); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing FencingPolicies", "lease", client.ObjectKeyFromObject(lease))
+		ctrl.LoggerFrom(ctx).Error(err, "listing FencingPolicies", "lease", klog.KObj(lease))
 		return nil
 	}
 	var reqs []reconcile.Request
