@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
@@ -89,7 +90,7 @@ func settled(t *testing.T, key types.NamespacedName, epoch int64) {
 // TestRefusedWritesAreReported: each write the webhook refuses leaves a Warning Event on the resource,
 // with the fencing reason and the refusal's message, and counts in fencekit_stale_writes_rejected_total.
 func TestRefusedWritesAreReported(t *testing.T) {
-	env.StartOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
