@@ -183,24 +183,17 @@ func (g *group) remove(id string) {
 
 // waitObserved waits until every member observed leader.
 func (g *group) waitObserved(tb testing.TB, leader string) {
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	tb.Helper()
+	testenv.EventuallyWithin(tb, 60*time.Second, g.impl.name+": members all observe leader "+leader, func() (bool, string) {
 		g.mu.Lock()
-		ok := true
+		defer g.mu.Unlock()
 		for id := range g.members {
 			if g.sees[id] != leader {
-				ok = false
+				return false, id + " sees " + g.sees[id]
 			}
 		}
-		g.mu.Unlock()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("%s: members did not all observe leader %s", g.impl.name, leader)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return true, ""
+	})
 }
 
 func (g *group) waitStart(tb testing.TB) started {
