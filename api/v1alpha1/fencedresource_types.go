@@ -146,7 +146,3 @@ type FencedResourceList struct {
 	// items are the FencedResources.
 	Items []FencedResource `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&FencedResource{}, &FencedResourceList{})
-}

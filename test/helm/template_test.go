@@ -56,16 +56,13 @@ func TestTemplateDefaults(t *testing.T) {
 	r := objects(t, ns)
 	checkConsistent(t, r, "fencekit", ns)
 
-	var want []string
-	for _, kn := range []string{
+	want := []string{
 		"ServiceAccount/fencekit-manager", "ClusterRole/fencekit-manager", "ClusterRoleBinding/fencekit-manager",
 		"Role/fencekit-manager", "RoleBinding/fencekit-manager", "ClusterRole/fencekit-elector",
 		"Deployment/fencekit-manager", "PodDisruptionBudget/fencekit-manager", "Service/fencekit-webhook",
 		"Service/fencekit-metrics", "Secret/fencekit-webhook-cert", "ValidatingWebhookConfiguration/fencekit-validating-webhook",
 		"ValidatingWebhookConfiguration/fencekit-objects", "ValidatingAdmissionPolicy/fencekit-fenced-leases", "ValidatingAdmissionPolicyBinding/fencekit-fenced-leases",
 		"ValidatingAdmissionPolicy/fencekit-unchecked-namespaces", "ValidatingAdmissionPolicyBinding/fencekit-unchecked-namespaces",
-	} {
-		want = append(want, kn)
 	}
 	got := r.names()
 	slices.Sort(want)

@@ -236,19 +236,3 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 	i := int(math.Ceil(p*float64(len(s)))) - 1
 	return s[max(0, min(i, len(s)-1))]
 }
-
-// vmRSS reads this process's resident set size in MiB.
-func vmRSS(tb testing.TB) float64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseFloat(f[1], 64)
-			return kb / 1024
-		}
-	}
-	tb.Fatal("no VmRSS in /proc/self/status")
-	return 0
-}
