@@ -64,14 +64,7 @@ func newWorker(b *testing.B, ns, holder string) worker {
 
 func declare(b *testing.B, ns, name, lease string) types.NamespacedName {
 	b.Helper()
-	fr := &fencingv1alpha1.FencedResource{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec:       fencingv1alpha1.FencedResourceSpec{LeaseName: lease},
-	}
-	if err := env.Client.Create(b.Context(), fr); err != nil {
-		b.Fatalf("declaring FencedResource %s: %v", name, err)
-	}
-	return client.ObjectKeyFromObject(fr)
+	return env.Declare(b, ns, name, lease)
 }
 
 // startOperator runs fencekit's operator (webhook and controllers) in process until stop is called or the
