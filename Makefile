@@ -46,8 +46,16 @@ fmt: ## Run gofmt on the code.
 vet: ## Run go vet.
 	go vet ./...
 
+.PHONY: lint
+lint: ## Run staticcheck (pinned in hack/tools/go.mod, its default checks) on every package.
+	$(TOOLS) staticcheck ./...
+
+.PHONY: importcheck
+importcheck: ## Check docs/design.md's import rules on every package's build and test build (go list -deps, -test -deps).
+	go run ./hack/importcheck
+
 .PHONY: verify
-verify: generate manifests ## Regenerate everything and fail if the tree changed.
+verify: generate manifests lint importcheck ## Regenerate everything, lint, check the import rules; fail if the tree changed.
 	@test -z "$$(gofmt -s -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -s -l $$(git ls-files '*.go'); exit 1; }
 	@git diff --exit-code -- api config charts || { echo "generated files are out of date: run 'make generate manifests' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- api config charts)" || { echo "untracked generated files:"; git status --porcelain -- api config charts; exit 1; }
@@ -56,9 +64,11 @@ verify: generate manifests ## Regenerate everything and fail if the tree changed
 control-plane: ## Build (once) kube-apiserver and etcd from the Go module proxy into the cache.
 	hack/control-plane.sh
 
+# A KUBEBUILDER_ASSETS set by the caller (environment or make variable) is used as is; otherwise the control
+# plane is built (once) by hack/control-plane.sh and its cache used.
 .PHONY: test
-test: control-plane vet ## Run every test (unit, envtest integration, e2e) on the local control plane.
-	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --path)" go test -count=1 -timeout $(TEST_TIMEOUT) ./...
+test: $(if $(KUBEBUILDER_ASSETS),,control-plane) vet ## Run every test (unit, envtest integration, e2e) on the local control plane (or on a preset KUBEBUILDER_ASSETS).
+	KUBEBUILDER_ASSETS="$(or $(KUBEBUILDER_ASSETS),$$(hack/control-plane.sh --path))" go test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # The lowest Kubernetes fencekit supports (docs/design.md, "Supported Kubernetes versions"): its
 # kube-apiserver is built from the Go module proxy like the default one, once, into its own cache directory.

@@ -11,6 +11,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/controllers"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 )
 
 // TestStatusCoalescesDataWrites: under sustained writes of data by the holder, the operator writes a
@@ -18,7 +19,7 @@ import (
 // makes the apiserver admit the holder's next write twice), and once the writes stop, observedGeneration
 // catches up with the last write's generation without any further event, as kstatus and Argo CD expect.
 func TestStatusCoalescesDataWrites(t *testing.T) {
-	env.StartOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	a := newWorker(t, ns, "worker-a")

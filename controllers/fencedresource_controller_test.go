@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
@@ -15,7 +16,7 @@ import (
 // `kubectl get fr` would: declared before its Lease exists, the Lease acquired, the holder's write, a new
 // holder's acquisition, that holder's fence-on-acquire, and a Lease whose epoch was corrupted.
 func TestStatusLifecycle(t *testing.T) {
-	env.StartOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")

@@ -12,6 +12,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/controllers"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 )
 
 // protected reports whether the Lease key exists and carries the operator's finalizer.
@@ -39,7 +40,7 @@ func deleteFencedResource(t *testing.T, key types.NamespacedName) {
 // TestLeaseFinalizer: the operator protects a Lease while any FencedResource is bound to it and releases it
 // when the last one is deleted; Leases nobody is bound to are left alone.
 func TestLeaseFinalizer(t *testing.T) {
-	env.StartOperator(t)
+	operatortest.Start(t, env)
 	ns := env.Namespace(t)
 	a := newWorker(t, ns, "worker-a")
 	lease := types.NamespacedName{Namespace: ns, Name: "orders-writer"}
@@ -76,7 +77,7 @@ func TestLeaseFinalizer(t *testing.T) {
 // TestLeaseDeleteWhileBound: deleting a Lease that resources are bound to leaves it Terminating (its
 // epochs are still what they compare against) until the last bound resource is gone.
 func TestLeaseDeleteWhileBound(t *testing.T) {
-	env.StartOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	a := newWorker(t, ns, "worker-a")

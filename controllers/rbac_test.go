@@ -22,7 +22,7 @@ import (
 
 // startOperatorAs runs the operator in process as the given ServiceAccount user, bound to the generated
 // fencekit-manager ClusterRole (config/rbac/role.yaml) and not a member of system:masters, so that the
-// Lease policy applies to it as in a cluster. testenv's StartOperator runs it as an admin.
+// Lease policy applies to it as in a cluster. operatortest.Start runs it as an admin.
 func startOperatorAs(t *testing.T, user string) {
 	t.Helper()
 	ctx := t.Context()

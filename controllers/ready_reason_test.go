@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
@@ -22,7 +23,7 @@ import (
 // Fenced; the server-side table kubectl prints shows the Lease's epoch and that reason as priority-1
 // columns (`kubectl get fr -o wide`).
 func TestReadyReasonNamesTheCause(t *testing.T) {
-	env.StartOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	w := newWorker(t, ns, "worker-a")

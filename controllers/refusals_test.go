@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
@@ -136,7 +137,7 @@ func settled(t *testing.T, key types.NamespacedName, epoch int64) {
 // with the fencing reason and the refusal's message, and counts in fencekit_webhook_admission_refusals_total{webhook="fencedresources"} (and the deprecated
 // fencekit_stale_writes_rejected_total).
 func TestRefusedWritesAreReported(t *testing.T) {
-	env.StartOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
@@ -177,7 +178,7 @@ func TestRefusedWritesAreReported(t *testing.T) {
 // TestDryRunRefusalsLeaveNoTrace: the webhooks declare sideEffects: None, so a dry-run write they refuse
 // records no Event and counts nothing; the same refusal without dry run does both.
 func TestDryRunRefusalsLeaveNoTrace(t *testing.T) {
-	env.StartOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
@@ -223,7 +224,7 @@ func TestDryRunRefusalsLeaveNoTrace(t *testing.T) {
 // webhook, leaves a Warning Event on that object and counts in
 // fencekit_webhook_admission_refusals_total{webhook="objects"}; a refused dry run does neither.
 func TestObjectRefusalsAreReported(t *testing.T) {
-	env.StartOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	w := newWorker(t, ns, "app")
@@ -313,7 +314,7 @@ func apiserverCounter(t *testing.T, name string, labels ...string) float64 {
 // apiserver_request_total{resource="fencedresources",code="422"} and
 // apiserver_validating_admission_policy_check_total{policy="fencekit-fenced-leases",enforcement_action="deny"}.
 func TestRefusalsInsideTheApiserverAreCounted(t *testing.T) {
-	env.StartOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")

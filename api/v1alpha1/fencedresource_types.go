@@ -148,7 +148,3 @@ type FencedResourceList struct {
 	// items are the FencedResources.
 	Items []FencedResource `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&FencedResource{}, &FencedResourceList{})
-}

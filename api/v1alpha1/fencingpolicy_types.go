@@ -132,7 +132,3 @@ type FencingPolicyList struct {
 	// items are the FencingPolicies.
 	Items []FencingPolicy `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&FencingPolicy{}, &FencingPolicyList{})
-}

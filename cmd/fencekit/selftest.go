@@ -131,7 +131,7 @@ func lead(ctx context.Context, cs kubernetes.Interface, namespace, lease, identi
 		return elector.Token{}, nil, fmt.Errorf("electing on Lease %s/%s as %s: %w", namespace, lease, identity, err)
 	case <-ctx.Done():
 		release()
-		return elector.Token{}, nil, fmt.Errorf("Lease %s/%s was not acquired as %s in time (RBAC, the Lease policy, another holder?): %w", namespace, lease, identity, ctx.Err())
+		return elector.Token{}, nil, fmt.Errorf("the Lease %s/%s was not acquired as %s in time (RBAC, the Lease policy, another holder?): %w", namespace, lease, identity, ctx.Err())
 	}
 }
 

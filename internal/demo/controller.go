@@ -118,7 +118,7 @@ func RunController(ctx context.Context, t Target, s Settings, fenced bool, live 
 		return nil, err
 	}
 	if err := waitUntil(ctx, 10*time.Second, a.stopped); err != nil {
-		return nil, fmt.Errorf("A did not stop: %w", err)
+		return nil, fmt.Errorf("worker A did not stop: %w", err)
 	}
 	r.say("A stopped (SIGSTOP) in the middle of round 2; the source moves to round 3 (canary on, 3 replicas)")
 	if err := r.setSource(ctx, ns, "3", "3", "true"); err != nil {

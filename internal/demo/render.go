@@ -20,7 +20,6 @@ func (s Style) paint(code, text string) string {
 
 func (s Style) good(t string) string { return s.paint("32", t) }
 func (s Style) bad(t string) string  { return s.paint("31;1", t) }
-func (s Style) dim(t string) string  { return s.paint("2", t) }
 
 // Line renders one event of a run for the live timeline.
 func (s Style) Line(run string, e Event) string {

@@ -8,11 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -59,28 +57,14 @@ func Local(ctx context.Context, root string, progress io.Writer) (t *Target, sto
 	}
 	cleanups = append(cleanups, func() { _ = cluster.Stop() })
 
-	mgr, err := operator.NewManager(cluster.Config, operator.Options{
+	stopOperator, err := operator.Start(ctx, cluster.Config, operator.Options{
 		MetricsAddr: "0", ProbeAddr: "0",
 		WebhookHost: cluster.WebhookHost, WebhookPort: cluster.WebhookPort, WebhookCertDir: cluster.WebhookCertDir,
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	opCtx, opCancel := context.WithCancel(context.Background())
-	opDone := make(chan error, 1)
-	go func() { opDone <- mgr.Start(opCtx) }()
-	cleanups = append(cleanups, func() { opCancel(); <-opDone })
-	started := mgr.GetWebhookServer().StartedChecker()
-	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		select {
-		case err := <-opDone:
-			return false, fmt.Errorf("the operator stopped: %w", err)
-		default:
-		}
-		return started(nil) == nil, nil
-	}); err != nil {
-		return nil, nil, fmt.Errorf("starting the operator: %w", err)
-	}
+	cleanups = append(cleanups, func() { _ = stopOperator() })
 	fmt.Fprintln(progress, "operator running (webhook and controllers, in this process)")
 
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fencekit-demo"}}

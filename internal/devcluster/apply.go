@@ -72,7 +72,7 @@ func applyFile(ctx context.Context, c client.Client, path string) error {
 		if len(u.Object) == 0 {
 			continue
 		}
-		if err := c.Patch(ctx, &u, client.Apply, client.FieldOwner("fencekit-devcluster"), client.ForceOwnership); err != nil {
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(&u), client.FieldOwner("fencekit-devcluster"), client.ForceOwnership); err != nil {
 			return fmt.Errorf("applying %s %s from %s: %w", u.GetKind(), u.GetName(), path, err)
 		}
 	}

@@ -206,9 +206,8 @@ func TestFencingPolicyStaleHolder(t *testing.T) {
 	}, {
 		name: "a server-side apply without a token",
 		write: func() error {
-			return r1.Client.Patch(ctx, &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cm.Name}, Data: map[string]string{"v": "late"}},
-				client.Apply, client.FieldOwner("app-operator"), client.ForceOwnership)
+			return r1.Client.Apply(ctx, corev1ac.ConfigMap(cm.Name, ns).WithData(map[string]string{"v": "late"}),
+				client.FieldOwner("app-operator"), client.ForceOwnership)
 		},
 		is: fencing.IsTokenMissing, msg: []string{`presents no fencing token (field manager "app-operator")`},
 	}, {

@@ -7,6 +7,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/internal/testenv"
 )
 
@@ -15,7 +16,7 @@ var env *testenv.Env
 func TestMain(m *testing.M) { testenv.Main(m, &env, testenv.WithWebhooks(), testenv.WithLeasePolicy()) }
 
 func startOperator(t *testing.T, change ...func(*operator.Options)) (stop func()) {
-	return env.StartOperator(t, change...)
+	return operatortest.Start(t, env, change...)
 }
 
 // worker is one lease contender; see testenv.Worker.

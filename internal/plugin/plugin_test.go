@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/internal/plugin"
 	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/elector"
@@ -71,7 +72,7 @@ func slicesEqual(a, b []string) bool { return strings.Join(a, "\x00") == strings
 // scenario: worker-a held lease orders-writer at epoch 5 and wrote FencedResources orders and audit;
 // worker-b took over at 6 and wrote audit; worker-a's late write to orders was refused by the webhook.
 func scenario(t *testing.T) (ns string, a, b testenv.Worker) {
-	env.StartOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns = env.Namespace(t)
 	a, b = env.NewWorker(t, ns, "worker-a"), env.NewWorker(t, ns, "worker-b")

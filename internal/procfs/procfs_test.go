@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fencekit/fencekit/internal/testenv"
 )
 
 // TestChildLifecycle follows a real child through running, stopped, continued and killed.
@@ -20,12 +22,7 @@ func TestChildLifecycle(t *testing.T) {
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	poll := func(what string, cond func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !cond(); {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 10s", what)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		testenv.EventuallyWithin(t, 10*time.Second, what, func() (bool, string) { return cond(), "" })
 	}
 	if !slices.Contains(Children(os.Getpid()), pid) {
 		t.Errorf("Children(self) = %v, want it to contain %d", Children(os.Getpid()), pid)

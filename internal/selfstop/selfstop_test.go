@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/internal/procfs"
+	"github.com/fencekit/fencekit/internal/testenv"
 )
 
 // TestMain lets the test binary play the child that stops itself.
@@ -71,9 +72,10 @@ func TestStopReturnsOnlyAfterContinue(t *testing.T) {
 		if got := <-lines; got != "stopping" {
 			t.Fatalf("run %d: child said %q, want stopping", run, got)
 		}
-		if err := waitStopped(cmd.Process.Pid, 10*time.Second); err != nil {
-			t.Fatalf("run %d: %v", run, err)
-		}
+		pid := cmd.Process.Pid
+		testenv.EventuallyWithin(t, 10*time.Second, fmt.Sprintf("run %d: every thread of process %d stopped", run, pid), func() (bool, string) {
+			return procfs.Stopped(pid), ""
+		})
 		// Stopped: anything it printed now was written before the stop took effect, and is already in the
 		// pipe; the reader gets a moment to pass it on.
 		select {
@@ -91,15 +93,4 @@ func TestStopReturnsOnlyAfterContinue(t *testing.T) {
 			t.Errorf("run %d: child: %v", run, err)
 		}
 	}
-}
-
-// waitStopped polls /proc until every thread of pid is stopped.
-func waitStopped(pid int, timeout time.Duration) error {
-	for deadline := time.Now().Add(timeout); !procfs.Stopped(pid); {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("process %d did not stop within %s", pid, timeout)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return nil
 }

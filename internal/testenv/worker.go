@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -125,19 +123,4 @@ func (e *Env) Declare(t testing.TB, namespace, name, lease string) types.Namespa
 		t.Fatalf("declaring FencedResource %s: %v", name, err)
 	}
 	return client.ObjectKeyFromObject(fr)
-}
-
-// Eventually polls cond every 20 ms until it holds, for at most 30 s (the operator reconciles
-// asynchronously); cond returns what it saw, for the failure message.
-func Eventually(t testing.TB, what string, cond func() (bool, string)) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		ok, got := cond()
-		last = got
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: never happened in 30s; last seen: %s", what, last)
-	}
 }

@@ -19,8 +19,8 @@ var ErrInvalidResourceVersion = errors.New("elector: resourceVersion is not a po
 // hand-edited or unguarded Lease can cause). The error names the numbers; an admin has to repair the Lease.
 var ErrNoEpoch = errors.New("elector: no epoch can be issued safely")
 
-// parseEpoch reads the epoch annotation as written: a canonical decimal int64 >= 1. It may be above
-// MaxEpoch (written by hand or before fencekit bounded epochs); trustedEpoch decides whether to use it.
+// parseEpoch reads l's epoch annotation with ParseEpoch. It may be above MaxEpoch (written by hand or
+// before fencekit bounded epochs); trustedEpoch decides whether to use it.
 func parseEpoch(l *coordinationv1.Lease) (int64, error) {
 	if l == nil {
 		return 0, errors.New("no lease")
@@ -29,12 +29,9 @@ func parseEpoch(l *coordinationv1.Lease) (int64, error) {
 	if !ok {
 		return 0, fmt.Errorf("annotation %s is missing", EpochAnnotation)
 	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || strconv.FormatInt(v, 10) != s {
-		return 0, fmt.Errorf("annotation %s=%q is not a decimal int64", EpochAnnotation, s)
-	}
-	if v < 1 {
-		return 0, fmt.Errorf("annotation %s=%q is below 1", EpochAnnotation, s)
+	v, err := ParseEpoch(s)
+	if err != nil {
+		return 0, fmt.Errorf("annotation %s=%w", EpochAnnotation, err)
 	}
 	return v, nil
 }

@@ -1,6 +1,7 @@
 package elector
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -46,15 +47,32 @@ func (t Token) FieldManager() string { return FieldManagerFor(t.Epoch) }
 // FieldManagerFor is the field manager that presents epoch in a request.
 func FieldManagerFor(epoch int64) string { return FieldManagerPrefix + strconv.FormatInt(epoch, 10) }
 
+// ParseEpoch reads an epoch as the Lease format writes it, in the epoch annotation and in a field manager's
+// token: a canonical decimal int64 (digits only, no sign, no leading zero) of at least 1. It is the
+// format's one parser (the elector, the admission checks and the operator read epochs with it). It does not
+// bound the number by MaxEpoch: an annotation above it was written by hand (or before fencekit bounded
+// epochs) and is still a number the elector must not go below; whoever accepts only epochs fencekit issues
+// also checks epoch <= MaxEpoch.
+func ParseEpoch(s string) (int64, error) {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || strconv.FormatInt(v, 10) != s {
+		return 0, fmt.Errorf("%q is not a decimal int64", s)
+	}
+	if v < 1 {
+		return 0, fmt.Errorf("%q is below 1", s)
+	}
+	return v, nil
+}
+
 // EpochFromFieldManager reads the epoch a request's field manager presents. ok is false unless fm is
-// exactly FieldManagerPrefix followed by a canonical decimal in [1, MaxEpoch] (no sign, no leading zero).
+// exactly FieldManagerPrefix followed by an epoch (ParseEpoch) of at most MaxEpoch.
 func EpochFromFieldManager(fm string) (epoch int64, ok bool) {
 	s, found := strings.CutPrefix(fm, FieldManagerPrefix)
 	if !found {
 		return 0, false
 	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || v < 1 || v > MaxEpoch || strconv.FormatInt(v, 10) != s {
+	v, err := ParseEpoch(s)
+	if err != nil || v > MaxEpoch {
 		return 0, false
 	}
 	return v, true

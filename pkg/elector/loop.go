@@ -154,63 +154,93 @@ func (r *runner) checkObserved(ctx context.Context, o observation) bool {
 	return false
 }
 
-// acquire tries to take the Lease by compare-and-swap on the observed version (or by Create if absent).
+// acquire tries to take the Lease by compare-and-swap on the observed version (or by Create if absent):
+// choose the epoch, write the acquisition, then begin the term and hand it to PostAcquire or the leader.
 func (r *runner) acquire(ctx context.Context, o observation, tk takeover) {
-	cfg := r.cfg()
-	log := r.log
 	if tk.why == "malformed" {
-		log.Info("Treating the Lease as expired", "reason", tk.detail, "holder", holder(o.lease))
+		r.log.Info("Treating the Lease as expired", "reason", tk.detail, "holder", holder(o.lease))
 	}
 	// Each request of an acquisition is bounded by RenewDeadline: a request on a connection that died
 	// (an apiserver restart, a NAT entry dropped while this process was paused) would otherwise hang until
 	// client-go's HTTP/2 health check closes it, 45 s later, or for ever over HTTP/1.1.
-	rctx, cancel := context.WithTimeout(ctx, cfg.RenewDeadline)
+	rctx, cancel := context.WithTimeout(ctx, r.cfg().RenewDeadline)
 	defer cancel()
-	var listRV string
-	if o.lease == nil {
-		list, err := r.leases.List(rctx, metav1.ListOptions{Limit: 1})
-		if err != nil {
-			r.retryLater(ctx, err, "Cannot list Leases to seed the epoch")
-			return
-		}
-		listRV = list.ResourceVersion
-	}
-	choice, err := nextEpoch(r.e.lease, o.lease, listRV, r.floor)
-	if err != nil {
-		r.retryLater(ctx, err, "Not acquiring: cannot choose an epoch")
+	epoch, ok := r.chooseEpoch(ctx, rctx, o.lease)
+	if !ok {
 		return
 	}
-	if choice.seed != "" {
-		log.Info("Seeding the epoch from a resourceVersion", "reason", choice.seed, "epoch", choice.epoch)
-	}
-	a := acquisition{identity: cfg.Identity, acquirer: r.acquirer, epoch: choice.epoch,
-		leaseDuration: cfg.LeaseDuration, now: r.e.clock.Now()}
-	sent := r.e.clock.Now()
-	// Every Lease write presents the epoch it writes at in the request (the Lease policy requires it).
-	fm := FieldManagerFor(choice.epoch)
-	var res *coordinationv1.Lease
-	if o.lease == nil {
-		res, err = r.leases.Create(rctx, newLease(r.e.lease.Namespace, r.e.lease.Name, a), metav1.CreateOptions{FieldManager: fm})
-	} else {
-		l := o.lease.DeepCopy()
-		applyAcquisition(l, a)
-		res, err = r.leases.Update(rctx, l, metav1.UpdateOptions{FieldManager: fm})
-	}
+	res, sent, err := r.writeAcquisition(rctx, o.lease, epoch)
 	switch {
 	case err == nil:
 	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
-		log.V(1).Info("Lost an acquisition race; re-reading the Lease", "epoch", choice.epoch)
-		before := o.lease
-		if got := r.reread(ctx); got == before || (got != nil && before != nil && got.ResourceVersion == before.ResourceVersion) {
-			r.notBefore = r.e.clock.Now().Add(r.e.retryPause())
-		}
+		r.lostRace(ctx, o.lease, epoch)
 		return
 	default:
 		r.retryLater(ctx, err, "Cannot acquire the Lease")
 		return
 	}
-	r.floor = choice.epoch
-	token := Token{Epoch: choice.epoch, Lease: r.e.lease, Holder: cfg.Identity}
+	t := r.beginTerm(ctx, res, epoch, sent, tk)
+	r.handOver(t)
+}
+
+// chooseEpoch is the epoch rule (nextEpoch) applied to the observed Lease (nil: absent, in which case a List
+// gives the storage revision to seed from). ok is false, and a retry scheduled, when no epoch can be chosen.
+func (r *runner) chooseEpoch(ctx, rctx context.Context, observed *coordinationv1.Lease) (epoch int64, ok bool) {
+	var listRV string
+	if observed == nil {
+		list, err := r.leases.List(rctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			r.retryLater(ctx, err, "Cannot list Leases to seed the epoch")
+			return 0, false
+		}
+		listRV = list.ResourceVersion
+	}
+	choice, err := nextEpoch(r.e.lease, observed, listRV, r.floor)
+	if err != nil {
+		r.retryLater(ctx, err, "Not acquiring: cannot choose an epoch")
+		return 0, false
+	}
+	if choice.seed != "" {
+		r.log.Info("Seeding the epoch from a resourceVersion", "reason", choice.seed, "epoch", choice.epoch)
+	}
+	return choice.epoch, true
+}
+
+// writeAcquisition writes the acquisition at epoch: an Update of the observed Lease (a compare-and-swap on
+// its resourceVersion) or, if there was none, a Create. sent is when the request was sent, from which the
+// safe-work deadline counts.
+func (r *runner) writeAcquisition(rctx context.Context, observed *coordinationv1.Lease, epoch int64) (res *coordinationv1.Lease, sent time.Time, err error) {
+	cfg := r.cfg()
+	a := acquisition{identity: cfg.Identity, acquirer: r.acquirer, epoch: epoch,
+		leaseDuration: cfg.LeaseDuration, now: r.e.clock.Now()}
+	sent = r.e.clock.Now()
+	// Every Lease write presents the epoch it writes at in the request (the Lease policy requires it).
+	fm := FieldManagerFor(epoch)
+	if observed == nil {
+		res, err = r.leases.Create(rctx, newLease(r.e.lease.Namespace, r.e.lease.Name, a), metav1.CreateOptions{FieldManager: fm})
+		return res, sent, err
+	}
+	l := observed.DeepCopy()
+	applyAcquisition(l, a)
+	res, err = r.leases.Update(rctx, l, metav1.UpdateOptions{FieldManager: fm})
+	return res, sent, err
+}
+
+// lostRace handles an acquisition someone else wrote first: re-read the Lease and decide again on what is
+// there; if it looks unchanged (the conflict came from a write not yet seen), wait a retry pause first.
+func (r *runner) lostRace(ctx context.Context, before *coordinationv1.Lease, epoch int64) {
+	r.log.V(1).Info("Lost an acquisition race; re-reading the Lease", "epoch", epoch)
+	if got := r.reread(ctx); got == before || (got != nil && before != nil && got.ResourceVersion == before.ResourceVersion) {
+		r.notBefore = r.e.clock.Now().Add(r.e.retryPause())
+	}
+}
+
+// beginTerm records a successful acquisition at epoch: the term with its safe-work deadline counted from
+// sent, the Lease as written, the next renewal, the metrics, the Event and the log.
+func (r *runner) beginTerm(ctx context.Context, res *coordinationv1.Lease, epoch int64, sent time.Time, tk takeover) *term {
+	cfg := r.cfg()
+	r.floor = epoch
+	token := Token{Epoch: epoch, Lease: r.e.lease, Holder: cfg.Identity}
 	t := newTerm(context.WithoutCancel(ctx), r.e.clock, token, safeDeadline(sent, cfg.safeWindow()))
 	r.term = t
 	r.e.setTerm(t)
@@ -220,10 +250,16 @@ func (r *runner) acquire(ctx context.Context, o observation, tk takeover) {
 	r.obs.set(res)
 	leaseLabel := r.e.lease.String()
 	r.e.metrics.acquisitions.WithLabelValues(leaseLabel).Inc()
-	r.e.metrics.epoch.WithLabelValues(leaseLabel).Set(float64(choice.epoch))
-	r.rec.Eventf(res, nil, corev1.EventTypeNormal, "Acquired", "Acquire", "acquired at epoch %d by %s", choice.epoch, cfg.Identity)
-	log.Info("Acquired the Lease", "epoch", choice.epoch, "reason", tk.why, "deadline", t.getDeadline().Sub(sent))
+	r.e.metrics.epoch.WithLabelValues(leaseLabel).Set(float64(epoch))
+	r.rec.Eventf(res, nil, corev1.EventTypeNormal, "Acquired", "Acquire", "acquired at epoch %d by %s", epoch, cfg.Identity)
+	r.log.Info("Acquired the Lease", "epoch", epoch, "reason", tk.why, "deadline", t.getDeadline().Sub(sent))
+	return t
+}
 
+// handOver starts leading at once, or first runs PostAcquire (bounded by PostAcquireTimeout) in its own
+// goroutine; its result comes back to the loop (postAcquired), which starts leading or releases.
+func (r *runner) handOver(t *term) {
+	cfg := r.cfg()
 	if cfg.PostAcquire == nil {
 		r.startLeading()
 		return
@@ -233,7 +269,7 @@ func (r *runner) acquire(ctx context.Context, o observation, tk takeover) {
 	pctx, cancel := context.WithTimeout(t.ctx, cfg.PostAcquireTimeout)
 	go func() {
 		defer cancel()
-		post <- callPostAcquire(pctx, cfg.PostAcquire, token)
+		post <- callPostAcquire(pctx, cfg.PostAcquire, t.token)
 	}()
 }
 

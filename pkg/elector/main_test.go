@@ -171,17 +171,10 @@ func holderOf(l *coordinationv1.Lease) string {
 
 func boolPtr(b bool) *bool { return &b }
 
-// eventually polls cond with a bounded loop until it holds or within passes. The bound is generous: no
-// test asserts on wall-clock speed.
+// eventually waits until cond holds, for at most within (testenv's poller).
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.EventuallyWithin(t, within, what, func() (bool, string) { return cond(), "" })
 }
 
 func ids(prefix string, n int) []string {

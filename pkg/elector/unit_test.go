@@ -12,6 +12,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -258,16 +259,17 @@ func TestTermDeadline(t *testing.T) {
 	}
 }
 
-// waitFor polls a condition that depends only on goroutine scheduling (never on time passing).
+// waitFor polls a condition that depends only on goroutine scheduling (never on time passing). This
+// in-package test cannot use internal/testenv's poller (testenv imports pkg/elector), so it calls the
+// same wait.PollUntilContextTimeout.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for i := 0; i < 2000; i++ {
-		if cond() {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
+	err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	})
+	if err != nil {
+		t.Fatalf("timed out waiting for %s", what)
 	}
-	t.Fatalf("timed out waiting for %s", what)
 }
 
 func TestEpochFromFieldManager(t *testing.T) {

@@ -61,10 +61,10 @@ type LeaseView struct {
 func ViewLease(l *coordinationv1.Lease) LeaseView {
 	v := LeaseView{Name: l.Name, Acquirer: l.Annotations[elector.AcquirerAnnotation]}
 	raw, ok := l.Annotations[elector.EpochAnnotation]
-	switch epoch, err := strconv.ParseInt(raw, 10, 64); {
+	switch epoch, err := elector.ParseEpoch(raw); {
 	case !ok:
 		v.EpochErr = "it has no " + elector.EpochAnnotation + " annotation (no fencekit elector has acquired it)"
-	case err != nil || epoch < 1:
+	case err != nil:
 		v.EpochErr = "its " + elector.EpochAnnotation + " annotation " + strconv.Quote(raw) + " is not an epoch >= 1"
 	case epoch > elector.MaxEpoch:
 		v.EpochErr = "its " + elector.EpochAnnotation + " annotation " + strconv.Quote(raw) + " is above the highest epoch " +

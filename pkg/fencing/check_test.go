@@ -526,6 +526,16 @@ func TestViewLease(t *testing.T) {
 			want: fencing.LeaseView{Name: "orders-writer", Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed, Duration: 15 * time.Second,
 				EpochErr: `its fencing.fencekit.io/epoch annotation "-3" is not an epoch >= 1`},
 		},
+		"leading zero (not the canonical form the elector writes)": {
+			lease: leaseAt("07"),
+			want: fencing.LeaseView{Name: "orders-writer", Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed, Duration: 15 * time.Second,
+				EpochErr: `its fencing.fencekit.io/epoch annotation "07" is not an epoch >= 1`},
+		},
+		"plus sign": {
+			lease: leaseAt("+7"),
+			want: fencing.LeaseView{Name: "orders-writer", Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed, Duration: 15 * time.Second,
+				EpochErr: `its fencing.fencekit.io/epoch annotation "+7" is not an epoch >= 1`},
+		},
 		"epoch beyond int64": {
 			lease: leaseAt("9223372036854775808"),
 			want: fencing.LeaseView{Name: "orders-writer", Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed, Duration: 15 * time.Second,

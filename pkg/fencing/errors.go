@@ -123,7 +123,7 @@ func ReasonOf(err error) Reason {
 				return r
 			}
 			// The CRD's transition rule: "stale epoch 4: this FencedResource has already admitted epoch 5".
-			if c.Field == "spec.epoch" && strings.Contains(c.Message, "stale epoch") {
+			if c.Field == "spec.epoch" && strings.Contains(c.Message, fencingv1alpha1.StaleEpochMessage) {
 				return ReasonStale
 			}
 		}

@@ -20,7 +20,7 @@ import (
 func crdStaleEpoch(epoch, admitted int64) error {
 	return apierrors.NewInvalid(schema.GroupKind{Group: fencingv1alpha1.GroupVersion.Group, Kind: "FencedResource"}, "orders",
 		field.ErrorList{field.Forbidden(field.NewPath("spec", "epoch"),
-			fmt.Sprintf("stale epoch %d: this FencedResource has already admitted epoch %d", epoch, admitted))})
+			fmt.Sprintf("%s %d: this FencedResource has already admitted epoch %d", fencingv1alpha1.StaleEpochMessage, epoch, admitted))})
 }
 
 func TestReasonOf(t *testing.T) {

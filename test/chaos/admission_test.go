@@ -20,6 +20,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	fkscheme "github.com/fencekit/fencekit/internal/scheme"
 )
 
@@ -35,7 +36,7 @@ func serveAdmission(t *testing.T, port int) {
 		return
 	}
 	t.Log("BROKEN BUILD: removing the CRD's epoch rule and answering every admission request with allow")
-	env.StartOperator(t, func(o *operator.Options) { o.WebhookPort = 0 }) // controllers only
+	operatortest.Start(t, env, func(o *operator.Options) { o.WebhookPort = 0 }) // controllers only
 	w := env.Environment.WebhookInstallOptions
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(rw http.ResponseWriter, req *http.Request) {

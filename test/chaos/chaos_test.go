@@ -20,6 +20,7 @@ import (
 
 	"github.com/fencekit/fencekit/internal/devcluster"
 	"github.com/fencekit/fencekit/internal/operator"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/internal/testenv"
 )
 
@@ -233,7 +234,7 @@ func cluster(t *testing.T) Cluster {
 // startOperator runs fencekit's operator with its webhook server on port.
 func startOperator(t *testing.T, port int) {
 	w := env.Environment.WebhookInstallOptions
-	env.StartOperator(t, func(o *operator.Options) {
+	operatortest.Start(t, env, func(o *operator.Options) {
 		o.WebhookHost, o.WebhookPort, o.WebhookCertDir = "127.0.0.1", port, w.LocalServingCertDir
 	})
 }

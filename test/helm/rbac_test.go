@@ -2,7 +2,7 @@ package helm_test
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -26,6 +25,7 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/controllers"
 	"github.com/fencekit/fencekit/internal/operator"
+	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
@@ -303,34 +303,24 @@ func startOperator(t *testing.T, id identity, r rendered, release string) {
 	w := env.Environment.WebhookInstallOptions
 	opts.WebhookHost, opts.WebhookPort, opts.WebhookCertDir = w.LocalServingHost, w.LocalServingPort, w.LocalServingCertDir
 	opts.CertRotation, opts.ProbeAddr = false, "0"
-	mgr, err := operator.NewManager(id.config(), opts)
+	stop, err := operator.Start(t.Context(), id.config(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		if err := stop(); err != nil {
 			t.Errorf("operator: %v", err)
 		}
 	})
-	started := mgr.GetWebhookServer().StartedChecker()
-	waitFor(t, "the operator's webhook server to start", func(context.Context) (bool, error) { return started(nil) == nil, nil })
 }
 
+// waitFor waits until cond holds (testenv's poller), reporting the last error cond returned.
 func waitFor(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		ok, err := cond(ctx)
-		last = err
-		return ok, nil
+	testenv.Eventually(t, what, func() (bool, string) {
+		ok, err := cond(t.Context())
+		return ok, fmt.Sprint(err)
 	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v (last error: %v)", what, err, last)
-	}
 }
 
 // checkElector binds fencekit-elector to a workload ServiceAccount the way the README tells users to (a

@@ -183,24 +183,17 @@ func (g *group) remove(id string) {
 
 // waitObserved waits until every member observed leader.
 func (g *group) waitObserved(tb testing.TB, leader string) {
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	tb.Helper()
+	testenv.EventuallyWithin(tb, 60*time.Second, g.impl.name+": members all observe leader "+leader, func() (bool, string) {
 		g.mu.Lock()
-		ok := true
+		defer g.mu.Unlock()
 		for id := range g.members {
 			if g.sees[id] != leader {
-				ok = false
+				return false, id + " sees " + g.sees[id]
 			}
 		}
-		g.mu.Unlock()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("%s: members did not all observe leader %s", g.impl.name, leader)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return true, ""
+	})
 }
 
 func (g *group) waitStart(tb testing.TB) started {
@@ -242,20 +235,4 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	i := int(math.Ceil(p*float64(len(s)))) - 1
 	return s[max(0, min(i, len(s)-1))]
-}
-
-// vmRSS reads this process's resident set size in MiB.
-func vmRSS(tb testing.TB) float64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseFloat(f[1], 64)
-			return kb / 1024
-		}
-	}
-	tb.Fatal("no VmRSS in /proc/self/status")
-	return 0
 }

@@ -2,7 +2,6 @@ package fencing_test
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -21,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/internal/operator"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
@@ -65,52 +64,14 @@ func newWorker(b *testing.B, ns, holder string) worker {
 
 func declare(b *testing.B, ns, name, lease string) types.NamespacedName {
 	b.Helper()
-	fr := &fencingv1alpha1.FencedResource{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec:       fencingv1alpha1.FencedResourceSpec{LeaseName: lease},
-	}
-	if err := env.Client.Create(b.Context(), fr); err != nil {
-		b.Fatalf("declaring FencedResource %s: %v", name, err)
-	}
-	return client.ObjectKeyFromObject(fr)
+	return env.Declare(b, ns, name, lease)
 }
 
-// startOperator runs fencekit's operator (webhook and controllers) in process, as testenv's StartOperator
-// does for tests, until stop is called or the benchmark ends. It may be started again after a stop.
+// startOperator runs fencekit's operator (webhook and controllers) in process until stop is called or the
+// benchmark ends. It may be started again after a stop.
 func startOperator(b *testing.B) (stop func()) {
 	b.Helper()
-	w := env.Environment.WebhookInstallOptions
-	mgr, err := operator.NewManager(env.Config, operator.Options{
-		MetricsAddr: "0", ProbeAddr: "0",
-		WebhookHost: w.LocalServingHost, WebhookPort: w.LocalServingPort, WebhookCertDir: w.LocalServingCertDir,
-		SkipNameValidation: true,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	started := mgr.GetWebhookServer().StartedChecker()
-	if err := wait.PollUntilContextTimeout(b.Context(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return started(nil) == nil, nil
-	}); err != nil {
-		cancel()
-		b.Fatalf("the operator's webhook server did not start: %v", err)
-	}
-	var stopped bool
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			b.Errorf("operator: %v", err)
-		}
-	}
-	b.Cleanup(stop)
-	return stop
+	return operatortest.Start(b, env)
 }
 
 // The ValidatingWebhookConfiguration envtest installed, kept to restore it after a CEL-only phase.

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
@@ -48,7 +49,7 @@ func grant(b *testing.B, ns, user string) {
 // client in a namespace without a policy (no webhook is called). Phases run A B B A so that a drift of the
 // control plane falls on both alike. It reports p50, p90 and p99 in ms and the ratio of the p50s.
 func BenchmarkObjectWrite(b *testing.B) {
-	env.StartOperator(b)
+	operatortest.Start(b, env)
 	ctx := b.Context()
 	fencedNS, plainNS := env.Namespace(b), env.Namespace(b)
 	holder := env.NewWorker(b, fencedNS, "holder")

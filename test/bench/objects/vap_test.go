@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
@@ -91,7 +92,7 @@ func fastHolder(b *testing.B, ns, name string) testenv.Worker {
 // mechanism admitted ("webhook-stale-admitted", "vap-stale-admitted", out of "rounds"), and the p50 of a
 // current write under each (a third comparison point next to BenchmarkObjectWrite).
 func BenchmarkStaleWriteRightAfterAcquisition(b *testing.B) {
-	env.StartOperator(b)
+	operatortest.Start(b, env)
 	ctx := b.Context()
 	const rounds = 50
 	webhookNS, vapNS := env.Namespace(b), env.Namespace(b)

@@ -1,4 +1,4 @@
-package fencing_test
+package operator_test
 
 import (
 	"context"
@@ -17,17 +17,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
-var env *testenv.Env
+// The tests of pkg/fencing's writer and fence hook against the running operator (its webhook admits the
+// writes): they live on the operator's side of the import rules (docs/design.md), not in pkg/fencing.
 
-func TestMain(m *testing.M) { testenv.Main(m, &env, testenv.WithWebhooks(), testenv.WithLeasePolicy()) }
-
-// worker is a process's worth of fencekit: its own user, an elector with fence-on-acquire, a fenced writer.
-type worker struct {
+// process is one process's worth of fencekit: its own user, an elector with fence-on-acquire, a fenced writer.
+type process struct {
 	id      string
 	client  client.Client
 	writer  *fencing.Writer
@@ -37,17 +35,17 @@ type worker struct {
 	done    chan struct{}
 }
 
-// startWorker starts an elector as identity id (user id+"-user") on lease ns/lease. The leadership context
+// startProcess starts an elector as identity id (user id+"-user") on lease ns/lease. The leadership context
 // is passed to lead, if set, which runs as OnStartedLeading. The elector does not release on cancel: a
-// cancelled worker behaves as a paused or crashed one, whose lease must expire.
-func startWorker(t *testing.T, ns, lease, id string, lead func(ctx context.Context, w *worker, tok elector.Token)) *worker {
+// cancelled process behaves as a paused or crashed one, whose lease must expire.
+func startProcess(t *testing.T, ns, lease, id string, lead func(ctx context.Context, w *process, tok elector.Token)) *process {
 	t.Helper()
 	c, cfg := env.ElectorClient(t, ns, id+"-user")
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &worker{id: id, client: c, writer: fencing.NewWriter(c), tokens: make(chan elector.Token, 16), done: make(chan struct{})}
+	w := &process{id: id, client: c, writer: fencing.NewWriter(c), tokens: make(chan elector.Token, 16), done: make(chan struct{})}
 	e, err := elector.New(elector.Config{
 		Client: cs, Namespace: ns, Name: lease, Identity: id,
 		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 300 * time.Millisecond,
@@ -74,13 +72,13 @@ func startWorker(t *testing.T, ns, lease, id string, lead func(ctx context.Conte
 	return w
 }
 
-// stop stops the worker's elector without releasing the lease, as a pause or crash would.
-func (w *worker) stop() {
+// stop stops the process's elector without releasing the lease, as a pause or crash would.
+func (w *process) stop() {
 	w.cancel()
 	<-w.done
 }
 
-func (w *worker) token(t *testing.T) elector.Token {
+func (w *process) token(t *testing.T) elector.Token {
 	t.Helper()
 	select {
 	case tok := <-w.tokens:
@@ -89,15 +87,6 @@ func (w *worker) token(t *testing.T) elector.Token {
 		t.Fatalf("%s never became leader", w.id)
 		return elector.Token{}
 	}
-}
-
-func declare(t *testing.T, ns, name, lease string) types.NamespacedName {
-	t.Helper()
-	fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: fencingv1alpha1.FencedResourceSpec{LeaseName: lease}}
-	if err := env.Client.Create(t.Context(), fr); err != nil {
-		t.Fatal(err)
-	}
-	return client.ObjectKeyFromObject(fr)
 }
 
 func stored(t *testing.T, key types.NamespacedName) (map[string]any, *fencingv1alpha1.FencedResource) {
@@ -118,18 +107,18 @@ func stored(t *testing.T, key types.NamespacedName) (map[string]any, *fencingv1a
 // TestPausedHolder is the story fencekit exists for, in one process: W1 holds epoch N and stops renewing
 // (paused); its lease expires; W2 acquires epoch N+1 and writes; W1 resumes and writes with its old token.
 func TestPausedHolder(t *testing.T) {
-	env.StartOperator(t)
+	startOperator(t)
 	ns := env.Namespace(t)
 	key := declare(t, ns, "orders", "orders-writer")
 
-	w1 := startWorker(t, ns, "orders-writer", "w1", nil)
+	w1 := startProcess(t, ns, "orders-writer", "w1", nil)
 	t1 := w1.token(t)
 	if _, err := w1.writer.Set(t.Context(), t1, key, map[string]any{"by": "w1", "n": 1}); err != nil {
 		t.Fatalf("W1's write at epoch %d: %v", t1.Epoch, err)
 	}
 	w1.stop() // paused: no more renewals, and no release
 
-	w2 := startWorker(t, ns, "orders-writer", "w2", nil)
+	w2 := startProcess(t, ns, "orders-writer", "w2", nil)
 	t2 := w2.token(t)
 	if t2.Epoch != t1.Epoch+1 {
 		t.Fatalf("W2 acquired epoch %d, want %d", t2.Epoch, t1.Epoch+1)
@@ -150,18 +139,18 @@ func TestPausedHolder(t *testing.T) {
 // TestFenceOnAcquire: W2 acquires but never writes; W1's delayed write is refused all the same, because
 // the elector fenced the resource at W2's epoch before reporting W2's leadership.
 func TestFenceOnAcquire(t *testing.T) {
-	env.StartOperator(t)
+	startOperator(t)
 	ns := env.Namespace(t)
 	keys := []types.NamespacedName{declare(t, ns, "orders", "orders-writer"), declare(t, ns, "invoices", "orders-writer")}
 	other := declare(t, ns, "unrelated", "other-writer")
 
-	w1 := startWorker(t, ns, "orders-writer", "w1", nil)
+	w1 := startProcess(t, ns, "orders-writer", "w1", nil)
 	t1 := w1.token(t)
 	if _, err := w1.writer.Set(t.Context(), t1, keys[0], map[string]any{"by": "w1"}); err != nil {
 		t.Fatal(err)
 	}
 	w1.stop()
-	w2 := startWorker(t, ns, "orders-writer", "w2", nil)
+	w2 := startProcess(t, ns, "orders-writer", "w2", nil)
 	t2 := w2.token(t)
 
 	// Already fenced when W2's leadership was reported: both bound resources are at W2's epoch.
@@ -188,7 +177,7 @@ func TestFenceOnAcquire(t *testing.T) {
 // a while after it lost the lease (a zombie). Watching the resource, the admitted writes never go down in
 // epoch, and each was made by the holder of its epoch.
 func TestRacingWriters(t *testing.T) {
-	env.StartOperator(t)
+	startOperator(t)
 	ns := env.Namespace(t)
 	key := declare(t, ns, "counter", "counter-writer")
 	ctx := t.Context()
@@ -211,7 +200,7 @@ func TestRacingWriters(t *testing.T) {
 	holders := map[int64]string{} // epoch -> holder, as the electors reported them
 	refused := 0
 	var zombies sync.WaitGroup
-	write := func(w *worker, tok elector.Token, n int) {
+	write := func(w *process, tok elector.Token, n int) {
 		_, err := w.writer.Set(context.Background(), tok, key, map[string]any{"by": w.id, "n": n})
 		if fencing.IsFenced(err) {
 			mu.Lock()
@@ -219,7 +208,7 @@ func TestRacingWriters(t *testing.T) {
 			mu.Unlock()
 		}
 	}
-	lead := func(lctx context.Context, w *worker, tok elector.Token) {
+	lead := func(lctx context.Context, w *process, tok elector.Token) {
 		mu.Lock()
 		holders[tok.Epoch] = tok.Holder
 		mu.Unlock()
@@ -239,12 +228,12 @@ func TestRacingWriters(t *testing.T) {
 	}
 	const terms = 4
 	for i := range terms {
-		w := startWorker(t, ns, "counter-writer", fmt.Sprintf("racer-%d", i), lead)
+		w := startProcess(t, ns, "counter-writer", fmt.Sprintf("racer-%d", i), lead)
 		w.token(t)
 		time.Sleep(700 * time.Millisecond) // let it write for a while, then pause it
 		w.stop()
 	}
-	final := startWorker(t, ns, "counter-writer", "racer-final", lead)
+	final := startProcess(t, ns, "counter-writer", "racer-final", lead)
 	final.token(t)
 	zombies.Wait()
 	final.stop()

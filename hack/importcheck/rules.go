@@ -1,0 +1,52 @@
+package main
+
+// A rule says which of the module's packages a set of packages may reach, in their build or, when Tests
+// is set, in their test build. Patterns are relative to the module: "pkg/elector" is that
+// package alone, "pkg/..." is pkg and every package under it.
+type rule struct {
+	// Subjects are the packages the rule covers.
+	Subjects []string
+	// Tests makes the rule cover the subjects' test builds (in-package and external tests) instead of
+	// their builds.
+	Tests bool
+	// May are the packages the subjects may reach, directly or not; any other of the module's packages is
+	// refused.
+	May []string
+	// Why is the reason, printed with a breach.
+	Why string
+}
+
+// controlPlane are the test helpers that start a control plane with fencekit's CRDs and policies but not
+// its operator: what the tests of the public packages may use.
+var controlPlane = []string{"internal/testenv", "internal/devcluster", "internal/scheme", "internal/pgtest"}
+
+// rules are docs/design.md's import rules.
+var rules = []rule{
+	{
+		Subjects: []string{"api/..."},
+		May:      []string{"api/..."},
+		Why:      "api/v1alpha1 is the contract: it imports nothing of fencekit",
+	},
+	{
+		Subjects: []string{"pkg/elector"},
+		May:      []string{"pkg/elector"},
+		Why:      "pkg/elector is generic (Leases, epochs, deadlines): it knows nothing of FencedResource or pkg/fencing",
+	},
+	{
+		Subjects: []string{"pkg/..."},
+		May:      []string{"api/...", "pkg/..."},
+		Why:      "a user who embeds pkg/ pulls in pkg/ and api/ only, never the operator or internal/",
+	},
+	{
+		Subjects: []string{"api/...", "pkg/..."},
+		Tests:    true,
+		May:      append([]string{"api/...", "pkg/..."}, controlPlane...),
+		Why: "the public packages' tests use a control plane with the CRDs and policies (internal/testenv), " +
+			"never the operator's code: tests that need the running operator live on its side (internal/operator)",
+	},
+	{
+		Subjects: controlPlane,
+		May:      append([]string{"api/...", "pkg/..."}, controlPlane...),
+		Why:      "the control-plane test helpers serve the public packages' tests: they never start the operator",
+	},
+}

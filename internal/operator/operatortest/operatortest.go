@@ -1,0 +1,46 @@
+// Package operatortest runs fencekit's operator in a test process, on a control plane started by
+// internal/testenv. It is on the operator's side of the import rules (docs/design.md): only the tests of
+// the operator, its controllers and the end-to-end suites use it; the public packages' tests use
+// internal/testenv alone.
+package operatortest
+
+import (
+	"testing"
+
+	"github.com/fencekit/fencekit/internal/operator"
+	"github.com/fencekit/fencekit/internal/testenv"
+)
+
+// Start runs fencekit's operator (webhook and controllers, no leader election unless change says so) with
+// operator.Start until the test ends or stop is called; env must have been started WithWebhooks, unless
+// change sets WebhookPort to 0 (controllers only). It may be started again after a stop.
+func Start(t testing.TB, env *testenv.Env, change ...func(*operator.Options)) (stop func()) {
+	t.Helper()
+	w := env.Environment.WebhookInstallOptions
+	opts := operator.Options{
+		MetricsAddr: "0", ProbeAddr: "0",
+		WebhookHost: w.LocalServingHost, WebhookPort: w.LocalServingPort, WebhookCertDir: w.LocalServingCertDir,
+		// The configuration envtest installs from config/webhook.
+		WebhookConfigName:  "validating-webhook-configuration",
+		SkipNameValidation: true,
+	}
+	for _, c := range change {
+		c(&opts)
+	}
+	stopOperator, err := operator.Start(t.Context(), env.Config, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stopped bool
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		if err := stopOperator(); err != nil {
+			t.Errorf("operator: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}

@@ -1,0 +1,79 @@
+package operator_test
+
+import (
+	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
+	"github.com/fencekit/fencekit/pkg/fencing"
+)
+
+// The writer's refusal counter against the running operator: the webhook must be there for the second
+// mechanism, so the test lives on the operator's side of the import rules (docs/design.md).
+
+// writerRefusals reads fencekit_writer_refusals_total{lease,mechanism,reason} from controller-runtime's
+// registry.
+func writerRefusals(t *testing.T, lease, mechanism string, reason fencing.Reason) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "fencekit_writer_refusals_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["lease"] == lease && labels["mechanism"] == mechanism && labels["reason"] == string(reason) {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// TestWriterCountsRefusals: a holder's write refused by the CRD's epoch rule, which no fencekit component
+// sees, and one refused by the webhook are both counted in the writer's process, by mechanism.
+func TestWriterCountsRefusals(t *testing.T) {
+	operatortest.Start(t, env)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	a, b := env.NewWorker(t, ns, "worker-a"), env.NewWorker(t, ns, "worker-b")
+	orders := env.Declare(t, ns, "orders", "orders-writer")
+	audit := env.Declare(t, ns, "audit", "orders-writer")
+	ta := a.Acquire(t, ns, "orders-writer", 5)
+	if _, err := fencing.NewWriter(a.Client).Set(ctx, ta, orders, map[string]any{"v": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fencing.NewWriter(a.Client).Set(ctx, ta, audit, map[string]any{"v": 1}); err != nil {
+		t.Fatal(err)
+	}
+	tb := b.Acquire(t, ns, "orders-writer", 6)
+	if _, err := fencing.NewWriter(b.Client).Set(ctx, tb, orders, map[string]any{"v": 2}); err != nil {
+		t.Fatal(err)
+	}
+	lease := ns + "/orders-writer"
+
+	// orders is at 6: worker-a's write at 5 is refused by the CRD rule, before any webhook.
+	if _, err := fencing.NewWriter(a.Client).Set(ctx, ta, orders, map[string]any{"v": 3}); !fencing.IsStale(err) {
+		t.Fatalf("worker-a's write of orders at 5: %v, want a stale refusal", err)
+	}
+	if got := writerRefusals(t, lease, fencing.MechanismCRDRule, fencing.ReasonStale); got != 1 {
+		t.Errorf("fencekit_writer_refusals_total{mechanism=crd_rule} = %v after one refusal by the CRD rule, want 1", got)
+	}
+	// audit is still at 5: the same write passes the CRD rule and the webhook refuses it.
+	if _, err := fencing.NewWriter(a.Client).Update(ctx, ta, audit, func(m map[string]any) error { m["v"] = 3; return nil }); !fencing.IsStale(err) {
+		t.Fatalf("worker-a's write of audit at 5: %v, want a stale refusal", err)
+	}
+	if got := writerRefusals(t, lease, fencing.MechanismWebhook, fencing.ReasonStale); got != 1 {
+		t.Errorf("fencekit_writer_refusals_total{mechanism=webhook} = %v after one refusal by the webhook, want 1", got)
+	}
+	if got := writerRefusals(t, lease, fencing.MechanismCRDRule, fencing.ReasonStale); got != 1 {
+		t.Errorf("fencekit_writer_refusals_total{mechanism=crd_rule} = %v, want still 1", got)
+	}
+}
