@@ -390,7 +390,41 @@ func TestRenewsWhileRunning(t *testing.T) {
 	}); err != nil {
 		t.Errorf("CertDir does not hold the renewed certificate: %v", err)
 	}
+	checkLayout(t, opts.CertDir, pemPair{cert: renewed.Data["tls.crt"], key: renewed.Data["tls.key"]})
+	// The webhook server's certwatcher follows the swap of ..data: a handshake gets the renewed certificate.
+	want := parseCert(t, renewed.Data["tls.crt"])
+	var served *x509.Certificate
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if served = dialWebhook(t, r, renewed.Data["ca.crt"]); served.Equal(want) {
+			break
+		}
+	}
+	if !served.Equal(want) {
+		t.Errorf("after the swap the webhook server serves the certificate expiring %v, want the renewed one expiring %v", served.NotAfter, want.NotAfter)
+	}
 	if !bytes.Equal(caBundle(t, opts), renewed.Data["ca.crt"]) {
 		t.Error("the caBundle does not hold the Secret's CA")
+	}
+}
+
+// TestConvertsAnOldCertDir: an emptyDir that outlives a container restart still holds the plain tls.crt and
+// tls.key an older fencekit wrote; the operator converts it to the ..data layout and serves the Secret's
+// certificate.
+func TestConvertsAnOldCertDir(t *testing.T) {
+	opts := newOptions(t)
+	old := newPairs(t, 1)[0]
+	if err := os.WriteFile(filepath.Join(opts.CertDir, "tls.crt"), old.cert, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(opts.CertDir, "tls.key"), old.key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := startReplica(t, opts)
+	r.waitReady(t)
+
+	secret := getSecret(t, opts)
+	checkLayout(t, opts.CertDir, pemPair{cert: secret.Data["tls.crt"], key: secret.Data["tls.key"]})
+	if served := dialWebhook(t, r, secret.Data["ca.crt"]); !served.Equal(parseCert(t, secret.Data["tls.crt"])) {
+		t.Errorf("the webhook server serves %v, want the Secret's certificate", served.Subject)
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 
@@ -65,33 +63,5 @@ func (f *fileSync) Start(ctx context.Context) error {
 		return err
 	}
 	<-ctx.Done()
-	return nil
-}
-
-// writeFiles replaces tls.key then tls.crt in dir, each by an atomic rename, so that a reader never sees a
-// partly written file.
-func writeFiles(dir string, cert, key []byte) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("creating %s: %w", dir, err)
-	}
-	for _, f := range []struct {
-		name string
-		data []byte
-	}{{keyKey, key}, {keyCert, cert}} {
-		tmp, err := os.CreateTemp(dir, "."+f.name+"-*")
-		if err != nil {
-			return fmt.Errorf("writing %s: %w", f.name, err)
-		}
-		_, werr := tmp.Write(f.data)
-		cerr := tmp.Close()
-		if werr != nil || cerr != nil {
-			_ = os.Remove(tmp.Name())
-			return fmt.Errorf("writing %s: %w", f.name, errors.Join(werr, cerr))
-		}
-		if err := os.Rename(tmp.Name(), filepath.Join(dir, f.name)); err != nil {
-			_ = os.Remove(tmp.Name())
-			return fmt.Errorf("writing %s: %w", f.name, err)
-		}
-	}
 	return nil
 }
