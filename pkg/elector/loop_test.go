@@ -150,6 +150,9 @@ type harness struct {
 	rec      *events.FakeRecorder
 	jitter   float64      // what the elector's jitter source returns
 	wake     atomic.Int64 // when the loop last went to sleep until (unix nanoseconds of the fake clock)
+	// writesAtSleep is how many Lease writes the fake API had taken when the loop last went to sleep: a
+	// sleep recorded before a write may have the same wake time as the one after it.
+	writesAtSleep atomic.Int64
 }
 
 // waitSleep waits until the loop has set its timer for until and sleeps; only then is it safe to step the
@@ -157,6 +160,17 @@ type harness struct {
 func (h *harness) waitSleep(t *testing.T, until time.Time) {
 	t.Helper()
 	waitFor(t, "the loop to sleep until t0+"+until.Sub(t0).String(), func() bool { return h.wake.Load() == until.UnixNano() })
+}
+
+// waitSleepAfterWrites waits until the loop went to sleep until until after the fake API took at least
+// writes Lease writes. A leader waiting for PostAcquire sleeps until its next renewal, which can be the
+// very time it sleeps until after releasing: without the write count, stepping the clock could race the
+// loop's new timer, which would then fire a step too late.
+func (h *harness) waitSleepAfterWrites(t *testing.T, until time.Time, writes int) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("the loop to sleep until t0+%v after %d writes", until.Sub(t0), writes), func() bool {
+		return h.wake.Load() == until.UnixNano() && h.writesAtSleep.Load() >= int64(writes)
+	})
 }
 
 // sequence records the order of user-visible steps.
@@ -202,7 +216,10 @@ func startHarnessWithClock(t *testing.T, api *fakeAPI, fc *clocktesting.FakeCloc
 		t.Fatal(err)
 	}
 	h.e = e
-	e.sleepHook = func(wake time.Time) { h.wake.Store(wake.UnixNano()) }
+	e.sleepHook = func(wake time.Time) {
+		h.writesAtSleep.Store(int64(api.numWrites()))
+		h.wake.Store(wake.UnixNano())
+	}
 	e.rand = func() float64 { return h.jitter } // deterministic retry pauses
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
@@ -376,7 +393,7 @@ func TestPostAcquireFailure(t *testing.T) {
 	if h.e.IsLeader() {
 		t.Error("leader after a failed PostAcquire")
 	}
-	h.waitSleep(t, t0.Add(2*time.Second)) // RetryPeriod after the failure
+	h.waitSleepAfterWrites(t, t0.Add(2*time.Second), 2) // RetryPeriod after the failure, once released
 	h.fc.Step(2 * time.Second)
 	tok := h.waitStarted(t)
 	first := api.writes[0].Annotations[EpochAnnotation]
