@@ -447,6 +447,29 @@ func TestAttackerOtherIdentities(t *testing.T) {
 	})
 }
 
+// TestAttackerUncheckedNamespaces: the namespaces fencekit's webhook skips hold no FencedResource and no
+// FencingPolicy, whoever asks (the policy has no break-glass: even the admin is refused) and however (a dry
+// run, server-side apply).
+func TestAttackerUncheckedNamespaces(t *testing.T) {
+	_, release := installRBAC(t)
+	ctx := t.Context()
+	want := "FencedResources and FencingPolicies cannot be created or updated in namespaces that fencekit's admission webhook does not check: " + release + ", kube-system"
+	for _, namespace := range []string{release, "kube-system"} {
+		fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Name: "unchecked", Namespace: namespace},
+			Spec: fencingv1alpha1.FencedResourceSpec{LeaseName: "fencekit-manager"}}
+		refused(t, "the admin creating a FencedResource in "+namespace, env.Client.Create(ctx, fr.DeepCopy(), client.DryRunAll), want)
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "fencing.fencekit.io/v1alpha1", "kind": "FencedResource",
+			"metadata": map[string]any{"name": "unchecked", "namespace": namespace}, "spec": map[string]any{"leaseName": "fencekit-manager"}}}
+		refused(t, "the admin applying a FencedResource in "+namespace,
+			env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("attacker")), want)
+		policy := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "unchecked", Namespace: namespace},
+			Spec: fencingv1alpha1.FencingPolicySpec{LeaseName: "fencekit-manager",
+				Resources: []fencingv1alpha1.FencedObjects{{Group: "", Resource: "secrets"}}}}
+		refused(t, "the admin creating a FencingPolicy in "+namespace+" (it could fence the operator's own objects)",
+			env.Client.Create(ctx, policy, client.DryRunAll), want)
+	}
+}
+
 // TestAttackerMetricsReader: a scraper bound to the chart's metrics-reader role may get /metrics and
 // nothing else: no other path, no object, no review that would let it check tokens or permissions.
 func TestAttackerMetricsReader(t *testing.T) {
