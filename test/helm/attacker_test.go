@@ -2,11 +2,15 @@ package helm_test
 
 import (
 	"context"
+	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -21,6 +25,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/controllers"
+	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/elector"
 )
 
@@ -470,14 +475,16 @@ func TestAttackerUncheckedNamespaces(t *testing.T) {
 	}
 }
 
-// TestAttackerMetricsReader: a scraper bound to the chart's metrics-reader role may get /metrics and
-// nothing else: no other path, no object, no review that would let it check tokens or permissions.
+// TestAttackerMetricsReader: a scraper bound to the chart's metrics-reader role may get the operator's
+// /metrics and nothing else: no other method or path of the operator's metrics server, no object of the
+// apiserver, no review that would let it check tokens or permissions; and a token the scraper holds for
+// another audience, or a ServiceAccount without the role that every authenticated user's default roles
+// let get /healthz or /version, reads no metrics.
 func TestAttackerMetricsReader(t *testing.T) {
-	_, release := installRBAC(t)
+	r, release := installRBAC(t)
 	prom := env.Namespace(t)
-	if err := env.Client.Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "prometheus", Namespace: prom}}); err != nil {
-		t.Fatal(err)
-	}
+	scraper := token(t, prom, "prometheus")
+	nosy := token(t, prom, "nosy")
 	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "attacker-metrics-reader"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "rbac-fencekit-metrics-reader"},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "prometheus", Namespace: prom}}}
@@ -486,18 +493,64 @@ func TestAttackerMetricsReader(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), crb) })
 	id := serviceAccount(prom, "prometheus")
-	cs, err := kubernetes.NewForConfig(id.config())
+	waitFor(t, "the scraper's binding", func(context.Context) (bool, error) { return allowedURL(t, id, "/metrics"), nil })
+
+	cs, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the scraper's binding", func(ctx context.Context) (bool, error) {
-		_, err := cs.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-		return err == nil, err
+	tr, err := cs.CoreV1().ServiceAccounts(prom).CreateToken(t.Context(), "prometheus",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: []string{"vault"}, ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherAudience := tr.Status.Token
+
+	opts := operatorOptions(t, r, release)
+	opts.MetricsSecure, opts.MetricsAddr = true, "127.0.0.1:"+strconv.Itoa(testenv.FreePort(t))
+	opts.WebhookPort, opts.CertRotation, opts.ProbeAddr = 0, false, "0" // metrics only
+	defer run(t, serviceAccount(release, "rbac-fencekit-manager"), opts)()
+	base := "https://" + opts.MetricsAddr
+	waitFor(t, "the secure metrics server", func(ctx context.Context) (bool, error) {
+		code, _, err := get(ctx, base+"/metrics", scraper)
+		return code == http.StatusOK, err
 	})
+	// No metrics to a token for another audience (controller-runtime's filter answers 500 when the TokenReview
+	// does not authenticate it, 401 without a token), to a POST, or to a ServiceAccount without the role on
+	// any spelling of the path (the server cleans a path by redirecting to it, and authorizes the target);
+	// the metrics server serves nothing else, not even the paths every authenticated user may get from
+	// the apiserver.
+	for _, tc := range []struct {
+		who, method, path, token string
+		want                     []int
+	}{
+		{"the scraper with a token for another audience", http.MethodGet, "/metrics", otherAudience, []int{http.StatusUnauthorized, http.StatusInternalServerError}},
+		{"the scraper posting", http.MethodPost, "/metrics", scraper, []int{http.StatusForbidden}},
+		{"the scraper on the profiler", http.MethodGet, "/debug/pprof/", scraper, []int{http.StatusNotFound}},
+		{"a ServiceAccount without the role", http.MethodGet, "/metrics", nosy, []int{http.StatusForbidden}},
+		{"a ServiceAccount without the role, doubled slash", http.MethodGet, "//metrics", nosy, []int{http.StatusForbidden}},
+		{"a ServiceAccount without the role, dot segment", http.MethodGet, "/./metrics", nosy, []int{http.StatusForbidden}},
+		{"a ServiceAccount without the role, trailing slash", http.MethodGet, "/metrics/", nosy, []int{http.StatusNotFound}},
+		{"a ServiceAccount without the role, upper case", http.MethodGet, "/METRICS", nosy, []int{http.StatusNotFound}},
+		{"a ServiceAccount without the role on /healthz", http.MethodGet, "/healthz", nosy, []int{http.StatusNotFound}},
+		{"a ServiceAccount without the role on /version", http.MethodGet, "/version", nosy, []int{http.StatusNotFound}},
+	} {
+		code, body, err := scrape(t.Context(), tc.method, base+tc.path, tc.token)
+		if err != nil || !slices.Contains(tc.want, code) || strings.Contains(body, "controller_runtime_") {
+			t.Errorf("%s: %s %s: %d (%v), want one of %v and no metrics", tc.who, tc.method, tc.path, code, err, tc.want)
+		}
+	}
+
+	// The role is a cluster-wide non-resource rule: it also reads the apiserver's own /metrics (as every
+	// Prometheus that scrapes the apiserver may), but nothing else there.
+	scraperClient, err := kubernetes.NewForConfig(id.config())
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, path := range []string{"/metrics/slis", "/debug/pprof/", "/livez/etcd", "/api/v1/namespaces/" + release + "/secrets"} {
-		_, err := cs.Discovery().RESTClient().Get().AbsPath(path).DoRaw(t.Context())
+		_, err := scraperClient.Discovery().RESTClient().Get().AbsPath(path).DoRaw(t.Context())
 		if !apierrors.IsForbidden(err) {
-			t.Errorf("the scraper getting %s: %v, want Forbidden", path, err)
+			t.Errorf("the scraper getting %s from the apiserver: %v, want Forbidden", path, err)
 		}
 	}
 	checkAccess(t, id, nil, []access{
