@@ -127,8 +127,13 @@ func run(t *testing.T, id identity, opts operator.Options) (stop func()) {
 // get scrapes url with the bearer token (none if empty), skipping verification of the operator's
 // self-signed certificate as the chart's ServiceMonitor does by default.
 func get(ctx context.Context, url, token string) (int, string, error) {
+	return scrape(ctx, http.MethodGet, url, token)
+}
+
+// scrape is get with any HTTP method.
+func scrape(ctx context.Context, method, url, token string) (int, string, error) {
 	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
 	if err != nil {
 		return 0, "", err
 	}

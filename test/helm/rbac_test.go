@@ -131,8 +131,15 @@ func crdObject() *unstructured.Unstructured {
 // policies are enforced, so that what the operator does afterwards is done under them.
 func installRBAC(t *testing.T) (release rendered, namespace string) {
 	t.Helper()
+	return installRelease(t, "rbac")
+}
+
+// installRelease is installRBAC for a release of any name (a second release: its cluster-scoped objects
+// are named after it).
+func installRelease(t *testing.T, name string) (release rendered, namespace string) {
+	t.Helper()
 	namespace = env.Namespace(t)
-	out, err := helm(t, "template", "rbac", chartDir, "--namespace", namespace, "--kube-version", kubeVersion)
+	out, err := helm(t, "template", name, chartDir, "--namespace", namespace, "--kube-version", kubeVersion)
 	if err != nil {
 		t.Fatalf("helm template: %v", err)
 	}
@@ -152,10 +159,10 @@ func installRBAC(t *testing.T) (release rendered, namespace string) {
 	}
 	// The object webhooks' configuration is created empty: it sends nothing anywhere until the operator
 	// writes webhooks for FencingPolicies.
-	objectsVWC := r.get(t, "ValidatingWebhookConfiguration", "rbac-fencekit-objects")
+	objectsVWC := r.get(t, "ValidatingWebhookConfiguration", name+"-fencekit-objects")
 	apply(t, objectsVWC)
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), objectsVWC.DeepCopy()) })
-	waitForOperatorPolicies(t, serviceAccount(namespace, "rbac-fencekit-manager"), namespace, objectsVWC.GetName())
+	waitForOperatorPolicies(t, serviceAccount(namespace, name+"-fencekit-manager"), namespace, objectsVWC.GetName())
 	return r, namespace
 }
 
