@@ -37,6 +37,9 @@ func TestHelmTestHook(t *testing.T) {
 			if u.GetAnnotations()["helm.sh/hook"] != "test" || !strings.Contains(u.GetAnnotations()["helm.sh/hook-delete-policy"], "hook-succeeded") {
 				t.Errorf("%s %s: hook annotations %v, want a test hook Helm deletes when it passes", u.GetKind(), u.GetName(), u.GetAnnotations())
 			}
+			if u.GetKind() == "RoleBinding" && !strings.Contains(u.GetAnnotations()["helm.sh/hook-delete-policy"], "hook-failed") {
+				t.Errorf("RoleBinding %s: hook-delete-policy %q: the elector role would outlive a failed test", u.GetName(), u.GetAnnotations()["helm.sh/hook-delete-policy"])
+			}
 			hooks = append(hooks, u)
 			continue
 		}
