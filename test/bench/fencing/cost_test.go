@@ -21,7 +21,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -47,7 +46,8 @@ var (
 // apiserver_request_total, watches excluded) and the watches it has open (apiserver_longrunning_requests,
 // verb WATCH), and the operator's resident memory.
 //
-// Points, one after the other, each in a namespace of its own whose objects are deleted afterwards:
+// Points, one after the other, each on a control plane of its own (started for the point and stopped
+// after it, so that no earlier point's objects, watch cache or heap are in its figures):
 //   - idle: nothing but the operator, the baseline every other point is read against;
 //   - leases=L/replicas=R/impl=I: R replicas, each a process running L electors on Leases shard-0 ..
 //     shard-<L-1> (test/bench/elector/hundred), the first leading every Lease and the others standing by,
@@ -59,36 +59,54 @@ var (
 //   - fencedresources=N: N FencedResources bound to 100 Leases held by one replica; the window starts
 //     once the operator has written every resource's status.
 func BenchmarkControlPlaneCost(b *testing.B) {
-	setWebhook(b, false) // the operator runs without its webhook server here; only the CRD rule guards writes
-	defer setWebhook(b, true)
-	apiserver, etcd := controlPlanePIDs(b)
 	elector := buildCommand(b, "./test/bench/elector/hundred")
-	kubeconfig := adminKubeconfig(b)
-	deleteAllFencedResources(b)
-	operatorPID := startManagerProcess(b)
-	cp := costProbe{b: b, apiserver: apiserver, etcd: etcd, operator: operatorPID}
-
 	b.Run("idle", func(b *testing.B) {
-		cp.b = b
-		cp.measure(*costWindow).report()
+		p := startCostPoint(b)
+		p.measure(*costWindow).report()
 	})
+	for _, n := range counts(b, *costFRs) {
+		b.Run(fmt.Sprintf("fencedresources=%d", n), func(b *testing.B) {
+			const leases = 100
+			p := startCostPoint(b)
+			ns := p.env.Namespace(b)
+			holder := startElectors(b, elector, p.kubeconfig, ns, "fencekit", "r0", leases, true)
+			start := time.Now()
+			workqueue.ParallelizeUntil(b.Context(), 16, n, func(i int) {
+				fr := &fencingv1alpha1.FencedResource{
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("fr-%05d", i), Namespace: ns},
+					Spec:       fencingv1alpha1.FencedResourceSpec{LeaseName: fmt.Sprintf("shard-%d", i%leases)},
+				}
+				if err := p.env.Client.Create(b.Context(), fr); err != nil {
+					b.Errorf("creating FencedResource %s/%s: %v", ns, fr.Name, err)
+				}
+			})
+			if b.Failed() {
+				b.FailNow()
+			}
+			b.ReportMetric(time.Since(start).Seconds(), "create-s")
+			waitForEveryStatus(b, p.env, ns, n, 10*time.Minute)
+			b.ReportMetric(time.Since(start).Seconds(), "created-and-reconciled-s")
+			p.measure(*costWindow).report()
+			holder.result(b)
+		})
+	}
 	for _, leases := range counts(b, *costLeases) {
 		for _, replicas := range []int{2, 3} {
 			for _, impl := range []string{"fencekit", "client-go"} {
 				b.Run(fmt.Sprintf("leases=%d/replicas=%d/impl=%s", leases, replicas, impl), func(b *testing.B) {
-					cp.b = b
-					ns := env.Namespace(b)
+					p := startCostPoint(b)
+					ns := p.env.Namespace(b)
 					var procs []*electorProcess
 					for r := range replicas {
-						procs = append(procs, startElectors(b, elector, kubeconfig, ns, impl, fmt.Sprintf("r%d", r), leases, r == 0))
+						procs = append(procs, startElectors(b, elector, p.kubeconfig, ns, impl, fmt.Sprintf("r%d", r), leases, r == 0))
 					}
 					time.Sleep(3 * time.Second) // past the acquisitions and their Events, as each replica's own window
-					cp.measure(*costWindow).report()
+					p.measure(*costWindow).report()
 					var standbyRSS, standbyReq float64
 					var leading int
 					var lost int64
-					for i, p := range procs {
-						res := p.result(b)
+					for i, proc := range procs {
+						res := proc.result(b)
 						leading, lost = leading+res.Leading, lost+res.Lost
 						if i == 0 {
 							b.ReportMetric(res.RSSMiB, "leader-replica-rss-MiB")
@@ -98,54 +116,42 @@ func BenchmarkControlPlaneCost(b *testing.B) {
 						standbyRSS, standbyReq = max(standbyRSS, res.RSSMiB), max(standbyReq, res.RequestsMin/60)
 					}
 					b.ReportMetric(standbyRSS, "standby-replica-rss-MiB")
+					b.ReportMetric(standbyReq, "standby-replica-req/s")
 					// A replica that cannot renew its Leases in time loses some (and a standby takes them):
 					// the Leases led at the end of the window, and the leaderships lost in it.
 					b.ReportMetric(float64(leading), "leases-led")
 					b.ReportMetric(float64(lost), "leaderships-lost")
-					b.ReportMetric(standbyReq, "standby-replica-req/s")
-					for _, p := range procs {
-						p.stop(b)
-					}
-					deleteLeases(b, ns)
 				})
 			}
 		}
 	}
-	for _, n := range counts(b, *costFRs) {
-		b.Run(fmt.Sprintf("fencedresources=%d", n), func(b *testing.B) {
-			cp.b = b
-			const leases = 100
-			ns := env.Namespace(b)
-			holder := startElectors(b, elector, kubeconfig, ns, "fencekit", "r0", leases, true)
-			start := time.Now()
-			workqueue.ParallelizeUntil(b.Context(), 16, n, func(i int) {
-				fr := &fencingv1alpha1.FencedResource{
-					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("fr-%05d", i), Namespace: ns},
-					Spec:       fencingv1alpha1.FencedResourceSpec{LeaseName: fmt.Sprintf("shard-%d", i%leases)},
-				}
-				if err := env.Client.Create(b.Context(), fr); err != nil {
-					b.Errorf("creating FencedResource %s/%s: %v", ns, fr.Name, err)
-				}
-			})
-			if b.Failed() {
-				b.FailNow()
-			}
-			b.ReportMetric(time.Since(start).Seconds(), "create-s")
-			waitForEveryStatus(b, ns, n, 10*time.Minute)
-			b.ReportMetric(time.Since(start).Seconds(), "created-and-reconciled-s")
-			cp.measure(*costWindow).report()
-			holder.result(b)
-			holder.stop(b)
-			deleteAllFencedResources(b)
-			deleteLeases(b, ns)
-		})
-	}
 }
 
-// costProbe measures the control plane's and the operator's processes over a window.
-type costProbe struct {
+// costPoint is one point of the sweep: a control plane of its own (so that no earlier point's objects,
+// watch cache or heap are in its figures) with fencekit's CRDs and Lease policy, and the operator running
+// as a process against it (no webhook: only the CRD rule guards the writes here).
+type costPoint struct {
 	b                         *testing.B
+	env                       *testenv.Env
+	kubeconfig                string
 	apiserver, etcd, operator int
+}
+
+func startCostPoint(b *testing.B) *costPoint {
+	b.Helper()
+	e, err := testenv.Start(testenv.WithLeasePolicy())
+	if err != nil {
+		b.Fatalf("starting the point's control plane: %v", err)
+	}
+	b.Cleanup(func() {
+		if err := e.Stop(); err != nil {
+			b.Errorf("stopping the point's control plane: %v", err)
+		}
+	})
+	p := &costPoint{b: b, env: e, kubeconfig: adminKubeconfig(b, e)}
+	p.apiserver, p.etcd = controlPlanePIDs(b, e)
+	p.operator = startManagerProcess(b, e)
+	return p
 }
 
 type costMeasure struct {
@@ -159,7 +165,7 @@ type costMeasure struct {
 
 // measure reads CPU times and the apiserver's request counter, waits for window (the time over which a
 // rate is measured: there is nothing to wait for but the clock), and reads them again.
-func (p costProbe) measure(window time.Duration) costMeasure {
+func (p *costPoint) measure(window time.Duration) costMeasure {
 	b := p.b
 	b.Helper()
 	cpu := func(pid int) time.Duration {
@@ -176,9 +182,9 @@ func (p costProbe) measure(window time.Duration) costMeasure {
 		}
 		return kib
 	}
-	a0, e0, r0 := cpu(p.apiserver), cpu(p.etcd), apiserverMetrics(b)
+	a0, e0, r0 := cpu(p.apiserver), cpu(p.etcd), apiserverMetrics(b, p.env)
 	time.Sleep(window)
-	a1, e1, r1 := cpu(p.apiserver), cpu(p.etcd), apiserverMetrics(b)
+	a1, e1, r1 := cpu(p.apiserver), cpu(p.etcd), apiserverMetrics(b, p.env)
 	return costMeasure{
 		b: b, window: window,
 		apiserverCPU: a1 - a0, etcdCPU: e1 - e0,
@@ -202,9 +208,9 @@ type apiserverCounts struct{ requests, watches float64 }
 
 // apiserverMetrics reads the apiserver's own /metrics: every request it has served so far (watches and
 // the long-running CONNECT excluded) and the watches open now.
-func apiserverMetrics(b *testing.B) apiserverCounts {
+func apiserverMetrics(b *testing.B, e *testenv.Env) apiserverCounts {
 	b.Helper()
-	cs, err := kubernetes.NewForConfig(env.Config)
+	cs, err := kubernetes.NewForConfig(e.Config)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -241,14 +247,15 @@ func apiserverMetrics(b *testing.B) apiserverCounts {
 	return c
 }
 
-// controlPlanePIDs finds envtest's kube-apiserver (by its secure port) and etcd among this process's
-// children.
-func controlPlanePIDs(b *testing.B) (apiserver, etcd int) {
+// controlPlanePIDs finds e's kube-apiserver (by its secure port) and etcd (by its client URL) among this
+// process's children.
+func controlPlanePIDs(b *testing.B, e *testenv.Env) (apiserver, etcd int) {
 	b.Helper()
-	u, err := url.Parse(env.Config.Host)
+	u, err := url.Parse(e.Config.Host)
 	if err != nil {
 		b.Fatal(err)
 	}
+	etcdURL := e.Environment.ControlPlane.Etcd.URL.String()
 	for _, pid := range procfs.Children(os.Getpid()) {
 		args, err := procfs.Cmdline(pid)
 		if err != nil || len(args) == 0 {
@@ -260,11 +267,13 @@ func controlPlanePIDs(b *testing.B) (apiserver, etcd int) {
 				apiserver = pid
 			}
 		case "etcd":
-			etcd = pid
+			if slices.Contains(args, "--listen-client-urls="+etcdURL) {
+				etcd = pid
+			}
 		}
 	}
 	if apiserver == 0 || etcd == 0 {
-		b.Fatalf("envtest's processes not found among this process's children (kube-apiserver on port %s: pid %d, etcd: pid %d)", u.Port(), apiserver, etcd)
+		b.Fatalf("the point's processes not found among this process's children (kube-apiserver on port %s: pid %d, etcd at %s: pid %d)", u.Port(), apiserver, etcdURL, etcd)
 	}
 	return apiserver, etcd
 }
@@ -372,10 +381,10 @@ func buildCommand(b *testing.B, pkg string) string {
 	return bin
 }
 
-// adminKubeconfig writes a kubeconfig of a system:masters user and returns its path.
-func adminKubeconfig(b *testing.B) string {
+// adminKubeconfig writes a kubeconfig of a system:masters user of control plane e and returns its path.
+func adminKubeconfig(b *testing.B, e *testenv.Env) string {
 	b.Helper()
-	user, err := env.Environment.AddUser(envtestAdmin, nil)
+	user, err := e.Environment.AddUser(envtestAdmin, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -391,12 +400,12 @@ func adminKubeconfig(b *testing.B) string {
 }
 
 // waitForEveryStatus polls until the operator has written the status of all n FencedResources of ns.
-func waitForEveryStatus(b *testing.B, ns string, n int, timeout time.Duration) {
+func waitForEveryStatus(b *testing.B, e *testenv.Env, ns string, n int, timeout time.Duration) {
 	b.Helper()
 	var done int
 	if err := wait.PollUntilContextTimeout(b.Context(), 2*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
 		var list fencingv1alpha1.FencedResourceList
-		if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		if err := e.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			return false, nil
 		}
 		done = 0
@@ -408,45 +417,6 @@ func waitForEveryStatus(b *testing.B, ns string, n int, timeout time.Duration) {
 		return done == n, nil
 	}); err != nil {
 		b.Fatalf("the operator wrote the status of %d of %d FencedResources in %s within %v", done, n, ns, timeout)
-	}
-}
-
-// deleteAllFencedResources deletes every FencedResource of the cluster and waits until they are gone.
-func deleteAllFencedResources(b *testing.B) {
-	b.Helper()
-	ctx := b.Context()
-	var all fencingv1alpha1.FencedResourceList
-	if err := env.Client.List(ctx, &all); err != nil {
-		b.Fatal(err)
-	}
-	for i := range all.Items {
-		if err := env.Client.Delete(ctx, &all.Items[i]); client.IgnoreNotFound(err) != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
-		var left fencingv1alpha1.FencedResourceList
-		err := env.Client.List(ctx, &left)
-		return err == nil && len(left.Items) == 0, nil
-	}); err != nil {
-		b.Fatalf("FencedResources left after deleting them: %v", err)
-	}
-}
-
-// deleteLeases deletes the Leases of ns (as an admin: the Lease policy lets system:masters through); the
-// operator removes its finalizer from those no FencedResource is bound to any more.
-func deleteLeases(b *testing.B, ns string) {
-	b.Helper()
-	ctx := b.Context()
-	if err := env.Client.DeleteAllOf(ctx, &coordinationv1.Lease{}, client.InNamespace(ns)); err != nil {
-		b.Fatalf("deleting the Leases of %s: %v", ns, err)
-	}
-	if err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
-		var left coordinationv1.LeaseList
-		err := env.Client.List(ctx, &left, client.InNamespace(ns))
-		return err == nil && len(left.Items) == 0, nil
-	}); err != nil {
-		b.Fatalf("Leases left in %s after deleting them: %v", ns, err)
 	}
 }
 

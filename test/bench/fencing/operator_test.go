@@ -1,14 +1,12 @@
 package fencing_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,9 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/procfs"
 	"github.com/fencekit/fencekit/internal/testenv"
 )
 
@@ -85,7 +83,7 @@ func BenchmarkOperatorScale(b *testing.B) {
 		b.FailNow()
 	}
 
-	pid := startManagerProcess(b)
+	pid := startManagerProcess(b, env)
 	start := time.Now()
 	waitForStatus(b, ns, 1, len(names), 5*time.Minute)
 	b.ReportMetric(time.Since(start).Seconds(), "initial-status-s")
@@ -188,9 +186,9 @@ func BenchmarkOperatorScale(b *testing.B) {
 	b.ReportMetric(rssMiB(b, pid, "VmHWM"), "rss-peak-MiB")
 }
 
-// startManagerProcess builds cmd/manager and starts it against the control plane as an admin, without
+// startManagerProcess builds cmd/manager and starts it against control plane e as an admin, without
 // webhook server, metrics, probes or leader election. It checks that the binary still has those flags.
-func startManagerProcess(b *testing.B) int {
+func startManagerProcess(b *testing.B, e *testenv.Env) int {
 	b.Helper()
 	ctx := b.Context()
 	dir := b.TempDir()
@@ -208,18 +206,7 @@ func startManagerProcess(b *testing.B) int {
 			b.Fatalf("cmd/manager has no flag -%s any more:\n%s", name, help)
 		}
 	}
-	user, err := env.Environment.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	kubeconfig, err := user.KubeConfig()
-	if err != nil {
-		b.Fatal(err)
-	}
-	kc := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kc, kubeconfig, 0o600); err != nil {
-		b.Fatal(err)
-	}
+	kc := adminKubeconfig(b, e)
 	logs, err := os.Create(filepath.Join(dir, "manager.log"))
 	if err != nil {
 		b.Fatal(err)
@@ -295,21 +282,9 @@ func settledRSS(b *testing.B, pid int) float64 {
 // rssMiB reads a Vm* field of /proc/<pid>/status, in MiB.
 func rssMiB(b *testing.B, pid int, field string) float64 {
 	b.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	kib, err := procfs.MemoryKiB(pid, field)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), field+":"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return kb / 1024
-		}
-	}
-	b.Fatalf("no %s in /proc/%d/status", field, pid)
-	return 0
+	return float64(kib) / 1024
 }
