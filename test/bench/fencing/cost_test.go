@@ -37,6 +37,7 @@ var (
 	costWindow = flag.Duration("cost.window", 30*time.Second, "BenchmarkControlPlaneCost: the measuring window of each point")
 	costLeases = flag.String("cost.leases", "1,10,100,1000", "BenchmarkControlPlaneCost: the Lease counts of the Lease points")
 	costFRs    = flag.String("cost.fencedresources", "100,1000,10000", "BenchmarkControlPlaneCost: the FencedResource counts of the resource points")
+	costQPS    = flag.Int("cost.qps", 2000, "BenchmarkControlPlaneCost: each replica's client-side rate limit (1,000 Leases renew 500 times a second)")
 )
 
 // BenchmarkControlPlaneCost is issue #14's scale sweep: what fencekit costs the control plane. Each point
@@ -300,7 +301,7 @@ type electorResult struct {
 func startElectors(b *testing.B, bin, kubeconfig, ns, impl, identity string, n int, lead bool) *electorProcess {
 	b.Helper()
 	cmd := exec.Command(bin, "-kubeconfig", kubeconfig, "-namespace", ns, "-impl", impl, "-identity", identity,
-		"-n", fmt.Sprint(n), fmt.Sprintf("-lead=%t", lead), "-window", costWindow.String(), "-partial")
+		"-n", fmt.Sprint(n), fmt.Sprintf("-lead=%t", lead), "-window", costWindow.String(), "-partial", "-qps", fmt.Sprint(*costQPS))
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)

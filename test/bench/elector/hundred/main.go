@@ -56,21 +56,22 @@ func main() {
 	window := flag.Duration("window", time.Minute, "request-rate window")
 	partial := flag.Bool("partial", false, "if not ready within -ready-timeout, say so and measure anyway (a replica that cannot keep up with its Leases)")
 	readyTimeout := flag.Duration("ready-timeout", 2*time.Minute, "how long to wait until ready")
+	qps := flag.Float64("qps", 500, "client-side rate limit of the one client all electors share (burst: twice this)")
 	impl := flag.String("impl", "fencekit", "fencekit or client-go")
 	flag.Parse()
 	klog.SetLogger(logr.Discard())
-	if err := run(*impl, *kubeconfig, *ns, *prefix, *n, *lead, *partial, *window, *readyTimeout); err != nil {
+	if err := run(*impl, *kubeconfig, *ns, *prefix, *n, *lead, *partial, *window, *readyTimeout, float32(*qps)); err != nil {
 		fmt.Fprintln(os.Stderr, "hundred:", err)
 		os.Exit(1)
 	}
 }
 
-func run(impl, kubeconfig, ns, prefix string, n int, lead, partial bool, window, readyTimeout time.Duration) error {
+func run(impl, kubeconfig, ns, prefix string, n int, lead, partial bool, window, readyTimeout time.Duration, qps float32) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
 	}
-	cfg.QPS, cfg.Burst = 500, 1000 // one client for all electors: lift client-go's default 5 QPS
+	cfg.QPS, cfg.Burst = qps, int(2*qps) // one client for all electors: lift client-go's default 5 QPS
 	var other, watches atomic.Int64
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
