@@ -46,13 +46,13 @@ func scenarios(t *testing.T) []Scenario {
 		var out []Scenario
 		for _, f := range faults {
 			out = append(out, Scenario{Label: string(f), Faults: []Fault{f}, Fenced: true})
-			if f != F12Adversary && f != F10Webhook {
+			if !f.FencedOnly() {
 				out = append(out, Scenario{Label: string(f), Faults: []Fault{f}})
 			}
 		}
 		return out
 	}
-	others := []Fault{F1Kill, F2Term, F4Partition, F5Slow, F9Starve, F10Webhook, F12Adversary}
+	others := []Fault{F1Kill, F2Term, F4Partition, F5Slow, F8ClockSkew, F9Starve, F10Webhook, F11CertRotation, F12Adversary}
 	if *flagSuite == "short" {
 		return []Scenario{
 			{Label: "F3", Faults: []Fault{F3Zombie}, Fenced: true},
@@ -217,6 +217,8 @@ func cluster(t *testing.T) Cluster {
 	}
 	return Cluster{
 		Admin: admin, AdminConfig: env.Config, WorkerBinary: workerBin, Webhook: webhook, Restart: newRestarter(t).restart,
+		Rotator: &WebhookRotator{Admin: admin, ConfigName: "validating-webhook-configuration", CertDir: w.LocalServingCertDir,
+			Host: w.LocalServingHost, Backend: "127.0.0.1:" + strconv.Itoa(backend)},
 		AddUser: func(name string, groups ...string) (*rest.Config, error) {
 			u, err := env.Environment.AddUser(envtest.User{Name: name, Groups: groups}, nil)
 			if err != nil {
