@@ -73,6 +73,10 @@ type Report struct {
 	// LateAdmissions counts fenced writes stored after the Lease moved on but before the resource
 	// admitted the new epoch (admitted against the Lease as it was; see Check).
 	LateAdmissions int
+	// Overlapping counts the writes a worker made believing it led while the Lease, as the observer had
+	// already seen it, named another holder: the overlaps of leadership the fence had to stop (a lower
+	// bound: the observer sees a version after it is stored). Not a violation by itself.
+	Overlapping int
 	// Linearizability is porcupine's result per target.
 	Linearizability map[string]string
 	Violations      []Violation
@@ -126,6 +130,11 @@ func Check(h History, visualize func(target string, lin Linearization)) Report {
 	for _, vs := range leases {
 		sortByRV(vs)
 	}
+	for _, op := range h.Ops {
+		if op.Kind == KindWrite && op.Adversary == "" && op.BelievedLeader && overlapping(op, leases[h.Bindings[op.Target]]) {
+			r.Overlapping++
+		}
+	}
 	names := make([]string, 0, len(h.Bindings))
 	for t := range h.Bindings {
 		names = append(names, t)
@@ -158,6 +167,19 @@ func Check(h History, visualize func(target string, lin Linearization)) Report {
 		}
 	}
 	return r
+}
+
+// overlapping reports whether op was called after the observer saw a version of the Lease (in
+// resourceVersion order, the last one it had seen by then) that named another holder.
+func overlapping(op Op, lease []Version) bool {
+	holder := ""
+	for _, v := range lease {
+		if v.At > op.Call {
+			break
+		}
+		holder = v.Holder
+	}
+	return holder != "" && holder != op.Process
 }
 
 func sortByRV(vs []Version) { sort.SliceStable(vs, func(i, j int) bool { return vs[i].RV < vs[j].RV }) }
