@@ -124,8 +124,8 @@ func TestChaos(t *testing.T) {
 func judge(t *testing.T, sc Scenario, cfg RunConfig, res *RunResult) {
 	t.Helper()
 	r := res.Report
-	t.Logf("%s: %d writes (%d admitted, %d refused, %d unknown, %d overlapping), %d fences, %d reads, %d late-admitted, linearizability %v, %d violations, injected %v",
-		cfg.Name, r.Writes, r.Admitted, r.Refused, r.Unknown, r.Overlapping, r.Fences, r.Reads, r.LateAdmissions, r.Linearizability, len(r.Violations), res.Applied)
+	t.Logf("%s: %d writes (%d admitted, %d refused, %d unknown, %d stale-refused), %d fences, %d reads, %d late-admitted, linearizability %v, %d violations, injected %v",
+		cfg.Name, r.Writes, r.Admitted, r.Refused, r.Unknown, r.StaleRefused, r.Fences, r.Reads, r.LateAdmissions, r.Linearizability, len(r.Violations), res.Applied)
 	if r.Admitted == 0 {
 		t.Errorf("%s: no write was admitted: the run exercised nothing (see %s)", cfg.Name, cfg.Dir)
 	}
@@ -187,7 +187,7 @@ func replay(t *testing.T, dir string) {
 			t.Logf("visualization: %s", path)
 		}
 	})
-	t.Logf("%d ops, %d versions: %d writes, %d admitted, %d refused, %d overlapping, linearizability %v", len(h.Ops), len(h.Versions), r.Writes, r.Admitted, r.Refused, r.Overlapping, r.Linearizability)
+	t.Logf("%d ops, %d versions: %d writes, %d admitted, %d refused, %d stale-refused, linearizability %v", len(h.Ops), len(h.Versions), r.Writes, r.Admitted, r.Refused, r.StaleRefused, r.Linearizability)
 	for _, v := range r.Violations {
 		t.Errorf("VIOLATION %s", v)
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
 // Rules the checker enforces; a Violation names one.
@@ -73,10 +75,10 @@ type Report struct {
 	// LateAdmissions counts fenced writes stored after the Lease moved on but before the resource
 	// admitted the new epoch (admitted against the Lease as it was; see Check).
 	LateAdmissions int
-	// Overlapping counts the writes a worker made believing it led while the Lease, as the observer had
-	// already seen it, named another holder: the overlaps of leadership the fence had to stop (a lower
-	// bound: the observer sees a version after it is stored). Not a violation by itself.
-	Overlapping int
+	// StaleRefused counts the workers' writes (not the adversaries') refused as stale
+	// (fencing.ReasonStale): made believing to lead after the Lease had moved on, the overlaps of
+	// leadership the fence stopped.
+	StaleRefused int
 	// Linearizability is porcupine's result per target.
 	Linearizability map[string]string
 	Violations      []Violation
@@ -103,6 +105,9 @@ func Check(h History, visualize func(target string, lin Linearization)) Report {
 				r.Admitted++
 			case Refused:
 				r.Refused++
+				if op.Adversary == "" && op.Reason == string(fencing.ReasonStale) {
+					r.StaleRefused++
+				}
 			default:
 				r.Unknown++
 			}
@@ -129,11 +134,6 @@ func Check(h History, visualize func(target string, lin Linearization)) Report {
 	}
 	for _, vs := range leases {
 		sortByRV(vs)
-	}
-	for _, op := range h.Ops {
-		if op.Kind == KindWrite && op.Adversary == "" && op.BelievedLeader && overlapping(op, leases[h.Bindings[op.Target]]) {
-			r.Overlapping++
-		}
 	}
 	names := make([]string, 0, len(h.Bindings))
 	for t := range h.Bindings {
@@ -167,19 +167,6 @@ func Check(h History, visualize func(target string, lin Linearization)) Report {
 		}
 	}
 	return r
-}
-
-// overlapping reports whether op was called after the observer saw a version of the Lease (in
-// resourceVersion order, the last one it had seen by then) that named another holder.
-func overlapping(op Op, lease []Version) bool {
-	holder := ""
-	for _, v := range lease {
-		if v.At > op.Call {
-			break
-		}
-		holder = v.Holder
-	}
-	return holder != "" && holder != op.Process
 }
 
 func sortByRV(vs []Version) { sort.SliceStable(vs, func(i, j int) bool { return vs[i].RV < vs[j].RV }) }

@@ -84,21 +84,8 @@ func TestCheckLegalHistory(t *testing.T) {
 	if r.Writes != 3 || r.Admitted != 2 || r.Refused != 1 || r.Fences != 2 || r.Reads != 3 {
 		t.Errorf("counts: %+v", r)
 	}
-	if r.Overlapping != 0 {
-		t.Errorf("overlapping = %d with no write believed to lead, want 0", r.Overlapping)
-	}
-}
-
-// TestCheckOverlapping counts the writes made believing to lead after the Lease named another holder.
-func TestCheckOverlapping(t *testing.T) {
-	h := legal()
-	for i := range h.Ops {
-		h.Ops[i].BelievedLeader = h.Ops[i].Kind == KindWrite
-	}
-	// w1:3 at 1600, after the observer saw w2's acquisition (rv 13, at 1300); w1:2 and w2:2 wrote while
-	// the Lease named them.
-	if r := Check(h, nil); r.Overlapping != 1 || len(r.Violations) != 0 {
-		t.Errorf("overlapping = %d, violations %v; want 1 (w1:3) and none", r.Overlapping, r.Violations)
+	if r.StaleRefused != 1 {
+		t.Errorf("stale-refused = %d, want 1 (w1:3)", r.StaleRefused)
 	}
 }
 
