@@ -92,6 +92,7 @@ func TestChaos(t *testing.T) {
 	}
 	t.Logf("seed %d, %d seed(s), %s per run, histories in %s", seed, *flagSeeds, *flagDuration, dir)
 	t.Logf("replay: go test ./test/chaos -run '^TestChaos$' -chaos.seed=%d -chaos.seeds=%d -chaos.duration=%s -chaos.suite=%s", seed, *flagSeeds, *flagDuration, *flagSuite)
+	began, load0 := time.Now(), loadAverage()
 	cl := cluster(t)
 	var ran []Scenario
 	var results []*RunResult
@@ -112,12 +113,26 @@ func TestChaos(t *testing.T) {
 	}
 	var table strings.Builder
 	PrintTable(&table, Summarize(ran, results))
-	fmt.Printf("fencekit chaos: seeds %d..%d, %s per run\n%s", seed, seed+int64(*flagSeeds)-1, *flagDuration, table.String())
+	fmt.Printf("fencekit chaos: seeds %d..%d, %s per run, %s in all; load average at the start %s, at the end %s\n%s",
+		seed, seed+int64(*flagSeeds)-1, *flagDuration, time.Since(began).Round(time.Second), load0, loadAverage(), table.String())
 	if !t.Failed() && *flagDir == "" {
 		_ = os.RemoveAll(dir)
 	} else {
 		t.Logf("histories kept in %s", dir)
 	}
+}
+
+// loadAverage is the machine's 1, 5 and 15 minute load averages, for the summary.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // judge fails the test if fencekit let a violation through, or if the control was not caught.
