@@ -74,12 +74,12 @@ bench-write: ## Run only the fenced write benchmark (issue #14's ratios to a Con
 	$(MAKE) bench BENCH='BenchmarkFencedWrite$$' BENCH_PKGS=./test/bench/fencing/
 
 CHAOS_SEEDS ?= 2
-CHAOS_DURATION ?= 20s
+CHAOS_DURATION ?= 15s
 CHAOS_SEED ?= 0
 CHAOS_ARGS ?=
 
 .PHONY: chaos
-chaos: control-plane ## Fault injection: every fault, fenced and the unfenced control, CHAOS_SEEDS seeds x CHAOS_DURATION per run (about 20-30 min on 2 cores); CHAOS_SEED=N replays.
+chaos: control-plane ## Fault injection: every fault, fenced and the unfenced control, CHAOS_SEEDS seeds x CHAOS_DURATION per run (about 20 min on 2 cores); CHAOS_SEED=N replays.
 	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --path)" go test -count=1 -timeout 0 -run '^TestChaos$$' -v ./test/chaos \
 		-args -chaos.suite=full -chaos.seeds=$(CHAOS_SEEDS) -chaos.duration=$(CHAOS_DURATION) -chaos.seed=$(CHAOS_SEED) $(CHAOS_ARGS)
 

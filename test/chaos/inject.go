@@ -182,10 +182,7 @@ func (r *run) skew(ctx context.Context, holder int, e Event, logf func(string, .
 	if err := sleep(ctx, time.Duration(float64(t.RetryPeriod)/e.Slow)+200*time.Millisecond); err != nil {
 		return false
 	}
-	// The standbys take over at most LeaseDuration/Fast after the holder's last renewal; the holder steps
-	// down RenewDeadline/Slow after its last renewal, which was up to RetryPeriod/Slow before the cut.
-	lo := time.Duration(float64(t.LeaseDuration)/e.Fast) + 100*time.Millisecond
-	hi := time.Duration(float64(t.RenewDeadline-t.RetryPeriod)/e.Slow) - 250*time.Millisecond
+	lo, hi := skewWindow(t, e.Slow, e.Fast)
 	cut := lo
 	if hi > lo {
 		cut = (lo + hi) / 2
@@ -197,6 +194,16 @@ func (r *run) skew(ctx context.Context, holder int, e Event, logf func(string, .
 		e.Slow, e.Fast, cut.Round(time.Millisecond), lo.Round(time.Millisecond), (hi + 250*time.Millisecond).Round(time.Millisecond))
 	_ = sleep(ctx, e.Length)
 	return true
+}
+
+// skewWindow is when F8 heals the cut-off holder: after lo the standbys, on clocks at rate fast, have
+// taken the Lease over (at most LeaseDuration/fast after the holder's last renewal, plus a request); before
+// hi the holder, on a clock at rate slow, has not stepped down (RenewDeadline/slow after its last renewal,
+// which was up to RetryPeriod/slow before the cut) and still has time for a write (250 ms).
+func skewWindow(t Timings, slow, fast float64) (lo, hi time.Duration) {
+	lo = time.Duration(float64(t.LeaseDuration)/fast) + 100*time.Millisecond
+	hi = time.Duration(float64(t.RenewDeadline-t.RetryPeriod)/slow) - 250*time.Millisecond
+	return lo, hi
 }
 
 // setClockRate sets the rate of worker i's elector clock (its current incarnation's).
