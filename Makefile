@@ -74,7 +74,7 @@ bench-write: ## Run only the fenced write benchmark (issue #14's ratios to a Con
 	$(MAKE) bench BENCH='BenchmarkFencedWrite$$' BENCH_PKGS=./test/bench/fencing/
 
 CHAOS_SEEDS ?= 2
-CHAOS_DURATION ?= 15s
+CHAOS_DURATION ?= 20s
 CHAOS_SEED ?= 0
 CHAOS_ARGS ?=
 
