@@ -102,7 +102,7 @@ CHAOS_SEED ?= 0
 CHAOS_ARGS ?=
 
 .PHONY: chaos
-chaos: control-plane ## Fault injection: every fault, fenced and the unfenced control, CHAOS_SEEDS seeds x CHAOS_DURATION per run (about 20-30 min on 2 cores); CHAOS_SEED=N replays.
+chaos: control-plane ## Fault injection: every fault, fenced and the unfenced control, CHAOS_SEEDS seeds x CHAOS_DURATION per run (about 20 min on 2 cores); CHAOS_SEED=N replays.
 	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --path)" go test -count=1 -timeout 0 -run '^TestChaos$$' -v ./test/chaos \
 		-args -chaos.suite=full -chaos.seeds=$(CHAOS_SEEDS) -chaos.duration=$(CHAOS_DURATION) -chaos.seed=$(CHAOS_SEED) $(CHAOS_ARGS)
 

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -49,9 +50,15 @@ func serveAdmission(t *testing.T, port int) {
 		review.Request = nil
 		_ = json.NewEncoder(rw).Encode(&review)
 	})
-	srv := &http.Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Handler: mux}
+	// The certificate is read at every handshake, so that F11's rotations reach this server too.
+	srv := &http.Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Handler: mux, TLSConfig: &tls.Config{
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			c, err := tls.LoadX509KeyPair(filepath.Join(w.LocalServingCertDir, "tls.crt"), filepath.Join(w.LocalServingCertDir, "tls.key"))
+			return &c, err
+		},
+	}}
 	go func() {
-		err := srv.ListenAndServeTLS(filepath.Join(w.LocalServingCertDir, "tls.crt"), filepath.Join(w.LocalServingCertDir, "tls.key"))
+		err := srv.ListenAndServeTLS("", "")
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			t.Errorf("allow-all webhook: %v", err)
 		}

@@ -47,13 +47,13 @@ func scenarios(t *testing.T) []Scenario {
 		var out []Scenario
 		for _, f := range faults {
 			out = append(out, Scenario{Label: string(f), Faults: []Fault{f}, Fenced: true})
-			if f != F12Adversary && f != F10Webhook {
+			if !f.FencedOnly() {
 				out = append(out, Scenario{Label: string(f), Faults: []Fault{f}})
 			}
 		}
 		return out
 	}
-	others := []Fault{F1Kill, F2Term, F4Partition, F5Slow, F9Starve, F10Webhook, F12Adversary}
+	others := []Fault{F1Kill, F2Term, F4Partition, F5Slow, F8ClockSkew, F9Starve, F10Webhook, F11CertRotation, F12Adversary}
 	if *flagSuite == "short" {
 		return []Scenario{
 			{Label: "F3", Faults: []Fault{F3Zombie}, Fenced: true},
@@ -93,6 +93,7 @@ func TestChaos(t *testing.T) {
 	}
 	t.Logf("seed %d, %d seed(s), %s per run, histories in %s", seed, *flagSeeds, *flagDuration, dir)
 	t.Logf("replay: go test ./test/chaos -run '^TestChaos$' -chaos.seed=%d -chaos.seeds=%d -chaos.duration=%s -chaos.suite=%s", seed, *flagSeeds, *flagDuration, *flagSuite)
+	began, load0 := time.Now(), loadAverage()
 	cl := cluster(t)
 	var ran []Scenario
 	var results []*RunResult
@@ -113,7 +114,8 @@ func TestChaos(t *testing.T) {
 	}
 	var table strings.Builder
 	PrintTable(&table, Summarize(ran, results))
-	fmt.Printf("fencekit chaos: seeds %d..%d, %s per run\n%s", seed, seed+int64(*flagSeeds)-1, *flagDuration, table.String())
+	fmt.Printf("fencekit chaos: seeds %d..%d, %s per run, %s in all; load average at the start %s, at the end %s\n%s",
+		seed, seed+int64(*flagSeeds)-1, *flagDuration, time.Since(began).Round(time.Second), load0, loadAverage(), table.String())
 	if !t.Failed() && *flagDir == "" {
 		_ = os.RemoveAll(dir)
 	} else {
@@ -121,12 +123,25 @@ func TestChaos(t *testing.T) {
 	}
 }
 
+// loadAverage is the machine's 1, 5 and 15 minute load averages, for the summary.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
 // judge fails the test if fencekit let a violation through, or if the control was not caught.
 func judge(t *testing.T, sc Scenario, cfg RunConfig, res *RunResult) {
 	t.Helper()
 	r := res.Report
-	t.Logf("%s: %d writes (%d admitted, %d refused, %d unknown), %d fences, %d reads, %d late-admitted, linearizability %v, %d violations, injected %v",
-		cfg.Name, r.Writes, r.Admitted, r.Refused, r.Unknown, r.Fences, r.Reads, r.LateAdmissions, r.Linearizability, len(r.Violations), res.Applied)
+	t.Logf("%s: %d writes (%d admitted, %d refused, %d unknown, %d stale-refused), %d fences, %d reads, %d late-admitted, linearizability %v, %d violations, injected %v",
+		cfg.Name, r.Writes, r.Admitted, r.Refused, r.Unknown, r.StaleRefused, r.Fences, r.Reads, r.LateAdmissions, r.Linearizability, len(r.Violations), res.Applied)
 	if r.Admitted == 0 {
 		t.Errorf("%s: no write was admitted: the run exercised nothing (see %s)", cfg.Name, cfg.Dir)
 	}
@@ -188,7 +203,7 @@ func replay(t *testing.T, dir string) {
 			t.Logf("visualization: %s", path)
 		}
 	})
-	t.Logf("%d ops, %d versions: %d writes, %d admitted, %d refused, linearizability %v", len(h.Ops), len(h.Versions), r.Writes, r.Admitted, r.Refused, r.Linearizability)
+	t.Logf("%d ops, %d versions: %d writes, %d admitted, %d refused, %d stale-refused, linearizability %v", len(h.Ops), len(h.Versions), r.Writes, r.Admitted, r.Refused, r.StaleRefused, r.Linearizability)
 	for _, v := range r.Violations {
 		t.Errorf("VIOLATION %s", v)
 	}
@@ -218,6 +233,8 @@ func cluster(t *testing.T) Cluster {
 	}
 	return Cluster{
 		Admin: admin, AdminConfig: env.Config, WorkerBinary: workerBin, Webhook: webhook, Restart: newRestarter(t).restart,
+		Rotator: &WebhookRotator{Admin: admin, ConfigName: "validating-webhook-configuration", CertDir: w.LocalServingCertDir,
+			Host: w.LocalServingHost, Backend: "127.0.0.1:" + strconv.Itoa(backend)},
 		AddUser: func(name string, groups ...string) (*rest.Config, error) {
 			u, err := env.Environment.AddUser(envtest.User{Name: name, Groups: groups}, nil)
 			if err != nil {

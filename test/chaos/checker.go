@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
 // Rules the checker enforces; a Violation names one.
@@ -73,6 +75,10 @@ type Report struct {
 	// LateAdmissions counts fenced writes stored after the Lease moved on but before the resource
 	// admitted the new epoch (admitted against the Lease as it was; see Check).
 	LateAdmissions int
+	// StaleRefused counts the workers' writes (not the adversaries') refused as stale
+	// (fencing.ReasonStale): made believing to lead after the Lease had moved on, the overlaps of
+	// leadership the fence stopped.
+	StaleRefused int
 	// Linearizability is porcupine's result per target.
 	Linearizability map[string]string
 	Violations      []Violation
@@ -99,6 +105,9 @@ func Check(h History, visualize func(target string, lin Linearization)) Report {
 				r.Admitted++
 			case Refused:
 				r.Refused++
+				if op.Adversary == "" && op.Reason == string(fencing.ReasonStale) {
+					r.StaleRefused++
+				}
 			default:
 				r.Unknown++
 			}

@@ -84,6 +84,9 @@ func TestCheckLegalHistory(t *testing.T) {
 	if r.Writes != 3 || r.Admitted != 2 || r.Refused != 1 || r.Fences != 2 || r.Reads != 3 {
 		t.Errorf("counts: %+v", r)
 	}
+	if r.StaleRefused != 1 {
+		t.Errorf("stale-refused = %d, want 1 (w1:3)", r.StaleRefused)
+	}
 }
 
 func TestCheckIllegalHistories(t *testing.T) {

@@ -3,8 +3,10 @@
 // A run starts real worker processes (test/chaos/worker) that compete for one Lease and, while they lead,
 // write one target, each through its own in-process TCP proxy to a real kube-apiserver with fencekit's
 // CRD, Lease policy and webhook (the operator in process, behind a proxy of its own). A seeded Schedule
-// injects faults (F1 SIGKILL, F2 SIGTERM, F3 the zombie, F4 partition, F5 slow apiserver, F9 CPU
-// starvation, F10 webhook slow or down, F12 adversarial writers); the same seed gives the same schedule.
+// injects faults (F1 SIGKILL, F2 SIGTERM, F3 the zombie, F4 partition, F5 slow apiserver, F6 and F7
+// kube-apiserver and etcd restarts, F8 clock-rate skew of the electors, F9 CPU starvation, F10 webhook slow
+// or down, F11 webhook certificate rotation, F12 adversarial writers); the same seed gives the same
+// schedule.
 //
 // Every attempted write, fence and read is recorded by its client as JSON lines (call, return, outcome,
 // what it believed); a privileged Observer records every version of the Lease and the target from a

@@ -27,17 +27,31 @@ const (
 	F6APIServerRestart Fault = "F6"
 	// F7 restarts etcd the same way.
 	F7EtcdRestart Fault = "F7"
+	// F8 skews clock rates: the holder's elector clock runs slow and the standbys' fast, and the holder is
+	// cut off from the apiserver for a time in the window where the skew matters: the standbys take the
+	// Lease over while the holder still believes it leads.
+	F8ClockSkew Fault = "F8"
 	// F9 starves a worker of CPU: niced to 19 and stopped in bursts (SIGSTOP/SIGCONT).
 	F9Starve Fault = "F9"
 	// F10 slows the admission webhook down, or takes it down (the proxy in front of it).
 	F10Webhook Fault = "F10"
+	// F11 rotates the webhook's CA and serving certificate while the workers write, in the order a
+	// rotator may apply the two halves (caBundle first, files first, or the caBundle trusting both).
+	F11CertRotation Fault = "F11"
 	// F12 makes adversarial writes: the holder's user without a token, another worker's user with the
 	// current token, the holder's user with a future epoch and with the previous one.
 	F12Adversary Fault = "F12"
 )
 
 // AllFaults are the faults the suite implements, in order.
-var AllFaults = []Fault{F1Kill, F2Term, F3Zombie, F4Partition, F5Slow, F6APIServerRestart, F7EtcdRestart, F9Starve, F10Webhook, F12Adversary}
+var AllFaults = []Fault{F1Kill, F2Term, F3Zombie, F4Partition, F5Slow, F6APIServerRestart, F7EtcdRestart, F8ClockSkew,
+	F9Starve, F10Webhook, F11CertRotation, F12Adversary}
+
+// FencedOnly reports whether a fault has no meaning for the unfenced control: it has no webhook (F10, F11),
+// no fencekit tokens to forge (F12), and client-go's LeaderElector takes no clock (F8).
+func (f Fault) FencedOnly() bool {
+	return f == F8ClockSkew || f == F10Webhook || f == F11CertRotation || f == F12Adversary
+}
 
 // ParseFaults parses "F1,F3" (or "all").
 func ParseFaults(s string) ([]Fault, error) {
@@ -75,6 +89,11 @@ type Event struct {
 	Drop bool
 	// Bystander makes F4 partition a worker other than the holder.
 	Bystander bool
+	// Slow and Fast are F8's clock rates: the holder's and the standbys'.
+	Slow, Fast float64 `json:",omitempty"`
+	// Rotation is F11's order: RotateBundleFirst, RotateFilesFirst or RotateOverlap; Delay is the time
+	// between its two halves.
+	Rotation string `json:",omitempty"`
 	// Fallback is the worker index used when the event's target (the holder) cannot be determined.
 	Fallback int
 }
@@ -92,9 +111,29 @@ func (e Event) String() string {
 		} else {
 			s += fmt.Sprintf(" delay %s", e.Delay)
 		}
+	case F8ClockSkew:
+		s += fmt.Sprintf(" holder's clock %.2fx, standbys' %.2fx", e.Slow, e.Fast)
+	case F11CertRotation:
+		s += fmt.Sprintf(" %s, %s between the halves", e.Rotation, e.Delay.Round(time.Millisecond))
 	}
 	return s
 }
+
+// The orders in which F11 applies a rotation's two halves: the caBundle the apiserver trusts and the
+// serving certificate the webhook server presents.
+const (
+	// RotateBundleFirst replaces the caBundle with the new CA, then the serving certificate: until the
+	// webhook server has loaded it, the apiserver does not trust the webhook.
+	RotateBundleFirst = "bundle-first"
+	// RotateFilesFirst replaces the serving certificate, then the caBundle: until then, the apiserver does
+	// not trust the new certificate (connections it already has keep working).
+	RotateFilesFirst = "files-first"
+	// RotateOverlap adds the new CA to the caBundle, replaces the serving certificate, then removes the
+	// old CA: the apiserver trusts the webhook throughout.
+	RotateOverlap = "overlap"
+)
+
+var rotations = []string{RotateBundleFirst, RotateFilesFirst, RotateOverlap}
 
 // Schedule returns the events of a run of length d drawing from faults with seed: the same arguments
 // always give the same schedule. lease is the Lease duration, which the lengths scale with.
@@ -130,6 +169,14 @@ func Schedule(seed int64, faults []Fault, d, lease time.Duration, workers int) [
 			e.Length = between(1, 2)
 			e.Drop = rng.IntN(3) == 0
 			e.Delay = time.Duration(200+rng.IntN(2800)) * time.Millisecond
+		case F8ClockSkew:
+			e.Length = between(1, 1.5) // after the partition, before the clocks run at rate 1 again
+			e.Slow = 0.5 + 0.1*rng.Float64()
+			e.Fast = 1.6 + 0.4*rng.Float64()
+		case F11CertRotation:
+			e.Rotation = rotations[rng.IntN(len(rotations))]
+			e.Delay = between(0, 1)
+			e.Length = between(0.5, 1)
 		case F12Adversary:
 			e.Length = between(0.3, 1)
 		}

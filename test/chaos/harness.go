@@ -40,6 +40,8 @@ type Cluster struct {
 	WorkerBinary string
 	// Webhook is the proxy in front of fencekit's webhook server (F10); nil disables F10.
 	Webhook *Proxy
+	// Rotator rotates the webhook's CA and serving certificate (F11); nil disables it.
+	Rotator *WebhookRotator
 	// Restart stops a control-plane component ("kube-apiserver" or "etcd"), keeps it down for down, starts
 	// it again and waits until the apiserver answers (F6, F7); nil disables them.
 	Restart func(ctx context.Context, component string, down time.Duration) error
@@ -265,7 +267,7 @@ func (r *run) start(i int) error {
 	name := fmt.Sprintf("w%d-%d", i+1, inc)
 	args := []string{
 		"--mode=" + mode, "--namespace=" + r.ns, "--lease=" + r.lease, "--target=" + r.target, "--user=" + r.users[i],
-		"--history=" + filepath.Join(r.cfg.Dir, name+".ops.jsonl"),
+		"--history=" + filepath.Join(r.cfg.Dir, name+".ops.jsonl"), "--clock-file=" + filepath.Join(r.cfg.Dir, name+".clock"),
 		"--lease-duration=" + t.LeaseDuration.String(), "--renew-deadline=" + t.RenewDeadline.String(),
 		"--retry-period=" + t.RetryPeriod.String(), "--safety-margin=" + t.SafetyMargin.String(),
 		"--write-interval=" + t.WriteInterval.String(), "--read-interval=" + t.ReadInterval.String(),
@@ -274,6 +276,7 @@ func (r *run) start(i int) error {
 	if err != nil {
 		return err
 	}
+	p.clockFile = filepath.Join(r.cfg.Dir, name+".clock")
 	r.mu.Lock()
 	r.procs[i] = p
 	r.mu.Unlock()

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -128,6 +130,24 @@ func (r *run) inject(ctx context.Context, e Event) bool {
 		_ = sleep(ctx, e.Length)
 		r.cl.Webhook.Set(Pass, 0)
 		return true
+	case F8ClockSkew:
+		if !r.cfg.Fenced || !isHolder {
+			return false
+		}
+		return r.skew(ctx, idx, e, logf)
+	case F11CertRotation:
+		if !r.cfg.Fenced || r.cl.Rotator == nil {
+			return false
+		}
+		rot, err := r.cl.Rotator.Rotate(ctx, e.Rotation, e.Delay, r.probeWebhook, webhookCallFailed)
+		if err != nil {
+			logf("rotating the webhook certificate (%s): %v", e.Rotation, err)
+			return false
+		}
+		logf("webhook CA and certificate rotated (%s, %s between the halves): the server presented the new certificate after %s, the apiserver called the webhook with the new CA after %s; %d probe requests failed calling the webhook meanwhile",
+			e.Rotation, e.Delay.Round(time.Millisecond), rot.Served.Round(time.Millisecond), rot.Trusted.Round(time.Millisecond), rot.Failures)
+		_ = sleep(ctx, e.Length)
+		return true
 	case F12Adversary:
 		if !r.cfg.Fenced || lease == nil || !isHolder {
 			return false
@@ -137,6 +157,81 @@ func (r *run) inject(ctx context.Context, e Event) bool {
 		return true
 	}
 	return false
+}
+
+// skew runs the holder's elector clock at e.Slow and the standbys' at e.Fast, and cuts the holder off from
+// the apiserver (its proxy drops every connection) for a time after which the standbys, on their fast
+// clocks, have taken the Lease over, but before the holder, on its slow clock, steps down (renewDeadline
+// since its last renewal): when it is back, it believes it still leads and writes with its old epoch.
+func (r *run) skew(ctx context.Context, holder int, e Event, logf func(string, ...any)) bool {
+	t := r.cfg.Timings
+	for i := range r.cfg.Workers {
+		rate := e.Fast
+		if i == holder {
+			rate = e.Slow
+		}
+		r.setClockRate(i, rate)
+	}
+	defer func() {
+		for i := range r.cfg.Workers {
+			r.setClockRate(i, 1)
+		}
+	}()
+	// A renewal of the holder's (at most RetryPeriod on its slow clock) lets the standbys' electors re-arm
+	// their timers on their fast clocks: a timer armed before a rate change keeps its length.
+	if err := sleep(ctx, time.Duration(float64(t.RetryPeriod)/e.Slow)+200*time.Millisecond); err != nil {
+		return false
+	}
+	lo, hi := skewWindow(t, e.Slow, e.Fast)
+	cut := lo
+	if hi > lo {
+		cut = (lo + hi) / 2
+	}
+	r.proxies[holder].Set(Drop, 0)
+	_ = sleep(ctx, cut)
+	r.proxies[holder].Set(Pass, 0)
+	logf("the holder's clock at %.2fx, the standbys' at %.2fx; the holder cut off for %s (the standbys take over after %s, the holder steps down after %s)",
+		e.Slow, e.Fast, cut.Round(time.Millisecond), lo.Round(time.Millisecond), (hi + 250*time.Millisecond).Round(time.Millisecond))
+	_ = sleep(ctx, e.Length)
+	return true
+}
+
+// skewWindow is when F8 heals the cut-off holder: after lo the standbys, on clocks at rate fast, have
+// taken the Lease over (at most LeaseDuration/fast after the holder's last renewal, plus a request); before
+// hi the holder, on a clock at rate slow, has not stepped down (RenewDeadline/slow after its last renewal,
+// which was up to RetryPeriod/slow before the cut) and still has time for a write (250 ms).
+func skewWindow(t Timings, slow, fast float64) (lo, hi time.Duration) {
+	lo = time.Duration(float64(t.LeaseDuration)/fast) + 100*time.Millisecond
+	hi = time.Duration(float64(t.RenewDeadline-t.RetryPeriod)/slow) - 250*time.Millisecond
+	return lo, hi
+}
+
+// setClockRate sets the rate of worker i's elector clock (its current incarnation's).
+func (r *run) setClockRate(i int, rate float64) {
+	r.mu.Lock()
+	p := r.procs[i]
+	r.mu.Unlock()
+	if p == nil || !p.alive() {
+		return
+	}
+	if err := os.WriteFile(p.clockFile, []byte(strconv.FormatFloat(rate, 'f', -1, 64)), 0o644); err == nil {
+		_ = p.signal(syscall.SIGUSR2)
+	}
+}
+
+// probeWebhook makes an admission request that the webhook answers (a dry-run create of a FencedResource):
+// its error says whether the apiserver could call the webhook (F11).
+func (r *run) probeWebhook(ctx context.Context) error {
+	fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: "webhook-probe"},
+		Spec: fencingv1alpha1.FencedResourceSpec{LeaseName: r.lease}}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return r.cl.Admin.Create(pctx, fr, client.DryRunAll)
+}
+
+// webhookCallFailed reports whether err is the apiserver's failure to call a webhook (failurePolicy Fail).
+func webhookCallFailed(err error) bool {
+	return strings.Contains(err.Error(), "failed calling webhook")
 }
 
 // zombie arms the worker's self-stop (SIGUSR1), waits until it has stopped itself before a write, keeps it

@@ -14,6 +14,7 @@ import (
 type proc struct {
 	idx, incarnation int
 	identity         string
+	clockFile        string // the rate of its elector's clock, read on SIGUSR2 (F8)
 	cmd              *exec.Cmd
 	exited           chan struct{}
 }

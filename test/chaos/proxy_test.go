@@ -113,6 +113,20 @@ func TestScheduleIsSeeded(t *testing.T) {
 			t.Errorf("zombie pause %s is not longer than the 3s lease", e.Length)
 		}
 	}
+	// Every skew F8 draws leaves a window in which the standbys have taken over and the holder still
+	// believes it leads: otherwise F8 would only test the elector, not the fence.
+	for seed := range int64(20) {
+		for _, e := range Schedule(seed, []Fault{F8ClockSkew}, time.Minute, 3*time.Second, 3) {
+			if lo, hi := skewWindow(ShortTimings(), e.Slow, e.Fast); lo >= hi {
+				t.Errorf("seed %d: F8 at %.2fx/%.2fx: the standbys take over after %s, but the holder steps down before %s", seed, e.Slow, e.Fast, lo, hi)
+			}
+		}
+		for _, e := range Schedule(seed, []Fault{F11CertRotation}, time.Minute, 3*time.Second, 3) {
+			if e.Rotation != RotateBundleFirst && e.Rotation != RotateFilesFirst && e.Rotation != RotateOverlap {
+				t.Errorf("seed %d: F11 drew the unknown rotation order %q", seed, e.Rotation)
+			}
+		}
+	}
 }
 
 func equalEvents(a, b []Event) bool {

@@ -26,7 +26,9 @@ func (s Scenario) Mode() string {
 type Row struct {
 	Mode, Label                                  string
 	Runs, Injected                               int
+	Ops                                          int // every operation attempted: writes, fences, reads
 	Writes, Admitted, Refused, Unknown, Late     int
+	StaleRefused                                 int
 	Violations, NotLinearizable, ZombiesInjected int
 }
 
@@ -51,11 +53,13 @@ func Summarize(scenarios []Scenario, results []*RunResult) []Row {
 			}
 		}
 		r := res.Report
+		row.Ops += r.Writes + r.Fences + r.Reads
 		row.Writes += r.Writes
 		row.Admitted += r.Admitted
 		row.Refused += r.Refused
 		row.Unknown += r.Unknown
 		row.Late += r.LateAdmissions
+		row.StaleRefused += r.StaleRefused
 		row.Violations += len(r.Violations)
 		for _, v := range r.Linearizability {
 			if v == "Illegal" {
@@ -73,10 +77,10 @@ func Summarize(scenarios []Scenario, results []*RunResult) []Row {
 // PrintTable renders rows as the table docs/reliability.md shows.
 func PrintTable(w io.Writer, rows []Row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tfaults\truns\tinjected\twrites\tadmitted\trefused\tunknown\tlate-admitted\tnot linearizable\tviolations\t")
+	fmt.Fprintln(tw, "mode\tfaults\truns\tinjected\tops\twrites\tadmitted\trefused\tunknown\tstale-refused\tlate-admitted\tnot linearizable\tviolations\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.Mode, r.Label, r.Runs, r.Injected,
-			r.Writes, r.Admitted, r.Refused, r.Unknown, r.Late, r.NotLinearizable, r.Violations)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.Mode, r.Label, r.Runs, r.Injected,
+			r.Ops, r.Writes, r.Admitted, r.Refused, r.Unknown, r.StaleRefused, r.Late, r.NotLinearizable, r.Violations)
 	}
 	_ = tw.Flush()
 }

@@ -42,7 +42,7 @@ func (w *worker) runFenced(ctx context.Context, cfg *rest.Config) error {
 			return err
 		},
 		OnStartedLeading: func(ctx context.Context, tok elector.Token) { w.writeFenced(ctx, e, fencing.NewWriter(c), tok) },
-	})
+	}, elector.WithClock(w.clock))
 	if err != nil {
 		return err
 	}
@@ -66,7 +66,7 @@ func (w *worker) writeFenced(ctx context.Context, e *elector.Elector, wr *fencin
 		if !e.IsLeader() {
 			return
 		}
-		left := time.Until(e.Deadline())
+		left := e.Deadline().Sub(w.clock.Now()) // what it believes, on its own (perhaps skewed) clock
 		w.pauseIfArmed()
 		id := w.nextOp()
 		done := w.call(chaos.Record{Op: id, Kind: chaos.KindWrite, Epoch: tok.Epoch, BelievedLeader: true, DeadlineLeftMs: left.Milliseconds()})

@@ -8,7 +8,8 @@
 // ConfigMap, the same loop, the epoch it believed stored in the data.
 //
 // SIGUSR1 arms the zombie (fault F3): before its next write, after its leadership check passed, the
-// worker stops itself with SIGSTOP and goes on when the harness continues it.
+// worker stops itself with SIGSTOP and goes on when the harness continues it. SIGUSR2 sets the rate of the
+// fenced elector's clock (fault F8) to the number in the --clock-file.
 package main
 
 import (
@@ -17,11 +18,14 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
 
 	"github.com/fencekit/fencekit/internal/selfstop"
 	"github.com/fencekit/fencekit/test/chaos"
@@ -29,6 +33,7 @@ import (
 
 type options struct {
 	mode, namespace, lease, target, identity, user, history string
+	clockFile                                               string
 	leaseDuration, renewDeadline, retryPeriod, safetyMargin time.Duration
 	writeInterval, readInterval, requestTimeout             time.Duration
 }
@@ -39,6 +44,8 @@ type worker struct {
 	rec   *chaos.Recorder
 	seq   atomic.Int64
 	armed atomic.Bool
+	// clock is the fenced elector's clock, at rate 1 until F8 skews it.
+	clock *chaos.ScaledClock
 }
 
 func main() {
@@ -50,6 +57,7 @@ func main() {
 	flag.StringVar(&o.identity, "identity", "", "Holder identity; also the process name in the history.")
 	flag.StringVar(&o.user, "user", "", "The user the kubeconfig authenticates as (recorded in the history).")
 	flag.StringVar(&o.history, "history", "", "History file (JSON lines), appended to.")
+	flag.StringVar(&o.clockFile, "clock-file", "", "File holding the rate of the elector's clock (e.g. 0.5), read on SIGUSR2.")
 	flag.DurationVar(&o.leaseDuration, "lease-duration", 3*time.Second, "Lease duration.")
 	flag.DurationVar(&o.renewDeadline, "renew-deadline", 2*time.Second, "Renew deadline.")
 	flag.DurationVar(&o.retryPeriod, "retry-period", 400*time.Millisecond, "Retry period.")
@@ -67,12 +75,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
 	}
-	w := &worker{o: o, rec: rec}
+	w := &worker{o: o, rec: rec, clock: chaos.NewScaledClock(clock.RealClock{})}
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
 	go func() {
 		for range usr1 {
 			w.armed.Store(true)
+		}
+	}()
+	usr2 := make(chan os.Signal, 1)
+	signal.Notify(usr2, syscall.SIGUSR2)
+	go func() {
+		for range usr2 {
+			w.setClockRate()
 		}
 	}()
 
@@ -116,6 +131,22 @@ func (w *worker) must(err error) {
 		fmt.Fprintln(os.Stderr, "worker: recording history:", err)
 		os.Exit(1)
 	}
+}
+
+// setClockRate reads the rate of the elector's clock from --clock-file (F8).
+func (w *worker) setClockRate() {
+	b, err := os.ReadFile(w.o.clockFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker: clock rate:", err)
+		return
+	}
+	rate, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
+	if err != nil || rate <= 0 {
+		fmt.Fprintf(os.Stderr, "worker: clock rate %q in %s: not a positive number\n", b, w.o.clockFile)
+		return
+	}
+	w.clock.SetRate(rate)
+	fmt.Fprintf(os.Stderr, "%s worker: the elector's clock runs at %vx\n", time.Now().Format(time.RFC3339Nano), rate)
 }
 
 // pauseIfArmed is the zombie: stop after the leadership check, before the write, until continued.
