@@ -9,10 +9,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/pkg/elector"
 )
 
 // LeaseFinalizer keeps a Lease that FencedResources are bound to from being deleted: the Lease carries the
@@ -21,7 +24,16 @@ const LeaseFinalizer = "fencing.fencekit.io/protect"
 
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;patch
 
-// LeaseProtector adds LeaseFinalizer to Leases that FencedResources are bound to and removes it once none are.
+// LeaseProtector adds LeaseFinalizer to Leases that FencedResources are bound to and that are labelled
+// elector.FencedLabel=true, and removes it from any Lease that is not both (none bound, or the label gone).
+//
+// Only a labelled Lease is worth protecting: the webhook trusts no epoch of an unlabelled Lease (a write
+// against it is refused whatever it presents) and the elector does not continue its annotation (it seeds a
+// new epoch from the resourceVersion), so deleting and recreating it loses nothing a FencedResource relies
+// on. And only a labelled Lease may be protected: the policy <release>-operator-leases refuses the
+// operator's identity adding the finalizer to any other, so that a stolen operator token cannot pin a
+// node's heartbeat or another application's election Lease against deletion. Removing it is allowed
+// everywhere, which releases Leases protected before the label was required.
 type LeaseProtector struct {
 	client client.Client
 }
@@ -34,7 +46,7 @@ func NewLeaseProtector(c client.Client) *LeaseProtector { return &LeaseProtector
 // SetupWithManager registers the protector; the spec.leaseName index must be registered (IndexLeaseName).
 func (p *LeaseProtector) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&coordinationv1.Lease{}, builder.WithPredicates(leaseChanges)).
+		For(&coordinationv1.Lease{}, builder.WithPredicates(predicate.Or(leaseChanges, fencedLabelChanges))).
 		Watches(&fencingv1alpha1.FencedResource{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			fr := o.(*fencingv1alpha1.FencedResource)
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: fr.Namespace, Name: fr.Spec.LeaseName}}}
@@ -53,7 +65,7 @@ func (p *LeaseProtector) Reconcile(ctx context.Context, req reconcile.Request) (
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing FencedResources bound to lease %s: %w", req.NamespacedName, err)
 	}
-	want := len(bound) > 0
+	want := len(bound) > 0 && fencedLease(&lease)
 	if controllerutil.ContainsFinalizer(&lease, LeaseFinalizer) == want {
 		return reconcile.Result{}, nil
 	}
@@ -73,6 +85,26 @@ func (p *LeaseProtector) Reconcile(ctx context.Context, req reconcile.Request) (
 	if err := p.client.Patch(ctx, &lease, patch); err != nil {
 		return reconcile.Result{}, fmt.Errorf("updating the finalizer of lease %s: %w", req.NamespacedName, err)
 	}
-	ctrl.LoggerFrom(ctx).Info("updated lease protection", "lease", req.NamespacedName, "protected", want, "boundFencedResources", len(bound))
+	ctrl.LoggerFrom(ctx).Info("updated lease protection", "lease", req.NamespacedName, "protected", want,
+		"boundFencedResources", len(bound), "fenced", fencedLease(&lease))
 	return reconcile.Result{}, nil
+}
+
+// fencedLease reports whether lease carries the label that puts it under fencekit's Lease policy, the only
+// Leases the protector protects.
+func fencedLease(lease *coordinationv1.Lease) bool {
+	return lease.Labels[elector.FencedLabel] == "true"
+}
+
+// fencedLabelChanges passes a Lease update that adds or removes the fenced label, which leaseChanges does not
+// look at: the protector's decision depends on it.
+var fencedLabelChanges = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		old, ok1 := e.ObjectOld.(*coordinationv1.Lease)
+		lease, ok2 := e.ObjectNew.(*coordinationv1.Lease)
+		return !ok1 || !ok2 || fencedLease(old) != fencedLease(lease)
+	},
 }

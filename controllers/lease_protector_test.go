@@ -1,18 +1,23 @@
 package controllers_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/controllers"
 	"github.com/fencekit/fencekit/internal/operator/operatortest"
+	"github.com/fencekit/fencekit/pkg/elector"
 )
 
 // protected reports whether the Lease key exists and carries the operator's finalizer.
@@ -121,5 +126,66 @@ func TestLeaseDeleteWhileBound(t *testing.T) {
 	eventually(t, "the lease is gone once its last resource is", func() (bool, string) {
 		exists, _, seen := protected(t, lease)
 		return !exists, seen
+	})
+}
+
+// TestLeaseFinalizerOnlyOnFencedLeases: the operator protects only bound Leases labelled fenced (the policy
+// <release>-operator-leases refuses it adding its finalizer to any other) and releases any Lease that is
+// not both bound and labelled: one protected before the label was required, or one whose label an admin
+// removed.
+func TestLeaseFinalizerOnlyOnFencedLeases(t *testing.T) {
+	operatortest.Start(t, env)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	plainLease := func(name string, finalizers ...string) types.NamespacedName {
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": "web"}, Finalizers: finalizers},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("web-0"), LeaseDurationSeconds: ptr.To[int32](15)}}
+		if err := env.Client.Create(ctx, l); err != nil {
+			t.Fatalf("creating lease %s/%s: %v", ns, name, err)
+		}
+		t.Cleanup(func() {
+			// Let the namespace's Leases go whatever the test left on them.
+			_ = env.Client.Patch(context.Background(), l, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+		})
+		return client.ObjectKeyFromObject(l)
+	}
+	plain := plainLease("web-leader")
+	declare(t, ns, "web", plain.Name)
+	fenced := types.NamespacedName{Namespace: ns, Name: "orders-writer"}
+	newWorker(t, ns, "worker-a").Acquire(t, ns, fenced.Name, 1)
+	declare(t, ns, "orders", fenced.Name)
+	// Protected before the protector required the label: bound, and unbound.
+	oldBound := plainLease("legacy-writer", controllers.LeaseFinalizer)
+	declare(t, ns, "legacy", oldBound.Name)
+	oldUnbound := plainLease("legacy-idle", controllers.LeaseFinalizer)
+
+	eventually(t, "the bound fenced lease gets the finalizer", func() (bool, string) {
+		_, fin, seen := protected(t, fenced)
+		return fin, seen
+	})
+	for _, key := range []types.NamespacedName{oldBound, oldUnbound} {
+		eventually(t, "the finalizer is removed from the unlabelled lease "+key.String(), func() (bool, string) {
+			exists, fin, seen := protected(t, key)
+			return exists && !fin, seen
+		})
+	}
+	consistently(t, "the bound unlabelled lease is not protected", 2*time.Second, func() (bool, string) {
+		exists, fin, seen := protected(t, plain)
+		return exists && !fin, seen
+	})
+
+	// An admin (break-glass) removes the fenced label from the bound Lease: it is released.
+	l, err := getLease(t, fenced)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlabelled := l.DeepCopy()
+	delete(unlabelled.Labels, elector.FencedLabel)
+	if err := env.Client.Patch(ctx, unlabelled, client.MergeFrom(l)); err != nil {
+		t.Fatalf("the admin removing the fenced label of %s: %v", fenced, err)
+	}
+	eventually(t, "the finalizer is removed from the bound lease that lost its label", func() (bool, string) {
+		exists, fin, seen := protected(t, fenced)
+		return exists && !fin, seen
 	})
 }

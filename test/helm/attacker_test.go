@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/controllers"
@@ -147,6 +148,67 @@ func TestAttackerOperatorToken(t *testing.T) {
 				"finalizers": []any{controllers.LeaseFinalizer}}}, client.FieldOwner("attacker")),
 			"may not add its finalizer to Lease kube-system/kube-scheduler")
 		unchanged(t, lease)
+	})
+
+	t.Run("its finalizer on leases no fencekit elector manages", func(t *testing.T) {
+		// A policy cannot see which Leases FencedResources are bound to; the protector protects only Leases
+		// labelled fenced (the webhook trusts no other Lease's epoch), so that is all the policy admits.
+		want := "may not add its finalizer fencing.fencekit.io/protect to Lease "
+		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-node-lease"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		heartbeat := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Namespace: "kube-node-lease"},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("node-1"), LeaseDurationSeconds: ptr.To[int32](40)}}
+		if err := env.Client.Create(ctx, heartbeat); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(heartbeat), heartbeat); err != nil {
+			t.Fatal(err)
+		}
+		pinned := heartbeat.DeepCopy()
+		controllerutil.AddFinalizer(pinned, controllers.LeaseFinalizer)
+		refused(t, "the operator pinning a node's heartbeat Lease with its finalizer (merge patch, as the protector patches)",
+			c.Patch(ctx, pinned, client.MergeFromWithOptions(heartbeat, client.MergeFromWithOptimisticLock{})), want+"kube-node-lease/node-1")
+		refused(t, "the operator pinning a node's heartbeat Lease with its finalizer by server-side apply",
+			applyLease(ctx, c, "kube-node-lease", "node-1", map[string]any{"metadata": map[string]any{"name": "node-1", "namespace": "kube-node-lease",
+				"finalizers": []any{controllers.LeaseFinalizer}}}, client.FieldOwner("attacker")), want+"kube-node-lease/node-1")
+		// An application's own election Lease in a namespace the webhook checks, labelled but not fenced.
+		app := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "web-leader", Namespace: user,
+			Labels: map[string]string{"app": "web", "fencing.fencekit.io/fenced": "false"}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("web-0"), LeaseDurationSeconds: ptr.To[int32](15)}}
+		if err := env.Client.Create(ctx, app); err != nil {
+			t.Fatal(err)
+		}
+		pinned = app.DeepCopy()
+		pinned.Finalizers = []string{controllers.LeaseFinalizer}
+		refused(t, "the operator pinning an application's Lease with its finalizer (JSON patch)",
+			c.Patch(ctx, pinned, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"add","path":"/metadata/finalizers","value":["`+controllers.LeaseFinalizer+`"]}]`))),
+			want+user+"/web-leader")
+		for _, l := range []*coordinationv1.Lease{heartbeat, app} {
+			after := &coordinationv1.Lease{}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(l), after); err != nil {
+				t.Fatal(err)
+			}
+			if slices.Contains(after.Finalizers, controllers.LeaseFinalizer) {
+				t.Errorf("Lease %s/%s was pinned: finalizers %v", l.Namespace, l.Name, after.Finalizers)
+			}
+		}
+		// A Lease protected before the protector looked at labels (or one an admin marked): the operator
+		// still releases it.
+		old := app.DeepCopy()
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(app), old); err != nil {
+			t.Fatal(err)
+		}
+		marked := old.DeepCopy()
+		controllerutil.AddFinalizer(marked, controllers.LeaseFinalizer)
+		if err := env.Client.Patch(ctx, marked, client.MergeFrom(old)); err != nil {
+			t.Fatalf("the admin adding the operator's finalizer to %s/%s: %v", app.Namespace, app.Name, err)
+		}
+		released := marked.DeepCopy()
+		controllerutil.RemoveFinalizer(released, controllers.LeaseFinalizer)
+		if err := c.Patch(ctx, released, client.MergeFromWithOptions(marked, client.MergeFromWithOptimisticLock{})); err != nil {
+			t.Errorf("the operator removing its finalizer from a Lease that is not fenced: %v", err)
+		}
 	})
 
 	t.Run("identity", func(t *testing.T) {
@@ -323,6 +385,17 @@ func TestAttackerOperatorToken(t *testing.T) {
 		if after.Spec.LeaseName != "orders-writer" || after.Spec.Epoch != 0 || len(after.Labels) != 0 || len(after.Finalizers) != 0 {
 			t.Errorf("a status patch changed more than the status: spec %+v, labels %v, finalizers %v", after.Spec, after.Labels, after.Finalizers)
 		}
+	})
+
+	t.Run("its finalizer on a bound fenced lease", func(t *testing.T) {
+		// orders-writer is labelled fenced and orders is bound to it: the running operator's protector, as
+		// this ServiceAccount and under the policy, protects it.
+		key := client.ObjectKey{Namespace: user, Name: "orders-writer"}
+		waitFor(t, "the operator to protect the bound fenced Lease "+key.String(), func(ctx context.Context) (bool, error) {
+			l := &coordinationv1.Lease{}
+			err := env.Client.Get(ctx, key, l)
+			return err == nil && slices.Contains(l.Finalizers, controllers.LeaseFinalizer), err
+		})
 	})
 }
 
@@ -579,6 +652,11 @@ func TestAttackerSecondRelease(t *testing.T) {
 	refused(t, "one release's operator updating the other's election Lease", c.Update(ctx, taken.DeepCopy()), "cannot update resource \"leases\"")
 	refused(t, "one release's operator patching the other's election Lease", c.Patch(ctx, taken, client.MergeFrom(election)),
 		"may not change the spec of Lease "+other+"/fencekit-manager")
+	pinned := election.DeepCopy()
+	controllerutil.AddFinalizer(pinned, controllers.LeaseFinalizer)
+	refused(t, "one release's operator pinning the other's election Lease with its finalizer",
+		c.Patch(ctx, pinned, client.MergeFromWithOptions(election, client.MergeFromWithOptimisticLock{})),
+		"may not add its finalizer fencing.fencekit.io/protect to Lease "+other+"/fencekit-manager")
 	for _, name := range []string{"other-fencekit-validating-webhook", "other-fencekit-objects"} {
 		refused(t, "one release's operator emptying "+name, c.Update(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
 			ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1"}}), "cannot update resource \"validatingwebhookconfigurations\"")

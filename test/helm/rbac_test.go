@@ -259,10 +259,8 @@ func TestChartRBAC(t *testing.T) {
 	startOperator(t, op, r, release)
 
 	t.Run("operator runs", func(t *testing.T) {
-		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "orders-writer", Namespace: user}}
-		if err := env.Client.Create(t.Context(), lease); err != nil {
-			t.Fatal(err)
-		}
+		// A fenced Lease as pkg/elector leaves it: the operator protects only Leases labelled fenced.
+		lease := fencedLease(t, user, "orders-writer", "system:serviceaccount:"+user+":orders-worker")
 		fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: user},
 			Spec: fencingv1alpha1.FencedResourceSpec{LeaseName: lease.Name}}
 		if err := env.Client.Create(t.Context(), fr); err != nil {
@@ -281,7 +279,7 @@ func TestChartRBAC(t *testing.T) {
 		})
 		waitFor(t, "the operator to write the FencedResource's status", func(ctx context.Context) (bool, error) {
 			err := env.Client.Get(ctx, client.ObjectKeyFromObject(fr), fr)
-			// The Lease has no elector epoch yet: LeaseFound is False with a reason, which is still a status write.
+			// The Lease is at epoch 5 and the resource at 0: the conditions say so, which is a status write.
 			return meta.FindStatusCondition(fr.Status.Conditions, fencingv1alpha1.ConditionLeaseFound) != nil && fr.Status.ObservedGeneration == fr.Generation, err
 		})
 		if err := env.Client.Delete(t.Context(), fr); err != nil {
