@@ -58,7 +58,7 @@ func bootstrap(ctx context.Context, reader client.Reader, writer client.Writer, 
 				return fmt.Errorf("writing Secret %s: %w", cr.SecretKey, err)
 			}
 		}
-		return writeFiles(opts.CertDir, secret.Data[keyCert], secret.Data[keyKey])
+		return WriteFiles(opts.CertDir, secret.Data[keyCert], secret.Data[keyKey])
 	}
 }
 

@@ -50,7 +50,7 @@ func (f *fileSync) Start(ctx context.Context) error {
 		if current, err := os.ReadFile(filepath.Join(f.opts.CertDir, keyCert)); err == nil && bytes.Equal(current, cert) {
 			return
 		}
-		if err := writeFiles(f.opts.CertDir, cert, key); err != nil {
+		if err := WriteFiles(f.opts.CertDir, cert, key); err != nil {
 			log.Error(err, "Writing the webhook certificate", "dir", f.opts.CertDir)
 			return
 		}

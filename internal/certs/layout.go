@@ -30,13 +30,13 @@ const (
 	generationPrefix = "..2006_01_02_15_04_05."
 )
 
-// writeFiles makes cert and key the pair in dir, switched in one rename: a reader that resolves ..data sees
+// WriteFiles makes cert and key the pair in dir, switched in one rename: a reader that resolves ..data sees
 // the old pair or the new one, never one file of each. A reader that opens tls.crt and tls.key one after the
 // other resolves ..data twice, and can still get one file of each generation if a swap falls between its two
 // opens; controller-runtime's certwatcher then fails to parse the pair, keeps the certificate it has and
 // reads again on the next file event. A dir that holds plain tls.crt and tls.key (an older fencekit, or files
 // put there by hand) is converted first, keeping their content.
-func writeFiles(dir string, cert, key []byte) error {
+func WriteFiles(dir string, cert, key []byte) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("creating %s: %w", dir, err)
 	}

@@ -10,18 +10,17 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"math/big"
 	"net"
-	"os"
-	"path/filepath"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fencekit/fencekit/internal/certs"
 )
 
 // WebhookRotator rotates the admission webhook's CA and serving certificate (fault F11) the way a rotator
@@ -91,7 +90,7 @@ func (w *WebhookRotator) Rotate(ctx context.Context, order string, between time.
 	defer func() { stopProbe(); <-probed; res.Failures = failures }()
 
 	files := func() error {
-		if err := writeCertFiles(w.CertDir, cert, key); err != nil {
+		if err := certs.WriteFiles(w.CertDir, cert, key); err != nil {
 			return err
 		}
 		served, err := w.waitServing(ctx, leaf)
@@ -255,30 +254,4 @@ func newServingCert(ca *x509.Certificate, caKey *ecdsa.PrivateKey, host string) 
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), der, nil
-}
-
-// writeCertFiles replaces tls.key then tls.crt in dir, each by an atomic rename, as the operator's
-// certificate file sync does (a reader never sees a partly written file; it may see the new key with the old
-// certificate for a moment, which controller-runtime's certificate watcher rejects and retries).
-func writeCertFiles(dir string, cert, key []byte) error {
-	for _, f := range []struct {
-		name string
-		data []byte
-	}{{"tls.key", key}, {"tls.crt", cert}} {
-		tmp, err := os.CreateTemp(dir, "."+f.name+"-*")
-		if err != nil {
-			return fmt.Errorf("writing %s: %w", f.name, err)
-		}
-		_, werr := tmp.Write(f.data)
-		cerr := tmp.Close()
-		if werr != nil || cerr != nil {
-			_ = os.Remove(tmp.Name())
-			return fmt.Errorf("writing %s: %w", f.name, errors.Join(werr, cerr))
-		}
-		if err := os.Rename(tmp.Name(), filepath.Join(dir, f.name)); err != nil {
-			_ = os.Remove(tmp.Name())
-			return fmt.Errorf("writing %s: %w", f.name, err)
-		}
-	}
-	return nil
 }
