@@ -217,3 +217,71 @@ func TestLeasePolicyUntrustedEpoch(t *testing.T) {
 	acquire(b, rv)(l)
 	wantPolicy(t, b.Client.Update(ctx, l, token(rv)...), "")
 }
+
+// TestLeasePolicyFences: the fence-on-acquire declaration (annotation fencing.fencekit.io/fences). fencekit's
+// admission decides writes at the current epoch from its watch-fed copy of a Lease that declares a kind,
+// trusting that every later acquisition raises that kind before it hands out its token. So a declared kind
+// can never be dropped: not by an acquisition of an elector that does not fence (it would inherit a promise
+// it does not keep), not by the holder, not by anyone else presenting nothing; and only the four values exist.
+func TestLeasePolicyFences(t *testing.T) {
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
+	a.Acquire(t, ns, "l", 3)
+	declare := func(v string) func(*coordinationv1.Lease) {
+		return func(l *coordinationv1.Lease) {
+			if v == "" {
+				delete(l.Annotations, elector.FencesAnnotation)
+				return
+			}
+			l.Annotations[elector.FencesAnnotation] = v
+		}
+	}
+	both := func(fs ...func(*coordinationv1.Lease)) func(*coordinationv1.Lease) {
+		return func(l *coordinationv1.Lease) {
+			for _, f := range fs {
+				f(l)
+			}
+		}
+	}
+	const dropFR = "fenced lease l declares that every acquisition fences its FencedResources (annotation fencing.fencekit.io/fences="
+	const dropObjects = "fenced lease l declares that every acquisition fences its FencingPolicy objects (annotation fencing.fencekit.io/fences="
+	tests := []struct {
+		name    string
+		as      worker
+		mutate  func(*coordinationv1.Lease)
+		present string
+		want    string
+	}{
+		{"a value that is not a declaration", a, declare("FencedResources"), "",
+			`fenced lease l: annotation fencing.fencekit.io/fences="FencedResources" is not a fence-on-acquire declaration: send fencedresources, objects or fencedresources,objects`},
+		{"the kinds in the other order", a, declare("objects,fencedresources"), "", `annotation fencing.fencekit.io/fences="objects,fencedresources" is not a fence-on-acquire declaration`},
+		{"a long value is cut in the message", a, declare(strings.Repeat("x", 100)), "", `fencing.fencekit.io/fences="` + strings.Repeat("x", 40) + `..." is not`},
+		// Declaring more is always safe: a copy of the Lease that shows the declaration has seen every
+		// acquisition before it.
+		{"anyone declares FencedResources, presenting nothing", b, declare("fencedresources"), "", ""},
+		{"the holder renews keeping it", a, renew, "3", ""},
+		{"the holder drops it", a, both(renew, declare("")), "3", dropFR + `fencedresources); this write would leave ""`},
+		{"another user drops it, presenting nothing", b, declare(""), "", dropFR},
+		{"it is swapped for objects", a, declare("objects"), "", dropFR + `fencedresources); this write would leave "objects"`},
+		{"an acquisition by an elector that does not fence", b, both(acquire(b, "4"), declare("")), "4",
+			dropFR + `fencedresources); this write would leave "": only an elector that fences them on acquire`},
+		{"objects are added", a, declare("fencedresources,objects"), "", ""},
+		{"an acquisition that keeps FencedResources only", b, both(acquire(b, "4"), declare("fencedresources")), "4",
+			dropObjects + `fencedresources,objects); this write would leave "fencedresources"`},
+		{"an acquisition that keeps both", b, both(acquire(b, "4"), declare("fencedresources,objects")), "4", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := readLease(t, ns, "l")
+			tc.mutate(l)
+			wantPolicy(t, tc.as.Client.Update(ctx, l, token(tc.present)...), tc.want)
+		})
+	}
+	// Break glass may drop it (docs/design.md says what that costs).
+	l := readLease(t, ns, "l")
+	delete(l.Annotations, elector.FencesAnnotation)
+	if err := env.Client.Update(ctx, l); err != nil {
+		t.Fatalf("break glass: an admin's update was refused: %v", err)
+	}
+}

@@ -70,6 +70,16 @@ type Config struct {
 	// fencing N bound resources takes 1 + N requests: raise the client's QPS limit to match (client-go's
 	// default of 5 QPS needs about 18 s for 100 resources, past the default 10 s).
 	PostAcquireTimeout time.Duration
+	// PostAcquireFences declares, on the Lease (annotation fencing.fencekit.io/fences, written in every
+	// acquisition), what PostAcquire raises to the new epoch before the token is handed out:
+	// FencedResources with pkg/fencing's FenceOnAcquire, Objects with FenceObjectsOnAcquire. fencekit's
+	// admission then decides a write that presents the Lease's current epoch, to a resource or object of a
+	// declared kind still at that epoch, from its watch-fed copy of the Lease instead of a quorum read of
+	// the Lease per write (docs/design.md, "Which Lease read decides a write"). Declare only what the hook
+	// really raises: the promise outlives this elector, since the Lease policy refuses any later
+	// acquisition that drops a declared kind (every later holder must fence it too). Requires PostAcquire.
+	// Default: nothing declared, every fenced write reads the Lease from etcd.
+	PostAcquireFences Fences
 
 	// OnStartedLeading runs in its own goroutine when leadership starts. ctx is the leadership context: it
 	// is cancelled the moment the safe-work deadline passes, leadership is lost, or it is released;
@@ -148,6 +158,9 @@ func (c *Config) validate() error {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %v", d.name, d.v))
 		}
+	}
+	if (c.PostAcquireFences != Fences{}) && c.PostAcquire == nil {
+		errs = append(errs, fmt.Errorf("postAcquireFences declares %q but no PostAcquire hook is set to raise them", c.PostAcquireFences.String()))
 	}
 	if c.LockDelay < 0 {
 		errs = append(errs, fmt.Errorf("lockDelay must not be negative, got %v", c.LockDelay))

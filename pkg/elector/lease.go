@@ -13,6 +13,7 @@ type acquisition struct {
 	identity      string
 	acquirer      string
 	epoch         int64
+	fences        Fences
 	leaseDuration time.Duration
 	now           time.Time // wall clock, for acquireTime/renewTime (informational only)
 }
@@ -25,13 +26,21 @@ func newLease(namespace, name string, a acquisition) *coordinationv1.Lease {
 }
 
 // applyAcquisition turns l (a copy of the Lease as last read) into the acquiring write: holder, times,
-// duration, transitions + 1, and the epoch and acquirer annotations and fenced label.
+// duration, transitions + 1, the epoch, acquirer and fences annotations and the fenced label. The fences
+// annotation says what this acquisition fences, never what an earlier one declared: it is removed when
+// this elector fences nothing, and the Lease policy then refuses the acquisition of a Lease that declared
+// more (the elector must not inherit a promise it does not keep).
 func applyAcquisition(l *coordinationv1.Lease, a acquisition) {
 	if l.Annotations == nil {
 		l.Annotations = map[string]string{}
 	}
 	l.Annotations[EpochAnnotation] = strconv.FormatInt(a.epoch, 10)
 	l.Annotations[AcquirerAnnotation] = a.acquirer
+	if f := a.fences.String(); f != "" {
+		l.Annotations[FencesAnnotation] = f
+	} else {
+		delete(l.Annotations, FencesAnnotation)
+	}
 	if l.Labels == nil {
 		l.Labels = map[string]string{}
 	}

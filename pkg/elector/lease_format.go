@@ -23,7 +23,55 @@ const (
 	// guards exactly these Leases: their epoch only rises, only in an acquisition, and only the acquirer
 	// may renew or release.
 	FencedLabel = "fencing.fencekit.io/fenced"
+
+	// FencesAnnotation declares what every acquisition of the Lease raises to its new epoch before the
+	// token is handed out (fence-on-acquire): "fencedresources" (every FencedResource bound to the Lease),
+	// "objects" (every object a FencingPolicy binds to it), or both, "fencedresources,objects". An elector
+	// writes it in each acquisition from Config.PostAcquireFences. Once a fenced Lease declares a kind, the
+	// Lease policy refuses every write that drops it, so every later acquisition fences that kind too; this
+	// is what lets fencekit's admission decide a write at the Lease's current epoch from its watch-fed
+	// copy of the Lease (docs/design.md, "Which Lease read decides a write").
+	FencesAnnotation = "fencing.fencekit.io/fences"
 )
+
+// Fences is what an acquisition raises to its new epoch before handing out the token.
+type Fences struct {
+	// FencedResources: every FencedResource bound to the Lease (pkg/fencing's FenceOnAcquire).
+	FencedResources bool
+	// Objects: every object a FencingPolicy binds to the Lease (pkg/fencing's FenceObjectsOnAcquire).
+	Objects bool
+}
+
+// The values of FencesAnnotation, one per kind, joined by "," in this order.
+const (
+	FencesFencedResources = "fencedresources"
+	FencesObjects         = "objects"
+)
+
+// String is the value of FencesAnnotation that declares f, "" for none.
+func (f Fences) String() string {
+	switch {
+	case f.FencedResources && f.Objects:
+		return FencesFencedResources + "," + FencesObjects
+	case f.FencedResources:
+		return FencesFencedResources
+	case f.Objects:
+		return FencesObjects
+	}
+	return ""
+}
+
+// ParseFences reads a value of FencesAnnotation: exactly one of "", "fencedresources", "objects" and
+// "fencedresources,objects" (the Lease policy admits no other).
+func ParseFences(s string) (Fences, error) {
+	for _, f := range []Fences{{}, {FencedResources: true}, {Objects: true}, {FencedResources: true, Objects: true}} {
+		if f.String() == s {
+			return f, nil
+		}
+	}
+	return Fences{}, fmt.Errorf("%q is not a fence-on-acquire declaration: want %q, %q or %q",
+		s, FencesFencedResources, FencesObjects, FencesFencedResources+","+FencesObjects)
+}
 
 // The request-scoped token. A check of the object a write results in cannot tell "this request carried
 // epoch N" from "this request left the epoch out and inherited N from storage", so every fenced write

@@ -211,7 +211,7 @@ func (r *runner) chooseEpoch(ctx, rctx context.Context, observed *coordinationv1
 // safe-work deadline counts.
 func (r *runner) writeAcquisition(rctx context.Context, observed *coordinationv1.Lease, epoch int64) (res *coordinationv1.Lease, sent time.Time, err error) {
 	cfg := r.cfg()
-	a := acquisition{identity: cfg.Identity, acquirer: r.acquirer, epoch: epoch,
+	a := acquisition{identity: cfg.Identity, acquirer: r.acquirer, epoch: epoch, fences: cfg.PostAcquireFences,
 		leaseDuration: cfg.LeaseDuration, now: r.e.clock.Now()}
 	sent = r.e.clock.Now()
 	// Every Lease write presents the epoch it writes at in the request (the Lease policy requires it).

@@ -195,3 +195,49 @@ func TestSeenMaxInt64DoesNotOverflow(t *testing.T) {
 		t.Errorf("after the refusal: holder %q at epoch %s, leader %v; want the Lease untouched", holderOf(got), got.Annotations[elector.EpochAnnotation], c.e.IsLeader())
 	}
 }
+
+// Config.PostAcquireFences is written on the Lease in every acquisition, and once the Lease declares a kind
+// an elector that does not fence it cannot take the Lease: the Lease policy refuses the acquisition (the
+// elector, which rewrites the declaration from its own Config, never inherits a promise it does not keep),
+// and the elector reports it. One that declares it takes the Lease at the next epoch.
+func TestFencesDeclarationUnderLeasePolicy(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	h := newHistory()
+	hook := func(context.Context, elector.Token) error { return nil }
+	cfg := shortConfig(t, ns, "lock", "a")
+	cfg.Client = electorClientset(t, ns, "a-user")
+	cfg.OnStartedLeading = h.lead
+	cfg.PostAcquire, cfg.PostAcquireFences = hook, elector.Fences{FencedResources: true}
+	a := start(t, cfg)
+	first := h.wait(t, 30*time.Second)
+	if got := getLease(t, ns, "lock").Annotations[elector.FencesAnnotation]; got != "fencedresources" {
+		t.Fatalf("declaration %q after the acquisition, want %q", got, "fencedresources")
+	}
+	a.stop()
+
+	var logs logLines
+	cfg = shortConfig(t, ns, "lock", "b")
+	cfg.Client = electorClientset(t, ns, "b-user")
+	cfg.OnStartedLeading = h.lead
+	start(t, cfg, elector.WithLogger(logs.logger()))
+	eventually(t, 20*time.Second, "the policy refuses the acquisition by an elector that does not fence", func() bool {
+		return logs.has("declares that every acquisition fences its FencedResources")
+	})
+	if l := getLease(t, ns, "lock"); holderOf(l) != "" || l.Annotations[elector.EpochAnnotation] != strconv.FormatInt(first.Epoch, 10) {
+		t.Fatalf("the Lease changed hands: holder %q at epoch %s, want released at %d", holderOf(l), l.Annotations[elector.EpochAnnotation], first.Epoch)
+	}
+
+	cfg = shortConfig(t, ns, "lock", "c")
+	cfg.Client = electorClientset(t, ns, "c-user")
+	cfg.OnStartedLeading = h.lead
+	cfg.PostAcquire, cfg.PostAcquireFences = hook, elector.Fences{FencedResources: true, Objects: true}
+	start(t, cfg)
+	third := h.wait(t, 30*time.Second)
+	if third.Holder != "c" || third.Epoch != first.Epoch+1 {
+		t.Fatalf("got %v, want c at epoch %d", third, first.Epoch+1)
+	}
+	if got := getLease(t, ns, "lock").Annotations[elector.FencesAnnotation]; got != "fencedresources,objects" {
+		t.Fatalf("declaration %q, want %q", got, "fencedresources,objects")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,8 @@ func TestConfigValidation(t *testing.T) {
 			want: "elector: invalid config: lockDelay must not be negative, got -1s"},
 		"margin eats the window": {mutate: func(c *Config) { c.SafetyMargin = 5 * time.Second },
 			want: "elector: invalid config: the safe-work window leaseDuration*(1-maxClockDrift)-safetyMargin = 15s*(1-0.01)-5s = 9.85s must be greater than renewDeadline (10s)"},
+		"fences declared without a hook": {mutate: func(c *Config) { c.PostAcquireFences = Fences{Objects: true} },
+			want: `elector: invalid config: postAcquireFences declares "objects" but no PostAcquire hook is set to raise them`},
 		"negative release timeout": {mutate: func(c *Config) { c.ReleaseTimeout = -time.Second },
 			want: "elector: invalid config: releaseTimeout must be positive, got -1s"},
 	}
@@ -269,6 +272,20 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	})
 	if err != nil {
 		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+func TestParseFences(t *testing.T) {
+	for _, f := range []Fences{{}, {FencedResources: true}, {Objects: true}, {FencedResources: true, Objects: true}} {
+		got, err := ParseFences(f.String())
+		if err != nil || got != f {
+			t.Errorf("ParseFences(%q) = %+v, %v; want %+v", f.String(), got, err, f)
+		}
+	}
+	for _, s := range []string{"objects,fencedresources", "FencedResources", " objects", "fencedresources,", "all"} {
+		if _, err := ParseFences(s); err == nil || !strings.Contains(err.Error(), strconv.Quote(s)) {
+			t.Errorf("ParseFences(%q): %v, want an error naming the value", s, err)
+		}
 	}
 }
 
