@@ -72,6 +72,9 @@ type Options struct {
 	LeaderElectionNamespace string
 	// SkipNameValidation lets several operators run in one process (tests, the demo).
 	SkipNameValidation bool
+	// LeaseCache is the webhooks' watch-fed copy of the fenced Leases; nil means one that watches with the
+	// manager's config. Tests give one whose watch they can stall; the manager runs it either way.
+	LeaseCache *webhook.LeaseCache
 }
 
 // NewManager returns a manager with fencekit's scheme, metrics, probes, webhook and controllers set up.
@@ -194,13 +197,26 @@ func setupWebhook(mgr manager.Manager, opts Options) error {
 		}
 		certsReady = ready
 	}
-	if err := webhook.SetupWithManager(mgr); err != nil {
+	// The webhooks' watch-fed copy of the fenced Leases: it admits writes at the current epoch to objects of
+	// a kind the Lease declares fenced on acquire without a quorum read per write (webhook.LeaseCache).
+	leases := opts.LeaseCache
+	if leases == nil {
+		cs, err := kubernetes.NewForConfig(mgr.GetConfig())
+		if err != nil {
+			return err
+		}
+		leases = webhook.NewLeaseCache(cs)
+	}
+	if err := mgr.Add(leases); err != nil {
+		return err
+	}
+	if err := webhook.SetupWithManager(mgr, webhook.WithLeaseCache(leases)); err != nil {
 		return fmt.Errorf("setting up the FencedResource webhook: %w", err)
 	}
 	if err := webhook.SetupPolicyWebhookWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the FencingPolicy webhook: %w", err)
 	}
-	webhook.SetupObjectsWithManager(mgr)
+	webhook.SetupObjectsWithManager(mgr, webhook.WithLeaseCache(leases))
 	started := mgr.GetWebhookServer().StartedChecker()
 	return mgr.AddReadyzCheck("webhook", func(req *http.Request) error {
 		if certsReady != nil {

@@ -25,6 +25,10 @@ type Worker struct {
 	Config       *rest.Config
 	// LeaseDuration is the duration Acquire writes (default 15 s).
 	LeaseDuration time.Duration
+	// Fences is the fence-on-acquire declaration Acquire writes, as pkg/elector writes
+	// Config.PostAcquireFences (none by default: the annotation is removed). Acquire does not fence: the
+	// test runs pkg/fencing's hooks itself.
+	Fences elector.Fences
 }
 
 // NewWorker returns the Worker holder in namespace (requires WithLeasePolicy, which installs the role).
@@ -54,6 +58,11 @@ func (w Worker) Acquire(t testing.TB, namespace, name string, epoch int64) elect
 		duration = 15 * time.Second
 	}
 	AcquiredBy(&lease, w.User, w.Holder, epoch, duration)
+	if f := w.Fences.String(); f != "" {
+		lease.Annotations[elector.FencesAnnotation] = f
+	} else {
+		delete(lease.Annotations, elector.FencesAnnotation)
+	}
 	if exists {
 		err = w.Client.Update(ctx, &lease, Presenting(epoch))
 	} else {

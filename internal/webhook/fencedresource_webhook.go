@@ -33,7 +33,9 @@ const eventSource = "fencekit-webhook"
 type Validator struct {
 	// reader reads Leases straight from the apiserver: a quorum read, so that a Lease acquired at a higher
 	// epoch a moment ago is always seen. A cache could lag behind it and admit a stale write.
-	reader   client.Reader
+	reader client.Reader
+	// leases, if set, may admit a write at the current epoch without the quorum read (LeaseCache.Current).
+	leases   *LeaseCache
 	recorder events.EventRecorder
 	clock    clock.PassiveClock
 }
@@ -49,6 +51,10 @@ func WithClock(c clock.PassiveClock) Option { return func(v *Validator) { v.cloc
 // WithEventRecorder records a Warning Event on the written object for every refused write (not for dry
 // runs): on the FencedResource, or on the object a FencingPolicy declares.
 func WithEventRecorder(r events.EventRecorder) Option { return func(v *Validator) { v.recorder = r } }
+
+// WithLeaseCache lets the webhooks admit a write at the current epoch to an object of a kind the Lease
+// declares fenced on acquire from c, without a quorum read of the Lease (see LeaseCache).
+func WithLeaseCache(c *LeaseCache) Option { return func(v *Validator) { v.leases = c } }
 
 // NewValidator returns a Validator that reads Leases with reader, which must not be a cache.
 func NewValidator(reader client.Reader, opts ...Option) *Validator {
@@ -87,6 +93,7 @@ func (v *Validator) ValidateDelete(ctx context.Context, fr *fencingv1alpha1.Fenc
 	if err != nil {
 		return nil, err
 	}
+	leaseReads.WithLabelValues(webhookFencedResources, sourceAPIServer).Inc()
 	lease, err := v.lease(ctx, fr)
 	if err != nil {
 		return nil, err
@@ -118,6 +125,16 @@ func (v *Validator) validate(ctx context.Context, old, fr *fencingv1alpha1.Fence
 	if !mayTouchFencedFields(old, fr) && !strings.HasPrefix(who.FieldManager, elector.FieldManagerPrefix) {
 		return nil
 	}
+	// An update at the resource's own epoch may be admitted on the watch-fed copy of a Lease that declares
+	// fence-on-acquire for FencedResources; anything else, and every refusal, is decided on a quorum read.
+	if old != nil {
+		if l := v.leases.Current(fr.Namespace, fr.Spec.LeaseName, who.FieldManager, old.Spec.Epoch, declaresFencedResources); l != nil &&
+			fencing.CheckWrite(old, fr, l, who, v.clock.Now()) == nil {
+			leaseReads.WithLabelValues(webhookFencedResources, sourceCache).Inc()
+			return nil
+		}
+	}
+	leaseReads.WithLabelValues(webhookFencedResources, sourceAPIServer).Inc()
 	lease, err := v.lease(ctx, fr)
 	if err != nil {
 		return err

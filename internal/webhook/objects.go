@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
@@ -38,6 +39,7 @@ type ObjectValidator struct {
 	// and, when the cache shows no policy for a request the apiserver sent here, the policies again,
 	// straight from the apiserver (quorum reads).
 	policies, reader ctrl.Reader
+	leases           *LeaseCache
 	recorder         events.EventRecorder
 	clock            clock.PassiveClock
 }
@@ -49,7 +51,7 @@ func NewObjectValidator(policies, reader ctrl.Reader, opts ...Option) *ObjectVal
 	for _, o := range opts {
 		o(v)
 	}
-	return &ObjectValidator{policies: policies, reader: reader, recorder: v.recorder, clock: v.clock}
+	return &ObjectValidator{policies: policies, reader: reader, leases: v.leases, recorder: v.recorder, clock: v.clock}
 }
 
 // SetupObjectsWithManager registers the object webhook on mgr's webhook server at ObjectsPath, recording
@@ -77,6 +79,10 @@ func (v *ObjectValidator) Handle(ctx context.Context, req admission.Request) adm
 	if who.FieldManager, err = fieldManager(req); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("%s %s: %w", w.Kind, w.Key, err))
 	}
+	if v.admitOnCache(req, w, who) {
+		return admission.Allowed("")
+	}
+	leaseReads.WithLabelValues(webhookObjects, sourceAPIServer).Inc()
 	lease, err := v.lease(ctx, req.Namespace, policy.Spec.LeaseName)
 	if err != nil {
 		return statusResponse(err)
@@ -99,6 +105,26 @@ func (v *ObjectValidator) Handle(ctx context.Context, req admission.Request) adm
 		return statusResponse(ferr.StatusError())
 	}
 	return admission.Allowed("")
+}
+
+// admitOnCache reports whether w, an update of the object itself at the epoch the object already records,
+// is admitted on the watch-fed copy of a Lease that declares fence-on-acquire for FencingPolicy objects
+// (LeaseCache.Current). A create, a delete, a subresource, a raise, and every write the copy would refuse
+// are decided on a quorum read instead.
+func (v *ObjectValidator) admitOnCache(req admission.Request, w fencing.ObjectWrite, who fencing.Requester) bool {
+	if req.Operation != admissionv1.Update || req.SubResource != "" || w.Old == nil || w.New == nil {
+		return false
+	}
+	stored, err := elector.ParseEpoch(w.Old.GetAnnotations()[fencingv1alpha1.ObjectEpochAnnotation])
+	if err != nil {
+		return false
+	}
+	l := v.leases.Current(req.Namespace, w.Lease, who.FieldManager, stored, declaresObjects)
+	if l == nil || fencing.CheckObjectWrite(w, l, who, v.clock.Now()) != nil {
+		return false
+	}
+	leaseReads.WithLabelValues(webhookObjects, sourceCache).Inc()
+	return true
 }
 
 // regarding is the reference an Event about the refused write req is recorded on: the written object. It
