@@ -99,6 +99,9 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 			Host:    opts.WebhookHost,
 			Port:    opts.WebhookPort,
 			CertDir: opts.WebhookCertDir,
+			// HTTP/1.1 only, as for the metrics server (see metricsOptions): kube-apiserver keeps its
+			// connections to a webhook alive either way.
+			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
 		})
 	}
 	mgr, err := ctrl.NewManager(cfg, mopts)

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator/operatortest"
@@ -24,7 +25,7 @@ var env *testenv.Env
 func TestMain(m *testing.M) { testenv.Main(m, &env, testenv.WithWebhooks(), testenv.WithLeasePolicy()) }
 
 const (
-	writesPerPhase = 200 // measured writes per phase and mode; phases A B B A: 400 per mode
+	writesPerPhase = 200 // measured writes per phase and mode; every mode runs in two phases: 400 per mode
 	warmup         = 20
 )
 
@@ -42,75 +43,99 @@ func grant(b *testing.B, ns, user string) {
 	}
 }
 
-// BenchmarkObjectWrite measures a merge patch of one small ConfigMap's data by one user: "fenced" in a
-// namespace whose FencingPolicy declares ConfigMaps (fencing.NewClient: the token as field manager, the
-// epoch record added to the patch; the apiserver calls the object webhook, which lists the namespace's
-// policies from its cache and reads the Lease with a quorum read), "unfenced" the same patch with a plain
-// client in a namespace without a policy (no webhook is called). Phases run A B B A so that a drift of the
-// control plane falls on both alike. It reports p50, p90 and p99 in ms and the ratio of the p50s.
+// BenchmarkObjectWrite measures a merge patch of one small ConfigMap's data by one user, in three modes:
+// "unfenced", the patch with a plain client in a namespace without a policy (no webhook is called);
+// "fenced", the same patch in a namespace whose FencingPolicy declares ConfigMaps, by a holder whose Lease
+// declares fence-on-acquire for objects (fencing.NewClient: the token as field manager, the epoch record
+// added to the patch; the object webhook admits it on its watch-fed copy of the Lease, webhook.LeaseCache);
+// "fenced-quorum", the same in a third namespace whose Lease declares nothing, so that the webhook reads the
+// Lease with a quorum read for every write (what every fenced write cost before the copy). Phases run
+// A B C C B A so that a drift of the control plane falls on every mode alike. It reports p50, p90 and p99 in
+// ms, each fenced mode's p50 over the unfenced one, its sequential writes per second as a percentage of the
+// unfenced mode's, and the share of the fenced mode's writes decided on the copy.
 func BenchmarkObjectWrite(b *testing.B) {
 	operatortest.Start(b, env)
 	ctx := b.Context()
-	fencedNS, plainNS := env.Namespace(b), env.Namespace(b)
-	holder := env.NewWorker(b, fencedNS, "holder")
-	// client-go's default limit (5 requests/s) would measure itself: lift it, for both modes alike.
-	cfg := rest.CopyConfig(holder.Config)
-	cfg.QPS, cfg.Burst = 1000, 1000
-	fast, err := client.New(cfg, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		b.Fatal(err)
+	plainNS := env.Namespace(b)
+	// client-go's default limit (5 requests/s) would measure itself: lift it, for every mode alike.
+	fast := func(w testenv.Worker) testenv.Worker {
+		cfg := rest.CopyConfig(w.Config)
+		cfg.QPS, cfg.Burst = 1000, 1000
+		c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+		if err != nil {
+			b.Fatal(err)
+		}
+		w.Client = c
+		return w
 	}
-	holder.Client = fast
-	grant(b, fencedNS, holder.User)
+	type fencedMode struct {
+		ns     string
+		holder testenv.Worker
+		tok    elector.Token
+		client client.Client
+		at     time.Time
+	}
+	setup := func(declare elector.Fences) *fencedMode {
+		m := &fencedMode{ns: env.Namespace(b)}
+		m.holder = fast(env.NewWorker(b, m.ns, "holder"))
+		m.holder.Fences = declare
+		grant(b, m.ns, m.holder.User)
+		policy := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: m.ns, Name: "bench"},
+			Spec: fencingv1alpha1.FencingPolicySpec{LeaseName: "bench-writer", Resources: []fencingv1alpha1.FencedObjects{{Resource: "configmaps"}}}}
+		if err := env.Client.Create(ctx, policy); err != nil {
+			b.Fatal(err)
+		}
+		testenv.Eventually(b, "the policy is enforced", func() (bool, string) {
+			err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: m.ns, Name: "probe"}}, client.DryRunAll)
+			return fencing.IsTokenMissing(err), fmt.Sprint(err)
+		})
+		m.tok, m.at = m.holder.Acquire(b, m.ns, "bench-writer", 1), time.Now()
+		m.client = fencing.NewClient(m.holder.Client, func() elector.Token { return m.tok })
+		testenv.Eventually(b, "the holder (RBAC granted) creates the ConfigMap", func() (bool, string) {
+			err := m.client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: m.ns, Name: "bench"}, Data: map[string]string{"seq": "0"}})
+			return err == nil, fmt.Sprint(err)
+		})
+		return m
+	}
+	// The Lease (15 s) must stay live for the whole run: take it again every 5 s, outside the measured
+	// writes, and fence the ConfigMap at the new epoch as fence-on-acquire would.
+	renew := func(m *fencedMode) {
+		if time.Since(m.at) < 5*time.Second {
+			return
+		}
+		m.tok, m.at = m.holder.Acquire(b, m.ns, "bench-writer", m.tok.Epoch+1), time.Now()
+		if err := fencing.FenceObjectsOnAcquire(m.holder.Client, env.Client)(ctx, m.tok); err != nil {
+			b.Fatal(err)
+		}
+	}
+	fenced, quorum := setup(elector.Fences{Objects: true}), setup(elector.Fences{})
+	holder := fast(env.NewWorker(b, plainNS, "plain"))
 	grant(b, plainNS, holder.User)
-	policy := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: fencedNS, Name: "bench"},
-		Spec: fencingv1alpha1.FencingPolicySpec{LeaseName: "bench-writer", Resources: []fencingv1alpha1.FencedObjects{{Resource: "configmaps"}}}}
-	if err := env.Client.Create(ctx, policy); err != nil {
-		b.Fatal(err)
-	}
-	testenv.Eventually(b, "the policy is enforced", func() (bool, string) {
-		err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: fencedNS, Name: "probe"}}, client.DryRunAll)
-		return fencing.IsTokenMissing(err), fmt.Sprint(err)
-	})
-	tok := holder.Acquire(b, fencedNS, "bench-writer", 1)
-	// The Lease (15 s) must stay live for the whole run: take it again every 5 s, outside the measured writes.
-	renewed := time.Now()
-	renew := func() {
-		if time.Since(renewed) > 5*time.Second {
-			holder.Acquire(b, fencedNS, "bench-writer", tok.Epoch+1)
-			tok.Epoch++
-			renewed = time.Now()
-		}
-	}
-	fenced := fencing.NewClient(holder.Client, func() elector.Token { return tok })
-	fencedCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: fencedNS, Name: "bench"}, Data: map[string]string{"seq": "0"}}
-	plainCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: plainNS, Name: "bench"}, Data: map[string]string{"seq": "0"}}
-	testenv.Eventually(b, "the holder (RBAC granted) creates both ConfigMaps", func() (bool, string) {
-		err := fenced.Create(ctx, fencedCM.DeepCopy())
-		if err == nil {
-			err = holder.Client.Create(ctx, plainCM.DeepCopy())
-		}
+	testenv.Eventually(b, "the plain ConfigMap is created (RBAC granted)", func() (bool, string) {
+		err := holder.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: plainNS, Name: "bench"}, Data: map[string]string{"seq": "0"}})
 		return err == nil, fmt.Sprint(err)
 	})
 	seq := 0
-	write := map[string]func() error{
-		"fenced": func() error {
-			seq++
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: fencedNS, Name: "bench"}}
-			return fenced.Patch(ctx, cm, client.RawPatch("application/merge-patch+json", []byte(fmt.Sprintf(`{"data":{"seq":"%d"}}`, seq))))
-		},
-		"unfenced": func() error {
-			seq++
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: plainNS, Name: "bench"}}
-			return holder.Client.Patch(ctx, cm, client.RawPatch("application/merge-patch+json", []byte(fmt.Sprintf(`{"data":{"seq":"%d"}}`, seq))))
-		},
+	patch := func(c client.Client, ns string) error {
+		seq++
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bench"}}
+		return c.Patch(ctx, cm, client.RawPatch("application/merge-patch+json", []byte(fmt.Sprintf(`{"data":{"seq":"%d"}}`, seq))))
 	}
+	write := map[string]func() error{
+		"unfenced":      func() error { return patch(holder.Client, plainNS) },
+		"fenced":        func() error { renew(fenced); return patch(fenced.client, fenced.ns) },
+		"fenced-quorum": func() error { renew(quorum); return patch(quorum.client, quorum.ns) },
+	}
+	modes := []string{"unfenced", "fenced", "fenced-quorum"}
 	samples := map[string][]time.Duration{}
+	var cacheReads, quorumReads float64
 	for b.Loop() {
 		samples = map[string][]time.Duration{}
-		for _, mode := range []string{"unfenced", "fenced", "fenced", "unfenced"} {
+		for _, mode := range []string{"unfenced", "fenced", "fenced-quorum", "fenced-quorum", "fenced", "unfenced"} {
 			for i := 0; i < warmup+writesPerPhase; i++ {
-				renew()
+				if i == warmup && mode == "fenced" {
+					cacheReads, quorumReads = cacheReads-leaseReads(b, "cache"), quorumReads-leaseReads(b, "apiserver")
+				}
 				start := time.Now()
 				if err := write[mode](); err != nil {
 					b.Fatalf("%s write %d: %v", mode, i, err)
@@ -119,18 +144,56 @@ func BenchmarkObjectWrite(b *testing.B) {
 					samples[mode] = append(samples[mode], time.Since(start))
 				}
 			}
+			if mode == "fenced" {
+				cacheReads, quorumReads = cacheReads+leaseReads(b, "cache"), quorumReads+leaseReads(b, "apiserver")
+			}
 		}
 	}
-	p50 := map[string]float64{}
-	for _, mode := range []string{"unfenced", "fenced"} {
+	p50, perSecond := map[string]float64{}, map[string]float64{}
+	for _, mode := range modes {
 		s := samples[mode]
+		var total time.Duration
+		for _, d := range s {
+			total += d
+		}
+		perSecond[mode] = float64(len(s)) / total.Seconds()
 		slices.Sort(s)
 		q := func(p float64) float64 { return float64(s[int(p*float64(len(s)-1))]) / float64(time.Millisecond) }
 		p50[mode] = q(0.5)
 		b.ReportMetric(q(0.5), mode+"-p50-ms")
 		b.ReportMetric(q(0.9), mode+"-p90-ms")
 		b.ReportMetric(q(0.99), mode+"-p99-ms")
-		b.Logf("%s: %d writes, p50 %.2f ms, p90 %.2f ms, p99 %.2f ms", mode, len(s), q(0.5), q(0.9), q(0.99))
+		b.Logf("%s: %d writes, p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, %.0f writes/s", mode, len(s), q(0.5), q(0.9), q(0.99), perSecond[mode])
 	}
-	b.ReportMetric(p50["fenced"]/p50["unfenced"], "fenced/unfenced-p50")
+	for _, mode := range modes[1:] {
+		b.ReportMetric(p50[mode]/p50["unfenced"], mode+"/unfenced-p50")
+		b.ReportMetric(100*perSecond[mode]/perSecond["unfenced"], mode+"/unfenced-writes-%")
+	}
+	b.ReportMetric(100*cacheReads/(cacheReads+quorumReads), "fenced-decided-on-copy-%")
+	b.Logf("fenced: %.0f decisions on the copy of the Lease, %.0f quorum reads", cacheReads, quorumReads)
+}
+
+// leaseReads reads fencekit_webhook_lease_reads_total{webhook="objects",source} from controller-runtime's
+// registry (the operator runs in this process).
+func leaseReads(b *testing.B, source string) float64 {
+	b.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "fencekit_webhook_lease_reads_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["webhook"] == "objects" && labels["source"] == source {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
