@@ -65,6 +65,9 @@ func BenchmarkFencedWrite(b *testing.B) {
 	ctx := b.Context()
 	ns := env.Namespace(b)
 	holder := newWorker(b, ns, "holder")
+	// The holder's Lease declares fence-on-acquire for FencedResources, as an elector with
+	// fencing.FenceOnAcquire does: the webhook decides its writes on its copy of the Lease.
+	holder.Fences = elector.Fences{FencedResources: true}
 	tok := holder.Acquire(b, ns, "bench-writer", 1)
 	setClient, setCount := countingClient(b, holder.Config)
 	updateClient, updateCount := countingClient(b, holder.Config)
