@@ -208,3 +208,26 @@ func TestFenceObjectsOnAcquireForConfigDefaultQPS(t *testing.T) {
 		t.Errorf("the fence sent %d GET and %d PATCH requests for ConfigMaps, want 1 list and %d patches", lists, patches, boundResources)
 	}
 }
+
+// The ForConfig hooks refuse a nil rest.Config with an error, and leave the caller's config as it was:
+// its client-side rate limit still applies to the caller's own clients.
+func TestFenceForConfigInput(t *testing.T) {
+	for name, build := range map[string]func(*rest.Config) (func(context.Context, elector.Token) error, error){
+		"FenceOnAcquireForConfig":        fencing.FenceOnAcquireForConfig,
+		"FenceObjectsOnAcquireForConfig": fencing.FenceObjectsOnAcquireForConfig,
+	} {
+		t.Run(name, func(t *testing.T) {
+			if hook, err := build(nil); err == nil || hook != nil || !strings.Contains(err.Error(), "no rest.Config") {
+				t.Errorf("%s(nil) = (hook %t, %v), want no hook and an error saying no rest.Config was given", name, hook != nil, err)
+			}
+			cfg := rest.CopyConfig(env.Config)
+			cfg.QPS, cfg.Burst = 0, 0
+			if _, err := build(cfg); err != nil {
+				t.Fatal(err)
+			}
+			if cfg.QPS != 0 || cfg.Burst != 0 || cfg.RateLimiter != nil {
+				t.Errorf("%s changed the caller's config to QPS %v, Burst %d, RateLimiter %v; want it left at 0, 0, nil", name, cfg.QPS, cfg.Burst, cfg.RateLimiter)
+			}
+		})
+	}
+}
