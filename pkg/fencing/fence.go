@@ -61,7 +61,8 @@ func FenceOnAcquire(c client.Client) func(ctx context.Context, token elector.Tok
 // rest.Config as rest.InClusterConfig or clientcmd.BuildConfigFromFlags return it, whose QPS limit (5 QPS,
 // burst 10 when unset) would hold 100 resources for about 18 s, past the elector's default
 // PostAcquireTimeout. The fence is a bounded burst, once per acquisition: 1 + N requests, at most 16 in
-// flight; the apiserver's API Priority and Fairness still applies to it. cfg itself is not changed.
+// flight; the apiserver's API Priority and Fairness still applies to it. cfg's QPS, Burst and RateLimiter
+// are ignored for the fence, and cfg itself is not changed.
 func FenceOnAcquireForConfig(cfg *rest.Config) (func(ctx context.Context, token elector.Token) error, error) {
 	c, err := fenceClient(cfg)
 	if err != nil {
