@@ -14,11 +14,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/fencekit/fencekit/internal/leadrun"
-	fkscheme "github.com/fencekit/fencekit/internal/scheme"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
@@ -68,11 +66,12 @@ func (f *electorFlags) config() (elector.Config, error) {
 	cfg := f.cfg
 	cfg.Client, cfg.Namespace, cfg.Name, cfg.Identity = cs, f.namespace, f.lease, f.identity
 	if f.fenceOnAcquire {
-		c, err := client.New(rc, client.Options{Scheme: fkscheme.New()})
+		// Its own client, without rc's client-side rate limit (client-go's 5 QPS when --kubeconfig is
+		// given): 100 bound resources must be fenced within the PostAcquire timeout.
+		cfg.PostAcquire, err = fencing.FenceOnAcquireForConfig(rc)
 		if err != nil {
 			return elector.Config{}, err
 		}
-		cfg.PostAcquire = fencing.FenceOnAcquire(c)
 	}
 	return cfg, nil
 }

@@ -83,12 +83,19 @@ func run(o options) error {
 	if o.unfenced {
 		go func() { <-mgr.Elected(); log.Info("leading", "holder", "unfenced") }()
 	} else {
-		// The one line: leader-only runnables under the fencekit elector, a fenced mgr.GetClient(), and,
-		// before leadership is reported, every declared object raised to the new epoch.
+		// Before leadership is reported, every declared object is raised to the new epoch, by a client of
+		// the hook's own without client-side rate limiting (one patch per object, within the PostAcquire
+		// timeout whatever QPS the manager's config has).
+		var fence func(context.Context, elector.Token) error
+		fence, err = fencing.FenceObjectsOnAcquireForConfig(mgr.GetConfig())
+		if err != nil {
+			return err
+		}
+		// The one line: leader-only runnables under the fencekit elector, a fenced mgr.GetClient().
 		mgr, err = managed.Fence(mgr, elector.Config{
 			Namespace: o.namespace, Name: o.lease, Identity: o.identity,
 			LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod, SafetyMargin: o.margin,
-			PostAcquire:      fencing.FenceObjectsOnAcquire(mgr.GetClient(), mgr.GetAPIReader()),
+			PostAcquire:      fence,
 			OnStartedLeading: logLeading,
 		})
 		if err != nil {

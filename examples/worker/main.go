@@ -84,13 +84,19 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 	if err != nil {
 		return err
 	}
+	// Before leadership is reported, raise every FencedResource bound to the Lease to the new epoch: from
+	// then on the previous holder's writes are refused, even if this worker never writes. The hook builds
+	// its own client from cfg, without client-side rate limiting, so that a few hundred resources are
+	// fenced within the PostAcquire timeout whatever QPS cfg has.
+	fence, err := fencing.FenceOnAcquireForConfig(cfg)
+	if err != nil {
+		return err
+	}
 	var e *elector.Elector
 	e, err = elector.New(elector.Config{
 		Client: clientset, Namespace: o.namespace, Name: o.lease, Identity: o.identity,
 		LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod, SafetyMargin: o.safetyMargin,
-		// Before leadership is reported, raise every FencedResource bound to the Lease to the new epoch:
-		// from then on the previous holder's writes are refused, even if this worker never writes.
-		PostAcquire: fencing.FenceOnAcquire(c),
+		PostAcquire: fence,
 		OnStartedLeading: func(ctx context.Context, tok elector.Token) {
 			work(ctx, e, fencing.NewWriter(c), tok, o)
 		},

@@ -66,9 +66,10 @@ type Config struct {
 	// RetryPeriod before competing again. The Lease is renewed while it runs; IsLeader is false and Token
 	// is zero until it has succeeded.
 	PostAcquire func(ctx context.Context, t Token) error
-	// PostAcquireTimeout bounds PostAcquire. Default: RenewDeadline. With pkg/fencing's FenceOnAcquire,
-	// fencing N bound resources takes 1 + N requests: raise the client's QPS limit to match (client-go's
-	// default of 5 QPS needs about 18 s for 100 resources, past the default 10 s).
+	// PostAcquireTimeout bounds PostAcquire. Default: RenewDeadline. pkg/fencing's fence hooks send 1 + N
+	// requests for N bound resources: build them with fencing.FenceOnAcquireForConfig (or
+	// FenceObjectsOnAcquireForConfig), whose client has no client-side rate limit; a client that keeps
+	// client-go's default of 5 QPS needs about 18 s for 100 resources, past the default 10 s.
 	PostAcquireTimeout time.Duration
 	// PostAcquireFences declares, on the Lease (annotation fencing.fencekit.io/fences, written in every
 	// acquisition), what PostAcquire raises to the new epoch before the token is handed out:

@@ -14,15 +14,18 @@
 //   - NewWriter: performs fenced updates (Set, Update) and deletes (Delete) of a FencedResource with the
 //     elector's Token, presenting it in every request and retrying resourceVersion conflicts within the
 //     same epoch, never across epochs.
-//   - FenceOnAcquire: an elector.Config.PostAcquire hook that raises every FencedResource bound to the
-//     Lease to the new epoch before the elector reports leadership, so that a paused former holder's
-//     delayed write is refused even if the new holder never writes.
+//   - FenceOnAcquireForConfig (or FenceOnAcquire with a client of your own): an elector.Config.PostAcquire
+//     hook that raises every FencedResource bound to the Lease to the new epoch before the elector reports
+//     leadership, so that a paused former holder's delayed write is refused even if the new holder never
+//     writes. Built from a rest.Config, its client has no client-side rate limit, so that one patch per
+//     resource fits in the elector's PostAcquireTimeout.
 //   - IsStale, IsNotHolder, IsLeaseMissing, IsTokenMissing: classify the errors of a refused write.
 //
 // Ordinary objects (ConfigMaps, Deployments, custom resources) are fenced the same way once a FencingPolicy
 // declares them: NewClient wraps a controller-runtime client so that every write presents the current token,
 // stamps the object's epoch record (annotation fencing.fencekit.io/epoch, which never goes down) and deletes
 // through the deletion marker; it fails with ErrNoToken, without sending, once the token is gone.
+// FenceObjectsOnAcquireForConfig is their fence-on-acquire hook.
 //
 // CheckWrite and CheckDelete (FencedResources), CheckObjectWrite and CheckObjectDelete (declared objects) and
 // ValidatePolicy are the admission decisions themselves, as pure functions.

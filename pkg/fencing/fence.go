@@ -8,7 +8,9 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -25,13 +27,15 @@ const fenceWorkers = 16
 // by the apiserver, even if the new holder never writes.
 //
 // The resources are listed straight from the apiserver (c should not read from a cache that could miss a
-// just-created resource) by the CRD's selectable field spec.leaseName, and each is raised with one patch:
-// fencing N resources takes 1 + N requests, and Kubernetes has no request that writes several objects. So
-// give c's rest.Config a QPS limit to match: client-side rate limiting lets (1 + N - Burst) / QPS seconds
-// pass before the last request is sent, and client-go's default (5 QPS, burst 10) fits about 55 resources
-// in the elector's default PostAcquireTimeout of 10 s, not 100 (18 s measured). controller-runtime's
-// GetConfig turns client-side rate limiting off (the apiserver's priority and fairness applies instead),
-// and 100 resources then take about 0.3 s (docs/benchmarks.md).
+// just-created resource) by the CRD's selectable field spec.leaseName, and each is raised with one patch,
+// at most 16 at a time: fencing N resources takes 1 + N requests, and Kubernetes has no request that
+// writes several objects. c's client-side rate limit applies to them: client-go's default (5 QPS, burst
+// 10, what a rest.Config with QPS unset gives) lets (1 + N - 10) / 5 seconds pass before the last one is
+// sent, and fits about 55 resources in the elector's default PostAcquireTimeout of 10 s, not 100 (18 s
+// measured). Build the hook with FenceOnAcquireForConfig from a rest.Config instead: its client has no
+// client-side limit (the apiserver's priority and fairness still applies), and 100 resources take well
+// under a second (docs/benchmarks.md). Bring your own c only if it has no client-side limit either
+// (controller-runtime's config.GetConfig turns it off when QPS is unset).
 // The hook fails, and the elector does not report leadership, if any resource could not be raised; the
 // elector bounds it in time.
 func FenceOnAcquire(c client.Client) func(ctx context.Context, token elector.Token) error {
@@ -50,6 +54,44 @@ func FenceOnAcquire(c client.Client) func(ctx context.Context, token elector.Tok
 		}
 		return ctx.Err()
 	}
+}
+
+// FenceOnAcquireForConfig returns FenceOnAcquire's hook with a client of its own, built from a copy of cfg
+// (cfg's cluster and credentials) WITHOUT client-side rate limiting. It is the way to fence from a
+// rest.Config as rest.InClusterConfig or clientcmd.BuildConfigFromFlags return it, whose QPS limit (5 QPS,
+// burst 10 when unset) would hold 100 resources for about 18 s, past the elector's default
+// PostAcquireTimeout. The fence is a bounded burst, once per acquisition: 1 + N requests, at most 16 in
+// flight; the apiserver's API Priority and Fairness still applies to it. cfg's QPS, Burst and RateLimiter
+// are ignored for the fence, and cfg itself is not changed.
+func FenceOnAcquireForConfig(cfg *rest.Config) (func(ctx context.Context, token elector.Token) error, error) {
+	c, err := fenceClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return FenceOnAcquire(c), nil
+}
+
+// fenceClient is the uncached client of the fence hooks built from a rest.Config: cfg's cluster and
+// credentials, fencekit's API in its scheme, no client-side rate limiter. client-go builds a token-bucket
+// limiter only when the config has no RateLimiter and its QPS, after 0 is replaced by DefaultQPS, is
+// positive ("Setting this to a negative value will disable client-side ratelimiting unless `Ratelimiter`
+// is also set": rest.Config.QPS in k8s.io/client-go/rest/config.go, and RESTClientForConfigAndClient
+// there), so the copy gets QPS -1 and no RateLimiter, as controller-runtime's config.GetConfig does.
+func fenceClient(cfg *rest.Config) (client.Client, error) {
+	if cfg == nil {
+		return nil, errors.New("building the fence-on-acquire client: no rest.Config given")
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
+	s := runtime.NewScheme()
+	if err := fencingv1alpha1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		return nil, fmt.Errorf("building the fence-on-acquire client for %s: %w", cfg.Host, err)
+	}
+	return c, nil
 }
 
 // raise sets fr's epoch (and writer) to the token's with one JSON merge patch that presents the token as

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -60,6 +61,17 @@ func FenceObjectsOnAcquire(c client.Client, reader client.Reader) func(ctx conte
 		}
 		return ctx.Err()
 	}
+}
+
+// FenceObjectsOnAcquireForConfig returns FenceObjectsOnAcquire's hook with one client of its own for both
+// reads and writes (uncached, with its own RESTMapper), built from a copy of cfg without client-side rate
+// limiting, as FenceOnAcquireForConfig does: for a controller-runtime manager, pass mgr.GetConfig().
+func FenceObjectsOnAcquireForConfig(cfg *rest.Config) (func(ctx context.Context, token elector.Token) error, error) {
+	c, err := fenceClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return FenceObjectsOnAcquire(c, c), nil
 }
 
 // declared lists the objects of one policy entry in namespace.

@@ -31,8 +31,10 @@ import (
 //	err = mgr.Start(ctx)
 //
 // The objects are fenced in the apiserver by a FencingPolicy naming the same Lease. Set cfg.PostAcquire to
-// fencing.FenceObjectsOnAcquire(mgr.GetClient(), mgr.GetAPIReader()) to raise every declared object to the
-// new epoch before leadership is reported, as fencing.FenceOnAcquire does for FencedResources.
+// the hook fencing.FenceObjectsOnAcquireForConfig(mgr.GetConfig()) returns to raise every declared object to
+// the new epoch before leadership is reported, as fencing.FenceOnAcquireForConfig does for FencedResources:
+// its own client has no client-side rate limit, so one patch per object fits in the PostAcquire timeout
+// whatever QPS mgr's config has.
 func Fence(mgr manager.Manager, cfg elector.Config, opts ...elector.Option) (manager.Manager, error) {
 	if cfg.Client == nil {
 		cs, err := kubernetes.NewForConfig(mgr.GetConfig())

@@ -1,12 +1,16 @@
 package fencing_test
 
 import (
+	"context"
 	"fmt"
+	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/rest"
 
+	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
@@ -51,14 +55,15 @@ func BenchmarkFenceOnAcquire(b *testing.B) {
 			b.ReportMetric(float64(conflicts)/float64(fenceRepeats*n), "conflicts/resource")
 		})
 	}
-	// The same hook with client-go's default client-side rate limit (5 QPS, burst 10), which a client
-	// built from a rest.Config with QPS unset gets: one acquisition, 100 resources.
-	b.Run("resources=100/client-go-default-rate-limit", func(b *testing.B) {
+	// 100 resources from a rest.Config at client-go's default client-side rate limit (QPS and Burst unset:
+	// 5 QPS, burst 10), what rest.InClusterConfig and clientcmd.BuildConfigFromFlags return, in the same run:
+	// own-client is FenceOnAcquire with the user's client built from that config (its limiter applies to
+	// the fence: one acquisition, since it takes about 18 s); for-config is the hook FenceOnAcquireForConfig
+	// builds from the same config, whose own client has no client-side limiter, measured as above.
+	b.Run("resources=100/client-go-default-rate-limit/own-client", func(b *testing.B) {
 		ns := env.Namespace(b)
 		w := newWorker(b, ns, "holder-a")
-		cfg := rest.CopyConfig(w.Config)
-		cfg.QPS, cfg.Burst = 0, 0
-		limited, u := countingClient(b, cfg)
+		limited, u := countingClient(b, clientGoDefaultLimit(w.Config))
 		for i := range 100 {
 			declare(b, ns, fmt.Sprintf("fenced-%03d", i), "bench-writer")
 		}
@@ -71,4 +76,70 @@ func BenchmarkFenceOnAcquire(b *testing.B) {
 		b.ReportMetric(float64(u.sent.Load())/100, "writes/resource")
 		b.ReportMetric(float64(u.conflicts.Load())/100, "conflicts/resource")
 	})
+	b.Run("resources=100/client-go-default-rate-limit/for-config", func(b *testing.B) {
+		const n = 100
+		ns := env.Namespace(b)
+		holders := []worker{newWorker(b, ns, "holder-a"), newWorker(b, ns, "holder-b")}
+		hooks := make([]func(context.Context, elector.Token) error, len(holders))
+		var patches, conflicts atomic.Int64
+		for i, w := range holders {
+			cfg := clientGoDefaultLimit(w.Config)
+			cfg.Wrap(countPatches(&patches, &conflicts))
+			hook, err := fencing.FenceOnAcquireForConfig(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			hooks[i] = hook
+		}
+		for i := range n {
+			declare(b, ns, fmt.Sprintf("fenced-%03d", i), "bench-writer")
+		}
+		ds := make([]time.Duration, 0, fenceRepeats)
+		var sent, conflicted int64
+		for epoch := int64(1); epoch <= fenceRepeats+1; epoch++ {
+			w := holders[epoch%2]
+			patches.Store(0)
+			conflicts.Store(0)
+			tok := w.Acquire(b, ns, "bench-writer", epoch)
+			start := time.Now()
+			if err := hooks[epoch%2](b.Context(), tok); err != nil {
+				b.Fatalf("fencing %d resources at epoch %d: %v", n, epoch, err)
+			}
+			if epoch > 1 {
+				ds = append(ds, time.Since(start))
+				sent, conflicted = sent+patches.Load(), conflicted+conflicts.Load()
+			}
+		}
+		b.ReportMetric(ms(quantile(ds, 0.5)), "p50-ms")
+		b.ReportMetric(ms(quantile(ds, 1)), "max-ms")
+		b.ReportMetric(float64(sent)/float64(fenceRepeats*n), "writes/resource")
+		b.ReportMetric(float64(conflicted)/float64(fenceRepeats*n), "conflicts/resource")
+	})
 }
+
+// clientGoDefaultLimit returns cfg with client-go's default client-side rate limit (QPS and Burst unset).
+func clientGoDefaultLimit(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst, cfg.RateLimiter = 0, 0, nil
+	return cfg
+}
+
+// countPatches counts the PATCH requests of a transport and those answered 409 Conflict.
+func countPatches(patches, conflicts *atomic.Int64) func(http.RoundTripper) http.RoundTripper {
+	return func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(r)
+			if r.Method == http.MethodPatch {
+				patches.Add(1)
+				if err == nil && resp.StatusCode == http.StatusConflict {
+					conflicts.Add(1)
+				}
+			}
+			return resp, err
+		})
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

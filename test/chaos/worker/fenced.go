@@ -29,7 +29,10 @@ func (w *worker) runFenced(ctx context.Context, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	fence := fencing.FenceOnAcquire(c)
+	fence, err := fencing.FenceOnAcquireForConfig(cfg)
+	if err != nil {
+		return err
+	}
 	var e *elector.Elector
 	e, err = elector.New(elector.Config{
 		Client: cs, Namespace: w.o.namespace, Name: w.o.lease, Identity: w.o.identity,
