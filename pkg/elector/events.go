@@ -2,8 +2,10 @@ package elector
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"sync"
+	"unicode/utf8"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -62,4 +64,23 @@ func newBroadcaster(cs kubernetes.Interface) *sharedBroadcaster {
 		return &sharedBroadcaster{rec: &events.FakeRecorder{}, stop: func() {}}
 	}
 	return &sharedBroadcaster{rec: b.NewRecorder(scheme.Scheme, EventSource), stop: func() { b.Shutdown(); cancel() }}
+}
+
+// noteLimit is the longest Event note events.k8s.io/v1 accepts, in bytes: the apiserver refuses a longer
+// Event, and the broadcaster drops it without retrying.
+const noteLimit = 1024
+
+// note formats an Event note and cuts it to noteLimit bytes at a UTF-8 boundary, ending "...", so that a
+// long cause (a fence-on-acquire that failed on a hundred resources) still leaves its Event; the log keeps
+// the whole text.
+func note(format string, args ...any) string {
+	s := fmt.Sprintf(format, args...)
+	if len(s) <= noteLimit {
+		return s
+	}
+	cut := noteLimit - len("...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }

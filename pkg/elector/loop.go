@@ -418,7 +418,7 @@ func (r *runner) endTerm(ctx context.Context, cause error, reason, detail string
 	log := r.log.WithValues("epoch", t.token.Epoch)
 	if reason != "" {
 		r.e.metrics.lost.WithLabelValues(r.e.lease.String(), reason).Inc()
-		r.rec.Eventf(r.held, nil, corev1.EventTypeWarning, "LeadershipLost", "Lead", "%s lost epoch %d: %s (%s)", t.token.Holder, t.token.Epoch, reason, detail)
+		r.rec.Eventf(r.held, nil, corev1.EventTypeWarning, "LeadershipLost", "Lead", "%s", note("%s lost epoch %d: %s (%s)", t.token.Holder, t.token.Epoch, reason, detail))
 		log.Info("Lost leadership", "reason", reason, "detail", detail)
 	}
 	if release && r.release(ctx, t) {
