@@ -41,7 +41,7 @@ func (f *electorFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.cfg.RenewDeadline, "renew-deadline", elector.DefaultRenewDeadline, "Renew deadline.")
 	fs.DurationVar(&f.cfg.RetryPeriod, "retry-period", elector.DefaultRetryPeriod, "Retry period.")
 	fs.DurationVar(&f.cfg.SafetyMargin, "safety-margin", elector.DefaultSafetyMargin, "Safety margin of the safe-work deadline.")
-	fs.BoolVar(&f.fenceOnAcquire, "fence-on-acquire", true, "Raise the FencedResources bound to the Lease to the new epoch before leading.")
+	fs.BoolVar(&f.fenceOnAcquire, "fence-on-acquire", true, "Raise the FencedResources bound to the Lease to the new epoch before leading, and declare it on the Lease (annotation fencing.fencekit.io/fences), which lets fencekit's webhook admit writes without a quorum read; once a Lease declares it, an elector with --fence-on-acquire=false cannot take it.")
 }
 
 // config builds the elector's configuration from the flags.
@@ -72,6 +72,9 @@ func (f *electorFlags) config() (elector.Config, error) {
 		if err != nil {
 			return elector.Config{}, err
 		}
+		// Declared on the Lease: fencekit's webhook then admits the workload's writes at the current epoch
+		// from its copy of the Lease, without a quorum read per write.
+		cfg.PostAcquireFences = elector.Fences{FencedResources: true}
 	}
 	return cfg, nil
 }

@@ -95,8 +95,10 @@ func run(o options) error {
 		mgr, err = managed.Fence(mgr, elector.Config{
 			Namespace: o.namespace, Name: o.lease, Identity: o.identity,
 			LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod, SafetyMargin: o.margin,
-			PostAcquire:      fence,
-			OnStartedLeading: logLeading,
+			PostAcquire: fence,
+			// Declared on the Lease, so that fencekit's webhook admits the writes from its copy of the Lease.
+			PostAcquireFences: elector.Fences{Objects: true},
+			OnStartedLeading:  logLeading,
 		})
 		if err != nil {
 			return err

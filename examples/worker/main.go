@@ -97,6 +97,8 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 		Client: clientset, Namespace: o.namespace, Name: o.lease, Identity: o.identity,
 		LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod, SafetyMargin: o.safetyMargin,
 		PostAcquire: fence,
+		// Declared on the Lease, so that fencekit's webhook admits the writes from its copy of the Lease.
+		PostAcquireFences: elector.Fences{FencedResources: true},
 		OnStartedLeading: func(ctx context.Context, tok elector.Token) {
 			work(ctx, e, fencing.NewWriter(c), tok, o)
 		},

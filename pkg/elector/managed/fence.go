@@ -34,7 +34,9 @@ import (
 // the hook fencing.FenceObjectsOnAcquireForConfig(mgr.GetConfig()) returns to raise every declared object to
 // the new epoch before leadership is reported, as fencing.FenceOnAcquireForConfig does for FencedResources:
 // its own client has no client-side rate limit, so one patch per object fits in the PostAcquire timeout
-// whatever QPS mgr's config has.
+// whatever QPS mgr's config has. Set cfg.PostAcquireFences to elector.Fences{Objects: true} with it, so that
+// the Lease declares it and fencekit's webhook admits the fenced writes from its copy of the Lease instead
+// of a quorum read per write.
 func Fence(mgr manager.Manager, cfg elector.Config, opts ...elector.Option) (manager.Manager, error) {
 	if cfg.Client == nil {
 		cs, err := kubernetes.NewForConfig(mgr.GetConfig())

@@ -44,7 +44,9 @@ func (w *worker) runFenced(ctx context.Context, cfg *rest.Config) error {
 			done(err, nil)
 			return err
 		},
-		OnStartedLeading: func(ctx context.Context, tok elector.Token) { w.writeFenced(ctx, e, fencing.NewWriter(c), tok) },
+		// Declared, as fencekit run does: the webhook admits the worker's writes from its copy of the Lease.
+		PostAcquireFences: elector.Fences{FencedResources: true},
+		OnStartedLeading:  func(ctx context.Context, tok elector.Token) { w.writeFenced(ctx, e, fencing.NewWriter(c), tok) },
 	}, elector.WithClock(w.clock))
 	if err != nil {
 		return err
