@@ -36,14 +36,15 @@ func BuildWorker(root, dir string) (string, error) {
 // workers are distinct users bound to the fencekit-elector role. stop tears everything down.
 func Local(ctx context.Context, root string, progress io.Writer) (t *Target, stop func(), err error) {
 	var cleanups []func()
-	stop = func() {
+	teardown := func() {
 		for i := len(cleanups) - 1; i >= 0; i-- {
 			cleanups[i]()
 		}
 	}
+	// On failure the return statement has already set stop to nil: tear down with the local function.
 	defer func() {
 		if err != nil {
-			stop()
+			teardown()
 		}
 	}()
 	assets, err := devcluster.AssetsDir(root)
@@ -93,7 +94,7 @@ func Local(ctx context.Context, root string, progress io.Writer) (t *Target, sto
 	if t.WorkerBinary, err = BuildWorker(root, dir); err != nil {
 		return nil, nil, err
 	}
-	return t, stop, nil
+	return t, teardown, nil
 }
 
 // Existing returns a Target on the cluster of kubeconfig, where fencekit was installed with Helm: a fresh
