@@ -89,8 +89,8 @@ bench: control-plane ## Run the benchmarks (BENCH=regexp, BENCH_PKGS=packages); 
 		| go run ./test/bench/record -dir $(BENCH_RESULTS)
 
 .PHONY: bench-write
-bench-write: ## Run only the fenced write benchmark (issue #14's ratios to a ConfigMap write), recorded as by bench.
-	$(MAKE) bench BENCH='BenchmarkFencedWrite$$' BENCH_PKGS=./test/bench/fencing/
+bench-write: ## Run only the fenced write benchmarks (issue #14's ratios to the same unfenced ConfigMap write: a fenced ConfigMap, a FencedResource), recorded as by bench.
+	$(MAKE) bench BENCH='BenchmarkFencedWrite$$|BenchmarkObjectWrite$$' BENCH_PKGS='./test/bench/fencing/ ./test/bench/objects/'
 
 .PHONY: bench-scale
 bench-scale: ## Run only the scale sweep (issue #14): the control plane's CPU and memory and the operator's memory for 1-1000 Leases x 2-3 replicas and 100-10,000 FencedResources (about 25 min).
