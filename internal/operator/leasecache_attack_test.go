@@ -156,6 +156,52 @@ func TestLeaseCacheAttacks(t *testing.T) {
 		a.s.set(false)
 	})
 
+	// The declaration is per kind: a Lease that declares only FencedResources promises nothing about its
+	// FencingPolicy objects (its electors need not run FenceObjectsOnAcquire), and the other way round. A
+	// stale write of the undeclared kind is refused at once from the quorum read, though the stalled copy
+	// shows the stale epoch and a declaration.
+	t.Run("a declaration of the other kind decides nothing", func(t *testing.T) {
+		for _, declared := range []elector.Fences{{FencedResources: true}, objects} {
+			a.s.set(false)
+			ns := env.Namespace(t)
+			r1, r2 := replicas(t, ns)
+			r1.Fences, r2.Fences = declared, declared
+			configMapPolicy(t, ns, "l", nil, nil, r1.User)
+			key := declare(t, ns, "r", "l")
+			t1 := r1.Acquire(t, ns, "l", 1)
+			c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+			if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm"}}); err != nil {
+				t.Fatal(err)
+			}
+			writer := fencing.NewWriter(r1.Client)
+			set := func(v string) error {
+				_, err := writer.Set(ctx, t1, key, map[string]any{"v": v})
+				return err
+			}
+			if err := set("one"); err != nil {
+				t.Fatal(err)
+			}
+			a.seen(t, ns, "l", 1, r1.Holder)
+			hook, write := "fencedresources", set
+			if declared.Objects {
+				hook, write = "objects", func(v string) error {
+					return patchConfigMap(t, c1, ns, "cm", `{"data":{"v":"`+v+`"}}`)
+				}
+			}
+			onCopy(t, hook, "replica-1's write of the declared kind at epoch 1", func() error { return write("one") })
+
+			a.s.set(true)
+			r2.Acquire(t, ns, "l", 2) // fences nothing: the test shows the kind it declared needs no fence here
+			if declared.Objects {
+				mustContain(t, "replica-1's FencedResource write, Lease declaring objects", set("late"), fencing.IsStale, "stale epoch 1: lease l is at epoch 2")
+			} else {
+				mustContain(t, "replica-1's ConfigMap write, Lease declaring FencedResources", patchConfigMap(t, c1, ns, "cm", `{"data":{"v":"late"}}`),
+					fencing.IsStale, "stale epoch 1: lease l is at epoch 2")
+			}
+		}
+		a.s.set(false)
+	})
+
 	// RESIDUAL: a FencingPolicy widened after an acquisition covers objects that acquisition's fence did not
 	// list. An object written at epoch 1 outside the policy (free) and covered by the widened policy still
 	// records 1, the copy (stalled) shows the Lease at 1 and declaring objects, so the stale holder's write is
