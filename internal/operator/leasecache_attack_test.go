@@ -2,6 +2,7 @@ package operator_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/controllers"
 	"github.com/fencekit/fencekit/internal/operator"
 	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/internal/webhook"
@@ -339,6 +341,36 @@ func TestLeaseCacheAttacks(t *testing.T) {
 		a.seen(t, ns, "l", 1000, "")
 		mustContain(t, "replica-1's write once the copy shows the new Lease", patchConfigMap(t, c1, ns, "cm", `{"data":{"v":"later"}}`),
 			fencing.IsStale, "stale epoch 1")
+	})
+
+	// RESIDUAL (precondition of the one above, seen on the Lease policy; envtest runs no garbage collector):
+	// any user with the fencekit-elector role, which grants no delete, can still get a fenced Lease deleted.
+	// The policy leaves ownerReferences and finalizers free, so such a user (another workload, or the stale
+	// holder's own credentials) adds an ownerReference to an owner that does not exist, which makes
+	// kube-controller-manager's garbage collector delete the Lease, and removes the protect finalizer
+	// once the deletion has begun (the protector then leaves it off). The role may create the Lease again.
+	t.Run("the elector role can hand a fenced Lease to the garbage collector, residual", func(t *testing.T) {
+		a.s.set(false)
+		ns := env.Namespace(t)
+		r1, _ := replicas(t, ns)
+		other := newWorker(t, ns, "worker-b")
+		declare(t, ns, "r", "l")
+		r1.Acquire(t, ns, "l", 1)
+		eventually(t, "the protector puts its finalizer on the bound Lease", func() (bool, string) {
+			l := readLease(t, ns, "l")
+			return slices.Contains(l.Finalizers, controllers.LeaseFinalizer), fmt.Sprint(l.Finalizers)
+		})
+		l := readLease(t, ns, "l")
+		l.OwnerReferences = append(l.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "gone",
+			UID: types.UID("00000000-0000-0000-0000-000000000000")})
+		if err := other.Client.Update(ctx, l); err != nil {
+			t.Fatalf("another elector-role user adding a dangling ownerReference to the fenced Lease: %v; the residual is closed, update this test", err)
+		}
+		l = readLease(t, ns, "l")
+		l.Finalizers = slices.DeleteFunc(l.Finalizers, func(f string) bool { return f == controllers.LeaseFinalizer })
+		if err := other.Client.Update(ctx, l); err != nil {
+			t.Fatalf("another elector-role user removing the protect finalizer: %v; the residual is closed, update this test", err)
+		}
 	})
 
 	// RESIDUAL: break glass is exempt from the Lease policy. An admin who takes the Lease over at a new
