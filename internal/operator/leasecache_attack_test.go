@@ -1,10 +1,22 @@
 package operator_test
 
 import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,7 +26,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/controllers"
@@ -28,8 +42,9 @@ import (
 // Attacks on the webhooks' watch-fed copy of the fenced Leases (webhook.LeaseCache) and on the
 // fence-on-acquire declaration it trusts. Each one stalls the copy (the worst lag, as
 // TestLeaseCacheLagsAnAcquisition does) and then tries to get a write at a stale epoch admitted that the
-// quorum read of the Lease refuses. The first two are holes this file found and the webhook now closes; the
-// last three are residuals that the copy cannot see: their subtests assert what happens today, and say why.
+// quorum read of the Lease refuses. TestLeaseCacheAttacks says in each subtest whether it is a hole the
+// webhook now closes, a check that holds, or a residual the copy cannot see; a residual's subtest asserts
+// what happens today and fails, naming itself, once the write is refused.
 
 // copyAttack is one operator whose webhooks decide on a copy of the Leases that the test can stall.
 type copyAttack struct {
@@ -110,6 +125,100 @@ func objectEpoch(t *testing.T, ns, name string) string {
 		t.Fatal(err)
 	}
 	return cm.Annotations[fencingv1alpha1.ObjectEpochAnnotation]
+}
+
+// holdUpdates installs a validating webhook, served by the test, that holds every UPDATE (not dry run) of
+// ConfigMap ns/name after the apiserver sent it: admission runs the webhooks in parallel and the write is
+// committed only once all have answered, so fencekit's decision is made while the commit waits. arrived
+// receives once per held request; release lets them all through.
+func holdUpdates(t *testing.T, ns, name string) (arrived <-chan struct{}, release func()) {
+	t.Helper()
+	w := env.Environment.WebhookInstallOptions
+	cert, err := tls.LoadX509KeyPair(filepath.Join(w.LocalServingCertDir, "tls.crt"), filepath.Join(w.LocalServingCertDir, "tls.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, out := make(chan struct{}, 8), make(chan struct{})
+	var probed atomic.Bool
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var review admissionv1.AdmissionReview
+		if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
+			http.Error(rw, fmt.Sprint(err), http.StatusBadRequest)
+			return
+		}
+		req := review.Request
+		if req.Namespace == ns && req.Name == name {
+			if req.DryRun != nil && *req.DryRun {
+				probed.Store(true)
+			} else {
+				in <- struct{}{}
+				select {
+				case <-out:
+				case <-r.Context().Done():
+				}
+			}
+		}
+		review.Response = &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
+		review.Request = nil
+		_ = json.NewEncoder(rw).Encode(&review)
+	}))
+	ln, err := net.Listen("tcp", net.JoinHostPort(w.LocalServingHost, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Listener = ln
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.StartTLS()
+	var once sync.Once
+	release = func() { once.Do(func() { close(out) }) }
+	t.Cleanup(func() { release(); srv.Close() })
+
+	url := srv.URL + "/hold"
+	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "hold-" + ns},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:                    "hold.fencekit-test.io",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: w.LocalServingCAData},
+			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}}}},
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			AdmissionReviewVersions: []string{"v1"},
+			TimeoutSeconds:          ptr.To(int32(30)),
+		}}}
+	if err := env.Client.Create(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), cfg) })
+	probes := 0
+	eventually(t, "the holding webhook is called", func() (bool, string) {
+		probes++
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		err := env.Client.Patch(t.Context(), cm, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{"probe":"%d"}}}`, probes)), client.DryRunAll)
+		return probed.Load(), errString(err)
+	})
+	return in, release
+}
+
+// webhookAnswers is how many admission requests fencekit's webhook at path has answered.
+func webhookAnswers(t *testing.T, path string) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_webhook_requests_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "webhook" && l.GetValue() == path {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
 }
 
 func TestLeaseCacheAttacks(t *testing.T) {
@@ -202,6 +311,63 @@ func TestLeaseCacheAttacks(t *testing.T) {
 			}
 		}
 		a.s.set(false)
+	})
+
+	// RESIDUAL (the race of a create admitted before an acquisition and committed after its fence listed,
+	// here for an update that labels an object in): the stale holder's write that
+	// labels an object into the selector is decided on the quorum read while the Lease is still at epoch 1,
+	// and admitted; its commit waits (here, on a second webhook) until after replica-2 has acquired epoch 2
+	// and its fence has listed the covered objects, so the object is covered at epoch 1 and never raised.
+	// The stale holder's next write is then admitted on the stalled copy, as a write to an object created in
+	// that window would be; the quorum read refuses it.
+	t.Run("a write that labels an object in, committed after the fence listed, residual", func(t *testing.T) {
+		a.s.set(false)
+		ns := env.Namespace(t)
+		r1, r2 := replicas(t, ns)
+		r1.Fences, r2.Fences = objects, objects
+		configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
+		t1 := r1.Acquire(t, ns, "l", 1)
+		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+		if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "slow"}}); err != nil {
+			t.Fatal(err)
+		}
+		a.seen(t, ns, "l", 1, r1.Holder)
+		arrived, release := holdUpdates(t, ns, "slow")
+
+		answered := webhookAnswers(t, webhook.ObjectsPath)
+		labelled := make(chan error, 1)
+		go func() {
+			labelled <- patchConfigMap(t, c1, ns, "slow", `{"metadata":{"labels":{"app":"fenced"}},"data":{"v":"one"}}`)
+		}()
+		<-arrived
+		eventually(t, "fencekit's webhook has decided the labelling write", func() (bool, string) {
+			n := webhookAnswers(t, webhook.ObjectsPath)
+			return n > answered, fmt.Sprintf("%v answers, %v before", n, answered)
+		})
+
+		a.s.set(true)
+		t2 := r2.Acquire(t, ns, "l", 2)
+		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client)(ctx, t2); err != nil {
+			t.Fatal(err)
+		}
+		release()
+		if err := <-labelled; err != nil {
+			t.Fatalf("the labelling write decided at epoch 1: %v", err)
+		}
+		if got := objectEpoch(t, ns, "slow"); got != "1" {
+			t.Fatalf("the labelled ConfigMap records epoch %q, want 1 (committed after the fence listed)", got)
+		}
+		before := leaseReads(t, "objects", "cache")
+		if err := patchConfigMap(t, c1, ns, "slow", `{"data":{"v":"late"}}`); err != nil {
+			t.Fatalf("replica-1's write at epoch 1 to the ConfigMap labelled in, the copy stalled: %v; the residual is closed, update this test", err)
+		}
+		if leaseReads(t, "objects", "cache") <= before {
+			t.Errorf("replica-1's write was not admitted on the copy")
+		}
+		a.s.set(false)
+		a.seen(t, ns, "l", 2, r2.Holder)
+		mustContain(t, "replica-1's write once the copy shows epoch 2", patchConfigMap(t, c1, ns, "slow", `{"data":{"v":"later"}}`),
+			fencing.IsStale, "stale epoch 1")
 	})
 
 	// RESIDUAL: a FencingPolicy widened after an acquisition covers objects that acquisition's fence did not
