@@ -79,7 +79,7 @@ func (v *ObjectValidator) Handle(ctx context.Context, req admission.Request) adm
 	if who.FieldManager, err = fieldManager(req); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("%s %s: %w", w.Kind, w.Key, err))
 	}
-	if v.admitOnCache(req, w, who) {
+	if v.admitOnCache(req, policy, w, who) {
 		return admission.Allowed("")
 	}
 	leaseReads.WithLabelValues(webhookObjects, sourceAPIServer).Inc()
@@ -111,8 +111,19 @@ func (v *ObjectValidator) Handle(ctx context.Context, req admission.Request) adm
 // is admitted on the watch-fed copy of a Lease that declares fence-on-acquire for FencingPolicy objects
 // (LeaseCache.Current). A create, a delete, a subresource, a raise, and every write the copy would refuse
 // are decided on a quorum read instead.
-func (v *ObjectValidator) admitOnCache(req admission.Request, w fencing.ObjectWrite, who fencing.Requester) bool {
+//
+// So is a write to an object that policy did not cover before it (its labels enter the selector): a
+// fence-on-acquire raises only the objects the selector matched when it listed them, so an object outside
+// it keeps the epoch record anyone could write there, and a stale holder labelling it in at that epoch
+// would be admitted on a copy that lags an acquisition (TestLeaseCacheAttacks).
+func (v *ObjectValidator) admitOnCache(req admission.Request, policy *fencingv1alpha1.FencingPolicy, w fencing.ObjectWrite, who fencing.Requester) bool {
 	if req.Operation != admissionv1.Update || req.SubResource != "" || w.Old == nil || w.New == nil {
+		return false
+	}
+	old := w.Old.GetLabels()
+	if !slices.ContainsFunc(policy.Spec.Resources, func(e fencingv1alpha1.FencedObjects) bool {
+		return fencing.Governs(e, req.Resource.Group, req.Resource.Resource, old, old)
+	}) {
 		return false
 	}
 	stored, err := elector.ParseEpoch(w.Old.GetAnnotations()[fencingv1alpha1.ObjectEpochAnnotation])

@@ -1,0 +1,580 @@
+package operator_test
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/controllers"
+	"github.com/fencekit/fencekit/internal/operator"
+	"github.com/fencekit/fencekit/internal/testenv"
+	"github.com/fencekit/fencekit/internal/webhook"
+	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/fencing"
+)
+
+// Attacks on the webhooks' watch-fed copy of the fenced Leases (webhook.LeaseCache) and on the
+// fence-on-acquire declaration it trusts. Each one stalls the copy (the worst lag, as
+// TestLeaseCacheLagsAnAcquisition does) and then tries to get a write at a stale epoch admitted that the
+// quorum read of the Lease refuses. TestLeaseCacheAttacks says in each subtest whether it is a hole the
+// webhook now closes, a check that holds, or a residual the copy cannot see; a residual's subtest asserts
+// what happens today and fails, naming itself, once the write is refused.
+
+// copyAttack is one operator whose webhooks decide on a copy of the Leases that the test can stall.
+type copyAttack struct {
+	s      *stall
+	leases *webhook.LeaseCache
+}
+
+func startCopyAttack(t *testing.T) copyAttack {
+	t.Helper()
+	s := newStall()
+	t.Cleanup(func() { s.set(false) })
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(s.wrap)
+	leases := webhook.NewLeaseCache(kubernetes.NewForConfigOrDie(cfg))
+	startOperator(t, func(o *operator.Options) { o.LeaseCache = leases })
+	return copyAttack{s: s, leases: leases}
+}
+
+// seen waits until the copy shows Lease ns/name at epoch and, if holder is not empty, held by holder.
+func (a copyAttack) seen(t *testing.T, ns, name string, epoch int64, holder string) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("the copy shows lease %s at epoch %d", name, epoch), func() (bool, string) {
+		l := a.leases.Lease(ns, name)
+		if l == nil {
+			return false, "no copy"
+		}
+		h := ""
+		if l.Spec.HolderIdentity != nil {
+			h = *l.Spec.HolderIdentity
+		}
+		return l.Annotations[elector.EpochAnnotation] == fmt.Sprint(epoch) && (holder == "" || h == holder),
+			fmt.Sprintf("epoch %s, holder %q", l.Annotations[elector.EpochAnnotation], h)
+	})
+}
+
+// onCopy waits until write is admitted by the objects or fencedresources webhook on the copy (the fast path
+// is in use for it), then returns.
+func onCopy(t *testing.T, hook, what string, write func() error) {
+	t.Helper()
+	eventually(t, what+" admitted on the copy of the Lease", func() (bool, string) {
+		before := leaseReads(t, hook, "cache")
+		err := write()
+		return err == nil && leaseReads(t, hook, "cache") > before, errString(err)
+	})
+}
+
+// configMapPolicy declares ConfigMaps of ns matching selector (nil: all) fenced by lease, lets users write
+// ConfigMaps and list policies, and waits until the webhook refuses an unfenced write of a covered
+// ConfigMap labelled probeLabels.
+func configMapPolicy(t *testing.T, ns, lease string, selector *metav1.LabelSelector, probeLabels map[string]string, users ...string) *fencingv1alpha1.FencingPolicy {
+	t.Helper()
+	grantObjects(t, ns, users...)
+	grantPolicies(t, ns, users...)
+	p := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"},
+		Spec: fencingv1alpha1.FencingPolicySpec{LeaseName: lease,
+			Resources: []fencingv1alpha1.FencedObjects{{Resource: "configmaps", Selector: selector}}}}
+	if err := env.Client.Create(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the webhook refuses an unfenced write of a declared ConfigMap", func() (bool, string) {
+		probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe", Labels: probeLabels}}
+		err := env.Client.Create(t.Context(), probe, client.DryRunAll)
+		return fencing.IsTokenMissing(err), errString(err)
+	})
+	return p
+}
+
+func patchConfigMap(t *testing.T, c client.Client, ns, name, patch string) error {
+	t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	return c.Patch(t.Context(), cm, client.RawPatch(types.MergePatchType, []byte(patch)))
+}
+
+func objectEpoch(t *testing.T, ns, name string) string {
+	t.Helper()
+	var cm corev1.ConfigMap
+	if err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	return cm.Annotations[fencingv1alpha1.ObjectEpochAnnotation]
+}
+
+// holdUpdates installs a validating webhook, served by the test, that holds every UPDATE (not dry run) of
+// ConfigMap ns/name after the apiserver sent it: admission runs the webhooks in parallel and the write is
+// committed only once all have answered, so fencekit's decision is made while the commit waits. arrived
+// receives once per held request; release lets them all through.
+func holdUpdates(t *testing.T, ns, name string) (arrived <-chan struct{}, release func()) {
+	t.Helper()
+	w := env.Environment.WebhookInstallOptions
+	cert, err := tls.LoadX509KeyPair(filepath.Join(w.LocalServingCertDir, "tls.crt"), filepath.Join(w.LocalServingCertDir, "tls.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, out := make(chan struct{}, 8), make(chan struct{})
+	var probed atomic.Bool
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var review admissionv1.AdmissionReview
+		if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
+			http.Error(rw, fmt.Sprint(err), http.StatusBadRequest)
+			return
+		}
+		req := review.Request
+		if req.Namespace == ns && req.Name == name {
+			if req.DryRun != nil && *req.DryRun {
+				probed.Store(true)
+			} else {
+				in <- struct{}{}
+				select {
+				case <-out:
+				case <-r.Context().Done():
+				}
+			}
+		}
+		review.Response = &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
+		review.Request = nil
+		_ = json.NewEncoder(rw).Encode(&review)
+	}))
+	ln, err := net.Listen("tcp", net.JoinHostPort(w.LocalServingHost, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Listener = ln
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.StartTLS()
+	var once sync.Once
+	release = func() { once.Do(func() { close(out) }) }
+	t.Cleanup(func() { release(); srv.Close() })
+
+	url := srv.URL + "/hold"
+	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "hold-" + ns},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:                    "hold.fencekit-test.io",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: w.LocalServingCAData},
+			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}}}},
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			AdmissionReviewVersions: []string{"v1"},
+			TimeoutSeconds:          ptr.To(int32(30)),
+		}}}
+	if err := env.Client.Create(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), cfg) })
+	probes := 0
+	eventually(t, "the holding webhook is called", func() (bool, string) {
+		probes++
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		err := env.Client.Patch(t.Context(), cm, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{"probe":"%d"}}}`, probes)), client.DryRunAll)
+		return probed.Load(), errString(err)
+	})
+	return in, release
+}
+
+// webhookAnswers is how many admission requests fencekit's webhook at path has answered.
+func webhookAnswers(t *testing.T, path string) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_webhook_requests_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "webhook" && l.GetValue() == path {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
+}
+
+func TestLeaseCacheAttacks(t *testing.T) {
+	a := startCopyAttack(t)
+	ctx := t.Context()
+	objects := elector.Fences{Objects: true}
+	fenced := map[string]string{"app": "fenced"}
+
+	// HOLE (closed): a ConfigMap outside the policy's selector is not fenced, so the stale holder may write
+	// it freely, and NewClient stamps its epoch record. Fence-on-acquire lists only the ConfigMaps the
+	// selector matches, so it does not raise it. The stale holder then labels it into the selector at its old
+	// epoch: the record (1) is the epoch it presents and the copy shows the Lease at 1, so before the fix the
+	// copy admitted the write (and every later one), which the quorum read refuses: the Lease is at 2.
+	// The webhook now decides on the copy only a write to an object the policy already covered.
+	t.Run("a stale holder labels an object into the policy's selector", func(t *testing.T) {
+		a.s.set(false)
+		ns := env.Namespace(t)
+		r1, r2 := replicas(t, ns)
+		r1.Fences, r2.Fences = objects, objects
+		configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
+		t1 := r1.Acquire(t, ns, "l", 1)
+		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+		if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "in", Labels: fenced}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "out"}}); err != nil {
+			t.Fatal(err)
+		}
+		a.seen(t, ns, "l", 1, r1.Holder)
+		onCopy(t, "objects", "replica-1's write of a covered ConfigMap at epoch 1", func() error {
+			return patchConfigMap(t, c1, ns, "in", `{"data":{"v":"one"}}`)
+		})
+
+		a.s.set(true)
+		t2 := r2.Acquire(t, ns, "l", 2)
+		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client)(ctx, t2); err != nil {
+			t.Fatal(err)
+		}
+		if got := objectEpoch(t, ns, "out"); got != "1" {
+			t.Fatalf("the uncovered ConfigMap's epoch record is %q after replica-2's fence, want 1 (not raised)", got)
+		}
+		mustContain(t, "replica-1 labels the ConfigMap into the selector at epoch 1, the copy stalled at epoch 1",
+			patchConfigMap(t, c1, ns, "out", `{"metadata":{"labels":{"app":"fenced"}},"data":{"v":"late"}}`), fencing.IsStale, "stale epoch 1")
+		mustContain(t, "replica-1's write of a covered ConfigMap after replica-2's fence", patchConfigMap(t, c1, ns, "in", `{"data":{"v":"late"}}`),
+			fencing.IsStale, "stale epoch 1")
+		a.s.set(false)
+	})
+
+	// The declaration is per kind: a Lease that declares only FencedResources promises nothing about its
+	// FencingPolicy objects (its electors need not run FenceObjectsOnAcquire), and the other way round. A
+	// stale write of the undeclared kind is refused at once from the quorum read, though the stalled copy
+	// shows the stale epoch and a declaration.
+	t.Run("a declaration of the other kind decides nothing", func(t *testing.T) {
+		for _, declared := range []elector.Fences{{FencedResources: true}, objects} {
+			a.s.set(false)
+			ns := env.Namespace(t)
+			r1, r2 := replicas(t, ns)
+			r1.Fences, r2.Fences = declared, declared
+			configMapPolicy(t, ns, "l", nil, nil, r1.User)
+			key := declare(t, ns, "r", "l")
+			t1 := r1.Acquire(t, ns, "l", 1)
+			c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+			if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm"}}); err != nil {
+				t.Fatal(err)
+			}
+			writer := fencing.NewWriter(r1.Client)
+			set := func(v string) error {
+				_, err := writer.Set(ctx, t1, key, map[string]any{"v": v})
+				return err
+			}
+			if err := set("one"); err != nil {
+				t.Fatal(err)
+			}
+			a.seen(t, ns, "l", 1, r1.Holder)
+			hook, write := "fencedresources", set
+			if declared.Objects {
+				hook, write = "objects", func(v string) error {
+					return patchConfigMap(t, c1, ns, "cm", `{"data":{"v":"`+v+`"}}`)
+				}
+			}
+			onCopy(t, hook, "replica-1's write of the declared kind at epoch 1", func() error { return write("one") })
+
+			a.s.set(true)
+			r2.Acquire(t, ns, "l", 2) // fences nothing: the test shows the kind it declared needs no fence here
+			if declared.Objects {
+				mustContain(t, "replica-1's FencedResource write, Lease declaring objects", set("late"), fencing.IsStale, "stale epoch 1: lease l is at epoch 2")
+			} else {
+				mustContain(t, "replica-1's ConfigMap write, Lease declaring FencedResources", patchConfigMap(t, c1, ns, "cm", `{"data":{"v":"late"}}`),
+					fencing.IsStale, "stale epoch 1: lease l is at epoch 2")
+			}
+		}
+		a.s.set(false)
+	})
+
+	// RESIDUAL (the race of a create admitted before an acquisition and committed after its fence listed,
+	// here for an update that labels an object in): the stale holder's write that
+	// labels an object into the selector is decided on the quorum read while the Lease is still at epoch 1,
+	// and admitted; its commit waits (here, on a second webhook) until after replica-2 has acquired epoch 2
+	// and its fence has listed the covered objects, so the object is covered at epoch 1 and never raised.
+	// The stale holder's next write is then admitted on the stalled copy, as a write to an object created in
+	// that window would be; the quorum read refuses it.
+	t.Run("a write that labels an object in, committed after the fence listed, residual", func(t *testing.T) {
+		a.s.set(false)
+		ns := env.Namespace(t)
+		r1, r2 := replicas(t, ns)
+		r1.Fences, r2.Fences = objects, objects
+		configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
+		t1 := r1.Acquire(t, ns, "l", 1)
+		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+		if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "slow"}}); err != nil {
+			t.Fatal(err)
+		}
+		a.seen(t, ns, "l", 1, r1.Holder)
+		arrived, release := holdUpdates(t, ns, "slow")
+
+		answered := webhookAnswers(t, webhook.ObjectsPath)
+		labelled := make(chan error, 1)
+		go func() {
+			labelled <- patchConfigMap(t, c1, ns, "slow", `{"metadata":{"labels":{"app":"fenced"}},"data":{"v":"one"}}`)
+		}()
+		<-arrived
+		eventually(t, "fencekit's webhook has decided the labelling write", func() (bool, string) {
+			n := webhookAnswers(t, webhook.ObjectsPath)
+			return n > answered, fmt.Sprintf("%v answers, %v before", n, answered)
+		})
+
+		a.s.set(true)
+		t2 := r2.Acquire(t, ns, "l", 2)
+		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client)(ctx, t2); err != nil {
+			t.Fatal(err)
+		}
+		release()
+		if err := <-labelled; err != nil {
+			t.Fatalf("the labelling write decided at epoch 1: %v", err)
+		}
+		if got := objectEpoch(t, ns, "slow"); got != "1" {
+			t.Fatalf("the labelled ConfigMap records epoch %q, want 1 (committed after the fence listed)", got)
+		}
+		before := leaseReads(t, "objects", "cache")
+		if err := patchConfigMap(t, c1, ns, "slow", `{"data":{"v":"late"}}`); err != nil {
+			t.Fatalf("replica-1's write at epoch 1 to the ConfigMap labelled in, the copy stalled: %v; the residual is closed, update this test", err)
+		}
+		if leaseReads(t, "objects", "cache") <= before {
+			t.Errorf("replica-1's write was not admitted on the copy")
+		}
+		a.s.set(false)
+		a.seen(t, ns, "l", 2, r2.Holder)
+		mustContain(t, "replica-1's write once the copy shows epoch 2", patchConfigMap(t, c1, ns, "slow", `{"data":{"v":"later"}}`),
+			fencing.IsStale, "stale epoch 1")
+	})
+
+	// RESIDUAL: a FencingPolicy widened after an acquisition covers objects that acquisition's fence did not
+	// list. An object written at epoch 1 outside the policy (free) and covered by the widened policy still
+	// records 1, the copy (stalled) shows the Lease at 1 and declaring objects, so the stale holder's write is
+	// admitted on the copy; the quorum read refuses it (the Lease is at 2). It needs a policy write (an admin
+	// or GitOps tool) between an acquisition and the copy seeing it. The copy cannot tell: the policy's
+	// resourceVersion also moves with every status write (leaseEpoch), so it cannot be ordered against the
+	// copy's Lease. Once the copy catches up, or the holder writes the object, the write is refused.
+	t.Run("a policy widened after the takeover, residual", func(t *testing.T) {
+		a.s.set(false)
+		ns := env.Namespace(t)
+		r1, r2 := replicas(t, ns)
+		r1.Fences, r2.Fences = objects, objects
+		p := configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
+		t1 := r1.Acquire(t, ns, "l", 1)
+		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+		if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "out"}}); err != nil {
+			t.Fatal(err)
+		}
+		a.seen(t, ns, "l", 1, r1.Holder)
+
+		a.s.set(true)
+		t2 := r2.Acquire(t, ns, "l", 2)
+		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client)(ctx, t2); err != nil {
+			t.Fatal(err)
+		}
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+				return err
+			}
+			p.Spec.Resources[0].Selector = nil // every ConfigMap of the namespace
+			return env.Client.Update(ctx, p)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		probes := 0
+		eventually(t, "the webhook covers the ConfigMap outside the old selector", func() (bool, string) {
+			probes++
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "out"}}
+			err := env.Client.Patch(ctx, cm, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"data":{"probe":"%d"}}`, probes)), client.DryRunAll)
+			return fencing.IsTokenMissing(err), errString(err)
+		})
+		before := leaseReads(t, "objects", "cache")
+		if err := patchConfigMap(t, c1, ns, "out", `{"data":{"v":"late"}}`); err != nil {
+			t.Fatalf("replica-1's write at epoch 1 after the policy covers it: %v; the residual is closed, update this test", err)
+		}
+		if leaseReads(t, "objects", "cache") <= before {
+			t.Errorf("replica-1's stale write was not admitted on the copy")
+		}
+		a.s.set(false)
+		a.seen(t, ns, "l", 2, r2.Holder)
+		mustContain(t, "replica-1's write once the copy shows epoch 2", patchConfigMap(t, c1, ns, "out", `{"data":{"v":"later"}}`),
+			fencing.IsStale, "stale epoch 1")
+	})
+
+	// RESIDUAL (a divergence, not a fencing hole): the holder released the Lease at epoch 1. The quorum read
+	// refuses its later writes (no holder); the stalled copy still shows it holding epoch 1 and admits them.
+	// No other holder has a token until an acquisition at 2, whose fence-on-acquire orders these writes
+	// before its token, as for any write admitted on the copy; then they are refused.
+	t.Run("the holder writes after releasing, residual", func(t *testing.T) {
+		a.s.set(false)
+		ns := env.Namespace(t)
+		r1, r2 := replicas(t, ns)
+		r1.Fences, r2.Fences = elector.Fences{FencedResources: true}, elector.Fences{FencedResources: true}
+		key := declare(t, ns, "r", "l")
+		t1 := r1.Acquire(t, ns, "l", 1)
+		writer := fencing.NewWriter(r1.Client)
+		set := func(tok elector.Token, v string) error {
+			_, err := writer.Set(ctx, tok, key, map[string]any{"v": v})
+			return err
+		}
+		a.seen(t, ns, "l", 1, r1.Holder)
+		onCopy(t, "fencedresources", "replica-1's write at epoch 1", func() error { return set(t1, "one") })
+
+		a.s.set(true)
+		r1.Release(t, t1)
+		before := leaseReads(t, "fencedresources", "cache")
+		if err := set(t1, "after-release"); err != nil {
+			t.Fatalf("replica-1's write after its release, the copy stalled: %v; the residual is closed, update this test", err)
+		}
+		if leaseReads(t, "fencedresources", "cache") <= before {
+			t.Errorf("replica-1's write after its release was not admitted on the copy")
+		}
+		t2 := r2.Acquire(t, ns, "l", 2)
+		if err := fencing.FenceOnAcquire(r2.Client)(ctx, t2); err != nil {
+			t.Fatal(err)
+		}
+		mustContain(t, "replica-1's write after replica-2's fence-on-acquire", set(t1, "late"), nil, "stale epoch 1")
+		a.s.set(false)
+		a.seen(t, ns, "l", 2, "")
+		mustContain(t, "replica-1's write once the copy caught up", set(t1, "later"), nil, "stale epoch 1")
+	})
+
+	// RESIDUAL: the Lease is deleted and created again by an elector that declares nothing (a create is not
+	// held to the old Lease's declaration: the policy has no old object). A Lease that only FencingPolicies
+	// are bound to carries no finalizer, so a user allowed to delete Leases (not break glass) suffices; one
+	// that FencedResources are bound to needs its finalizer removed first. The stalled copy still shows the
+	// old Lease at epoch 1 declaring objects, so the stale holder's writes are admitted, though the new Lease
+	// is at a higher epoch and its holder fenced nothing; the quorum read refuses them. They are refused once
+	// the copy sees the deletion.
+	t.Run("the Lease is deleted and recreated without the declaration, residual", func(t *testing.T) {
+		a.s.set(false)
+		ns := env.Namespace(t)
+		r1, r2 := replicas(t, ns)
+		r1.Fences = objects
+		configMapPolicy(t, ns, "l", nil, nil, r1.User)
+		t1 := r1.Acquire(t, ns, "l", 1)
+		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+		if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm"}}); err != nil {
+			t.Fatal(err)
+		}
+		a.seen(t, ns, "l", 1, r1.Holder)
+		onCopy(t, "objects", "replica-1's write at epoch 1", func() error { return patchConfigMap(t, c1, ns, "cm", `{"data":{"v":"one"}}`) })
+
+		a.s.set(true)
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "l"}}
+		if err := env.Client.Delete(ctx, lease); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the Lease is gone (no finalizer holds it)", func() (bool, string) {
+			err := env.Client.Get(ctx, client.ObjectKeyFromObject(lease), lease)
+			return apierrors.IsNotFound(err), fmt.Sprintf("finalizers %v, err %v", lease.Finalizers, err)
+		})
+		r2.Acquire(t, ns, "l", 1000) // a create chooses its starting epoch; the elector seeds a resourceVersion
+		if l := readLease(t, ns, "l"); l.Annotations[elector.FencesAnnotation] != "" {
+			t.Fatalf("the recreated Lease declares %q, want nothing", l.Annotations[elector.FencesAnnotation])
+		}
+		before := leaseReads(t, "objects", "cache")
+		if err := patchConfigMap(t, c1, ns, "cm", `{"data":{"v":"late"}}`); err != nil {
+			t.Fatalf("replica-1's write at epoch 1 after the recreation, the copy stalled: %v; the residual is closed, update this test", err)
+		}
+		if leaseReads(t, "objects", "cache") <= before {
+			t.Errorf("replica-1's write was not admitted on the copy")
+		}
+		a.s.set(false)
+		a.seen(t, ns, "l", 1000, "")
+		mustContain(t, "replica-1's write once the copy shows the new Lease", patchConfigMap(t, c1, ns, "cm", `{"data":{"v":"later"}}`),
+			fencing.IsStale, "stale epoch 1")
+	})
+
+	// RESIDUAL (precondition of the one above, seen on the Lease policy; envtest runs no garbage collector):
+	// any user with the fencekit-elector role, which grants no delete, can still get a fenced Lease deleted.
+	// The policy leaves ownerReferences and finalizers free, so such a user (another workload, or the stale
+	// holder's own credentials) adds an ownerReference to an owner that does not exist, which makes
+	// kube-controller-manager's garbage collector delete the Lease, and removes the protect finalizer
+	// once the deletion has begun (the protector then leaves it off). The role may create the Lease again.
+	t.Run("the elector role can hand a fenced Lease to the garbage collector, residual", func(t *testing.T) {
+		a.s.set(false)
+		ns := env.Namespace(t)
+		r1, _ := replicas(t, ns)
+		other := newWorker(t, ns, "worker-b")
+		declare(t, ns, "r", "l")
+		r1.Acquire(t, ns, "l", 1)
+		eventually(t, "the protector puts its finalizer on the bound Lease", func() (bool, string) {
+			l := readLease(t, ns, "l")
+			return slices.Contains(l.Finalizers, controllers.LeaseFinalizer), fmt.Sprint(l.Finalizers)
+		})
+		l := readLease(t, ns, "l")
+		l.OwnerReferences = append(l.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "gone",
+			UID: types.UID("00000000-0000-0000-0000-000000000000")})
+		if err := other.Client.Update(ctx, l); err != nil {
+			t.Fatalf("another elector-role user adding a dangling ownerReference to the fenced Lease: %v; the residual is closed, update this test", err)
+		}
+		l = readLease(t, ns, "l")
+		l.Finalizers = slices.DeleteFunc(l.Finalizers, func(f string) bool { return f == controllers.LeaseFinalizer })
+		if err := other.Client.Update(ctx, l); err != nil {
+			t.Fatalf("another elector-role user removing the protect finalizer: %v; the residual is closed, update this test", err)
+		}
+	})
+
+	// RESIDUAL: break glass is exempt from the Lease policy. An admin who takes the Lease over at a new
+	// epoch by hand (or with an elector that declares nothing), dropping the declaration and fencing nothing,
+	// does not stop the stale holder while the copy lags: its writes are admitted on the copy, which still
+	// shows epoch 1 declaring FencedResources, though the quorum read refuses them. A break-glass takeover
+	// must run fence-on-acquire itself (keeping the declaration does not help: it is a promise, not a fence).
+	t.Run("break glass takes over dropping the declaration, residual", func(t *testing.T) {
+		a.s.set(false)
+		ns := env.Namespace(t)
+		r1, _ := replicas(t, ns)
+		r1.Fences = elector.Fences{FencedResources: true}
+		key := declare(t, ns, "r", "l")
+		t1 := r1.Acquire(t, ns, "l", 1)
+		writer := fencing.NewWriter(r1.Client)
+		set := func(v string) error {
+			_, err := writer.Set(ctx, t1, key, map[string]any{"v": v})
+			return err
+		}
+		a.seen(t, ns, "l", 1, r1.Holder)
+		onCopy(t, "fencedresources", "replica-1's write at epoch 1", func() error { return set("one") })
+
+		a.s.set(true)
+		l := readLease(t, ns, "l")
+		testenv.AcquiredBy(l, "oncall", "oncall", 2, 15*time.Second)
+		delete(l.Annotations, elector.FencesAnnotation)
+		if err := env.Client.Update(ctx, l, testenv.Presenting(2)); err != nil {
+			t.Fatalf("break glass taking the Lease over at epoch 2: %v", err)
+		}
+		before := leaseReads(t, "fencedresources", "cache")
+		if err := set("late"); err != nil {
+			t.Fatalf("replica-1's write after the break-glass takeover, the copy stalled: %v; the residual is closed, update this test", err)
+		}
+		if leaseReads(t, "fencedresources", "cache") <= before {
+			t.Errorf("replica-1's write was not admitted on the copy")
+		}
+		a.s.set(false)
+		a.seen(t, ns, "l", 2, "oncall")
+		mustContain(t, "replica-1's write once the copy shows epoch 2", set("later"), fencing.IsStale, "stale epoch 1")
+	})
+}
