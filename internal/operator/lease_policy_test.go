@@ -222,7 +222,8 @@ func TestLeasePolicyUntrustedEpoch(t *testing.T) {
 // admission decides writes at the current epoch from its watch-fed copy of a Lease that declares a kind,
 // trusting that every later acquisition raises that kind before it hands out its token. So a declared kind
 // can never be dropped: not by an acquisition of an elector that does not fence (it would inherit a promise
-// it does not keep), not by the holder, not by anyone else presenting nothing; and only the four values exist.
+// it does not keep), not by the holder, not by anyone else presenting nothing; it changes only in an
+// acquisition; and only the four values exist. A fenced Lease's ownerReferences cannot change either.
 func TestLeasePolicyFences(t *testing.T) {
 	ctx := t.Context()
 	ns := env.Namespace(t)
@@ -257,19 +258,28 @@ func TestLeasePolicyFences(t *testing.T) {
 			`fenced lease l: annotation fencing.fencekit.io/fences="FencedResources" is not a fence-on-acquire declaration: send fencedresources, objects or fencedresources,objects`},
 		{"the kinds in the other order", a, declare("objects,fencedresources"), "", `annotation fencing.fencekit.io/fences="objects,fencedresources" is not a fence-on-acquire declaration`},
 		{"a long value is cut in the message", a, declare(strings.Repeat("x", 100)), "", `fencing.fencekit.io/fences="` + strings.Repeat("x", 40) + `..." is not`},
-		// Declaring more is always safe: a copy of the Lease that shows the declaration has seen every
-		// acquisition before it.
-		{"anyone declares FencedResources, presenting nothing", b, declare("fencedresources"), "", ""},
-		{"the holder renews keeping it", a, renew, "3", ""},
-		{"the holder drops it", a, both(renew, declare("")), "3", dropFR + `fencedresources); this write would leave ""`},
-		{"another user drops it, presenting nothing", b, declare(""), "", dropFR},
-		{"it is swapped for objects", a, declare("objects"), "", dropFR + `fencedresources); this write would leave "objects"`},
-		{"an acquisition by an elector that does not fence", b, both(acquire(b, "4"), declare("")), "4",
+		// Only an acquirer commits the Lease's future holders to fencing: another workload with the elector
+		// role must not lock the holder's own configuration out of its Lease.
+		{"another user declares FencedResources, presenting nothing", b, declare("fencedresources"), "",
+			`fenced lease l: the fence-on-acquire declaration (annotation fencing.fencekit.io/fences) changes only in an acquisition, by the elector that acquires it (it is "")`},
+		{"the holder declares it while renewing", a, both(renew, declare("fencedresources")), "3", "changes only in an acquisition"},
+		{"an acquisition declares FencedResources", b, both(acquire(b, "4"), declare("fencedresources")), "4", ""},
+		{"the holder renews keeping it", b, renew, "4", ""},
+		{"the holder drops it", b, both(renew, declare("")), "4", dropFR + `fencedresources); this write would leave ""`},
+		{"another user drops it, presenting nothing", a, declare(""), "", dropFR},
+		{"it is swapped for objects", b, declare("objects"), "", dropFR + `fencedresources); this write would leave "objects"`},
+		{"an acquisition by an elector that does not fence", a, both(acquire(a, "5"), declare("")), "5",
 			dropFR + `fencedresources); this write would leave "": only an elector that fences them on acquire`},
-		{"objects are added", a, declare("fencedresources,objects"), "", ""},
-		{"an acquisition that keeps FencedResources only", b, both(acquire(b, "4"), declare("fencedresources")), "4",
+		{"objects are added outside an acquisition", b, declare("fencedresources,objects"), "", "changes only in an acquisition"},
+		{"an acquisition adds objects", a, both(acquire(a, "5"), declare("fencedresources,objects")), "5", ""},
+		{"an acquisition that keeps FencedResources only", b, both(acquire(b, "6"), declare("fencedresources")), "6",
 			dropObjects + `fencedresources,objects); this write would leave "fencedresources"`},
-		{"an acquisition that keeps both", b, both(acquire(b, "4"), declare("fencedresources,objects")), "4", ""},
+		{"an acquisition that keeps both", b, both(acquire(b, "6"), declare("fencedresources,objects")), "6", ""},
+		// An owner that does not exist would have the garbage collector delete the Lease (the elector role
+		// grants no delete, and the operator's finalizer alone only delays a deletion).
+		{"another user adds an ownerReference", a, func(l *coordinationv1.Lease) {
+			l.OwnerReferences = append(l.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "gone", UID: "00000000-0000-0000-0000-000000000000"})
+		}, "", "fenced lease l: its ownerReferences cannot be set or changed"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -509,13 +509,13 @@ func TestLeaseCacheAttacks(t *testing.T) {
 			fencing.IsStale, "stale epoch 1")
 	})
 
-	// RESIDUAL (precondition of the one above, seen on the Lease policy; envtest runs no garbage collector):
-	// any user with the fencekit-elector role, which grants no delete, can still get a fenced Lease deleted.
-	// The policy leaves ownerReferences and finalizers free, so such a user (another workload, or the stale
-	// holder's own credentials) adds an ownerReference to an owner that does not exist, which makes
-	// kube-controller-manager's garbage collector delete the Lease, and removes the protect finalizer
-	// once the deletion has begun (the protector then leaves it off). The role may create the Lease again.
-	t.Run("the elector role can hand a fenced Lease to the garbage collector, residual", func(t *testing.T) {
+	// CLOSED (was the precondition of the one above): any user with the fencekit-elector role, which grants
+	// no delete, could get a fenced Lease deleted by adding an ownerReference to an owner that does not
+	// exist (kube-controller-manager's garbage collector then deletes the Lease; envtest runs none). The
+	// Lease policy now refuses any change of a fenced Lease's ownerReferences. Removing the protect
+	// finalizer alone stays possible (the policy leaves other metadata free for the operator): it only stops
+	// delaying a deletion, which the role cannot start.
+	t.Run("the elector role cannot hand a fenced Lease to the garbage collector", func(t *testing.T) {
 		a.s.set(false)
 		ns := env.Namespace(t)
 		r1, _ := replicas(t, ns)
@@ -529,13 +529,15 @@ func TestLeaseCacheAttacks(t *testing.T) {
 		l := readLease(t, ns, "l")
 		l.OwnerReferences = append(l.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "gone",
 			UID: types.UID("00000000-0000-0000-0000-000000000000")})
-		if err := other.Client.Update(ctx, l); err != nil {
-			t.Fatalf("another elector-role user adding a dangling ownerReference to the fenced Lease: %v; the residual is closed, update this test", err)
-		}
+		wantPolicy(t, other.Client.Update(ctx, l), "fenced lease l: its ownerReferences cannot be set or changed")
+		wantPolicy(t, r1.Client.Update(ctx, l), "fenced lease l: its ownerReferences cannot be set or changed")
 		l = readLease(t, ns, "l")
 		l.Finalizers = slices.DeleteFunc(l.Finalizers, func(f string) bool { return f == controllers.LeaseFinalizer })
 		if err := other.Client.Update(ctx, l); err != nil {
-			t.Fatalf("another elector-role user removing the protect finalizer: %v; the residual is closed, update this test", err)
+			t.Fatalf("another elector-role user removing the protect finalizer: %v (the policy leaves it free for the operator)", err)
+		}
+		if err := other.Client.Delete(ctx, l); !apierrors.IsForbidden(err) {
+			t.Fatalf("another elector-role user deleting the Lease: %v, want Forbidden by RBAC", err)
 		}
 	})
 

@@ -211,8 +211,10 @@ func TestLeaseCacheLagsAnAcquisition(t *testing.T) {
 					if err != nil {
 						t.Fatalf("replica-1's write before replica-2's fence-on-acquire: %v, want admitted on the copy", err)
 					}
-					if got := leaseReads(t, k.webhook, "cache"); got != cached+1 {
-						t.Errorf("lease reads from the cache went %v -> %v, want one more", cached, got)
+					// More than one when the apiserver ran admission twice (its first attempt lost the
+					// compare-and-swap to the operator's status write).
+					if got := leaseReads(t, k.webhook, "cache"); got <= cached {
+						t.Errorf("lease reads from the cache went %v -> %v, want more", cached, got)
 					}
 				} else {
 					mustContain(t, "replica-1's write after the takeover, Lease declaring nothing", err, fencing.IsStale, "stale epoch 1")
