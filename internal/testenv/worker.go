@@ -90,6 +90,22 @@ func (w Worker) Release(t testing.TB, tok elector.Token) {
 	}
 }
 
+// Renew writes a fresh renewTime on the Lease tok names, as pkg/elector renews it (same epoch, holder and
+// acquirer), presenting tok's epoch.
+func (w Worker) Renew(t testing.TB, tok elector.Token) {
+	t.Helper()
+	ctx := t.Context()
+	var lease coordinationv1.Lease
+	if err := w.Client.Get(ctx, tok.Lease, &lease); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.NewMicroTime(time.Now())
+	lease.Spec.RenewTime = &now
+	if err := w.Client.Update(ctx, &lease, Presenting(tok.Epoch)); err != nil {
+		t.Fatalf("%s renewing lease %s at epoch %d: %v", w.Holder, tok.Lease.Name, tok.Epoch, err)
+	}
+}
+
 // Presenting is the write option that presents epoch in the request, as pkg/elector does on every Lease
 // write: the field manager fencing.fencekit.io/epoch=N.
 func Presenting(epoch int64) client.FieldOwner {
