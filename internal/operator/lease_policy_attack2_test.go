@@ -222,3 +222,34 @@ func TestLeasePolicyOwnerReferencesAttacks(t *testing.T) {
 		}
 	})
 }
+
+// `fencekit run --fence-on-acquire=false` (and `fencekit elect`) on a Lease that declares FencedResources is
+// refused in every acquisition; the elector logs the refusal at each retry and keeps retrying (no Event,
+// no exit). The refusal names the Lease and the declaration, and says what to run: the Go options and the
+// command's flag. A Lease that declares FencingPolicy objects cannot be taken by `fencekit run` at all (it
+// fences FencedResources only): the refusal says so.
+func TestLeasePolicyDeclarationRemedies(t *testing.T) {
+	ctx := t.Context()
+	for _, tc := range []struct {
+		declared elector.Fences
+		want     string
+	}{
+		{elector.Fences{FencedResources: true}, `fenced lease l declares that every acquisition fences its FencedResources (annotation fencing.fencekit.io/fences=fencedresources); ` +
+			`this write would leave "": only an elector that fences them on acquire may take it (pkg/elector: Config.PostAcquireFences with fencing.FenceOnAcquire; ` +
+			`fencekit run and fencekit elect: --fence-on-acquire, the default)`},
+		{elector.Fences{Objects: true}, `fenced lease l declares that every acquisition fences its FencingPolicy objects (annotation fencing.fencekit.io/fences=objects); ` +
+			`this write would leave "": only an elector that fences them on acquire may take it (pkg/elector: Config.PostAcquireFences with fencing.FenceObjectsOnAcquire; ` +
+			`fencekit run and fencekit elect fence FencedResources only and cannot)`},
+	} {
+		t.Run(tc.declared.String(), func(t *testing.T) {
+			ns := env.Namespace(t)
+			a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
+			a.Fences = tc.declared
+			a.Release(t, a.Acquire(t, ns, "l", 1))
+			l := readLease(t, ns, "l")
+			testenv.AcquiredBy(l, b.User, b.Holder, 2, 15*time.Second)
+			delete(l.Annotations, elector.FencesAnnotation) // what pkg/elector writes when it declares nothing
+			wantPolicy(t, b.Client.Update(ctx, l, testenv.Presenting(2)), tc.want)
+		})
+	}
+}
