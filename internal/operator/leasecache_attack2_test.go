@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
@@ -107,6 +109,41 @@ func TestLeaseCacheAttacksOnDeletion(t *testing.T) {
 			fencing.IsTokenMissing, "FencedResource "+ns+"/r is bound to lease l, held by replica-2 at epoch 2")
 		if !exists(t, key) {
 			t.Fatal("the FencedResource is gone after replica-1's refused writes")
+		}
+		a.s.set(false)
+	})
+
+	// Holds, for a ConfigMap under a FencingPolicy (fencing.NewClient's Delete writes the marker, then
+	// deletes): the marker write at epoch 1 is admitted on the copy, the DELETE is decided on a quorum read.
+	t.Run("a stale replica's fenced ConfigMap delete across a takeover, the copy stalled", func(t *testing.T) {
+		a.s.set(false)
+		ns := env.Namespace(t)
+		r1, r2 := replicas(t, ns)
+		r1.Fences, r2.Fences = elector.Fences{Objects: true}, elector.Fences{Objects: true}
+		configMapPolicy(t, ns, "l", nil, nil, r1.User)
+		t1 := r1.Acquire(t, ns, "l", 1)
+		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm"}}
+		if err := c1.Create(ctx, cm.DeepCopy()); err != nil {
+			t.Fatal(err)
+		}
+		a.seen(t, ns, "l", 1, r1.Holder)
+		onCopy(t, "objects", "replica-1's write at epoch 1", func() error { return patchConfigMap(t, c1, ns, "cm", `{"data":{"v":"one"}}`) })
+		a.s.set(true)
+		t2 := r2.Acquire(t, ns, "l", 2)
+		before := leaseReads(t, "objects", "cache")
+		mustContain(t, "replica-1's fenced delete at epoch 1 before replica-2's fence", c1.Delete(ctx, cm.DeepCopy()),
+			fencing.IsStale, `stale deletion marker fencing.fencekit.io/delete-at-epoch="1": lease l is at epoch 2, held by replica-2`)
+		if leaseReads(t, "objects", "cache") <= before {
+			t.Errorf("replica-1's marker write was not admitted on the copy: the test did not reach the DELETE through the fast path")
+		}
+		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client)(ctx, t2); err != nil {
+			t.Fatal(err)
+		}
+		mustContain(t, "replica-1's bare DELETE after replica-2's fence", r1.Client.Delete(ctx, cm.DeepCopy()), fencing.IsStale, `stale deletion marker`)
+		mustContain(t, "replica-1's fenced delete after replica-2's fence", c1.Delete(ctx, cm.DeepCopy()), fencing.IsStale, "stale epoch 1")
+		if err := fencing.NewClient(r2.Client, tokenOf(t2)).Delete(ctx, cm.DeepCopy()); err != nil {
+			t.Fatalf("replica-2's fenced delete at epoch 2, the copy stalled: %v", err)
 		}
 		a.s.set(false)
 	})
