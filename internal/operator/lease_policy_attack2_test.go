@@ -51,7 +51,7 @@ func grantLeases(t *testing.T, ns string, users ...string) {
 	}
 }
 
-func TestLeasePolicyOwnerReferencesAttacks(t *testing.T) {
+func TestLeasePolicyAttacks(t *testing.T) {
 	ctx := t.Context()
 
 	// An owner the attacker can name: any object whose UID it can read and whose lifetime it controls or
@@ -127,6 +127,20 @@ func TestLeasePolicyOwnerReferencesAttacks(t *testing.T) {
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "l",
 			Labels: map[string]string{elector.FencedLabel: "true"}, Annotations: map[string]string{elector.FencesAnnotation: "fencedresources"}}}
 		wantPolicy(t, mallory.Client.Create(ctx, l), "changes only in an acquisition")
+	})
+
+	// Holds: labelling an unlabelled Lease is an acquisition if it carries an epoch (held to the seed, the
+	// requester and the token: TestLeasePolicyUntrustedEpoch), and otherwise may not change the declaration.
+	t.Run("a write labels an unlabelled Lease and declares, without an epoch", func(t *testing.T) {
+		ns := env.Namespace(t)
+		mallory := newWorker(t, ns, "worker-b")
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "l"}}
+		if err := mallory.Client.Create(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+		l.Labels = map[string]string{elector.FencedLabel: "true"}
+		l.Annotations = map[string]string{elector.FencesAnnotation: "fencedresources"}
+		wantPolicy(t, mallory.Client.Update(ctx, l), `fenced lease l: the fence-on-acquire declaration (annotation fencing.fencekit.io/fences) changes only in an acquisition, by the elector that acquires it (it is "")`)
 	})
 
 	// RESIDUAL (availability, not fencing): the declaration changes only in an acquisition, so another
