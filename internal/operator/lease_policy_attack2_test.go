@@ -177,6 +177,31 @@ func TestLeasePolicyAttacks(t *testing.T) {
 		}
 	})
 
+	// Holds: a server-side apply (a GitOps tool with patch on Leases, not the elector role) is judged on the
+	// object it results in, like any write: it may not declare outside an acquisition, nor add an owner,
+	// with or without forcing ownership of the fields.
+	t.Run("a server-side apply declares or adds an owner", func(t *testing.T) {
+		ns := env.Namespace(t)
+		victim := newWorker(t, ns, "worker-a")
+		victim.Fences = elector.Fences{FencedResources: true}
+		victim.Acquire(t, ns, "l", 1)
+		grantLeases(t, ns, "gitops")
+		gitops := userClient(t, "gitops")
+		apply := func(meta string) error {
+			body := `{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"l","namespace":"` + ns + `",` + meta + `}}`
+			return gitops.Patch(ctx, readLease(t, ns, "l"), client.RawPatch(types.ApplyPatchType, []byte(body)), client.FieldOwner("gitops"), client.ForceOwnership)
+		}
+		eventually(t, "the GitOps tool's RBAC to take effect", func() (bool, string) {
+			err := gitops.Patch(ctx, readLease(t, ns, "l"), client.RawPatch(types.MergePatchType, []byte(`{}`)), client.DryRunAll)
+			return err == nil, errString(err)
+		})
+		wantPolicy(t, apply(`"annotations":{"fencing.fencekit.io/fences":"fencedresources,objects"}`), "changes only in an acquisition")
+		wantPolicy(t, apply(`"annotations":{"fencing.fencekit.io/fences":""}`), "declares that every acquisition fences its FencedResources")
+		wantPolicy(t, apply(`"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"gone","uid":"00000000-0000-0000-0000-00000000dead"}]`),
+			"fenced lease l: its ownerReferences cannot be set or changed")
+		wantPolicy(t, apply(`"labels":{"team":"orders"}`), "") // other metadata stays free
+	})
+
 	// Holds: a JSON patch that only reorders a fenced Lease's ownerReferences is a change (the policy
 	// compares the lists in order): refused, as an owner reference cannot be swapped in by reordering.
 	t.Run("a JSON patch reorders the ownerReferences", func(t *testing.T) {
