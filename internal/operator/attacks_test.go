@@ -258,24 +258,8 @@ func TestFenceOnAcquireResourceAhead(t *testing.T) {
 // grantFencedResources lets users get, patch and delete FencedResources in ns (RBAC), so that the
 // refusals below are the webhook's.
 func grantFencedResources(t *testing.T, ns string, users ...string) {
-	t.Helper()
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "fr-editor", Namespace: ns},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"fencing.fencekit.io"}, Resources: []string{"fencedresources"},
-			Verbs: []string{"get", "patch", "update", "delete"}}},
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "fr-editor", Namespace: ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "fr-editor"},
-	}
-	for _, u := range users {
-		binding.Subjects = append(binding.Subjects, rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: u})
-	}
-	for _, o := range []client.Object{role, binding} {
-		if err := env.Client.Create(t.Context(), o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	env.Grant(t, ns, "fr-editor", []rbacv1.PolicyRule{{APIGroups: []string{"fencing.fencekit.io"}, Resources: []string{"fencedresources"},
+		Verbs: []string{"get", "patch", "update", "delete"}}}, users...)
 }
 
 func userClient(t *testing.T, name string) client.Client {

@@ -36,19 +36,8 @@ func acquireOwned(t *testing.T, w worker, l *coordinationv1.Lease) error {
 
 // grantLeases lets users get, update and patch the Leases of ns (the garbage collector's rights, here).
 func grantLeases(t *testing.T, ns string, users ...string) {
-	t.Helper()
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "lease-patcher", Namespace: ns},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "update", "patch"}}}}
-	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "lease-patcher", Namespace: ns},
-		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "lease-patcher"}}
-	for _, u := range users {
-		binding.Subjects = append(binding.Subjects, rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: u})
-	}
-	for _, o := range []client.Object{role, binding} {
-		if err := env.Client.Create(t.Context(), o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	env.Grant(t, ns, "lease-patcher", []rbacv1.PolicyRule{
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "update", "patch"}}}, users...)
 }
 
 func TestLeasePolicyAttacks(t *testing.T) {

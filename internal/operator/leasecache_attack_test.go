@@ -28,7 +28,6 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/controllers"
@@ -200,25 +199,7 @@ func holdUpdates(t *testing.T, ns, name string) (arrived <-chan struct{}, releas
 
 // webhookAnswers is how many admission requests fencekit's webhook at path has answered.
 func webhookAnswers(t *testing.T, path string) float64 {
-	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n float64
-	for _, f := range families {
-		if f.GetName() != "controller_runtime_webhook_requests_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "webhook" && l.GetValue() == path {
-					n += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return n
+	return testenv.CounterSum(t, "controller_runtime_webhook_requests_total", map[string]string{"webhook": path})
 }
 
 func TestLeaseCacheAttacks(t *testing.T) {

@@ -13,10 +13,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator"
+	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/internal/webhook"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
@@ -80,26 +80,7 @@ func (b stalledBody) Read(p []byte) (int, error) {
 
 // leaseReads reads fencekit_webhook_lease_reads_total{webhook,source} from controller-runtime's registry.
 func leaseReads(t *testing.T, webhook, source string) float64 {
-	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != "fencekit_webhook_lease_reads_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["webhook"] == webhook && labels["source"] == source {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return testenv.CounterSum(t, "fencekit_webhook_lease_reads_total", map[string]string{"webhook": webhook, "source": source})
 }
 
 // TestLeaseCacheLagsAnAcquisition: the webhooks admit a write at the current epoch from their watch-fed

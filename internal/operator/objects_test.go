@@ -29,26 +29,10 @@ const appLease = "app-writer"
 // grantObjects lets users write ConfigMaps and Deployments (status and scale included) in ns, so that
 // the refusals below are fencekit's, not RBAC's.
 func grantObjects(t *testing.T, ns string, users ...string) {
-	t.Helper()
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "objects-editor", Namespace: ns},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}},
-			{APIGroups: []string{"apps"}, Resources: []string{"deployments", "deployments/status", "deployments/scale"}, Verbs: []string{"*"}},
-		},
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "objects-editor", Namespace: ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "objects-editor"},
-	}
-	for _, u := range users {
-		binding.Subjects = append(binding.Subjects, rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: u})
-	}
-	for _, o := range []client.Object{role, binding} {
-		if err := env.Client.Create(t.Context(), o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	env.Grant(t, ns, "objects-editor", []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments", "deployments/status", "deployments/scale"}, Verbs: []string{"*"}},
+	}, users...)
 }
 
 // declarePolicy creates a FencingPolicy in ns fencing resources for lease appLease and waits until the
@@ -566,17 +550,6 @@ func TestFenceObjectsOnAcquire(t *testing.T) {
 
 // grantPolicies lets users list FencingPolicies in ns (fence-on-acquire reads them).
 func grantPolicies(t *testing.T, ns string, users ...string) {
-	t.Helper()
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "policy-reader", Namespace: ns},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"fencing.fencekit.io"}, Resources: []string{"fencingpolicies"}, Verbs: []string{"get", "list", "watch"}}}}
-	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "policy-reader", Namespace: ns},
-		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "policy-reader"}}
-	for _, u := range users {
-		binding.Subjects = append(binding.Subjects, rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: u})
-	}
-	for _, o := range []client.Object{role, binding} {
-		if err := env.Client.Create(t.Context(), o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	env.Grant(t, ns, "policy-reader", []rbacv1.PolicyRule{
+		{APIGroups: []string{"fencing.fencekit.io"}, Resources: []string{"fencingpolicies"}, Verbs: []string{"get", "list", "watch"}}}, users...)
 }

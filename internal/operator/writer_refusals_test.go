@@ -3,9 +3,8 @@ package operator_test
 import (
 	"testing"
 
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
-
 	"github.com/fencekit/fencekit/internal/operator/operatortest"
+	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
@@ -15,26 +14,7 @@ import (
 // writerRefusals reads fencekit_writer_refusals_total{lease,mechanism,reason} from controller-runtime's
 // registry.
 func writerRefusals(t *testing.T, lease, mechanism string, reason fencing.Reason) float64 {
-	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != "fencekit_writer_refusals_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["lease"] == lease && labels["mechanism"] == mechanism && labels["reason"] == string(reason) {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return testenv.CounterSum(t, "fencekit_writer_refusals_total", map[string]string{"lease": lease, "mechanism": mechanism, "reason": string(reason)})
 }
 
 // TestWriterCountsRefusals: a holder's write refused by the CRD's epoch rule, which no fencekit component

@@ -283,20 +283,7 @@ func BenchmarkFencedWrite(b *testing.B) {
 func grantConfigMaps(b *testing.B, ns, user string) {
 	b.Helper()
 	ctx := b.Context()
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "bench-configmaps", Namespace: ns},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "patch"}}},
-	}
-	rb := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "bench-configmaps", Namespace: ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
-	}
-	for _, o := range []client.Object{role, rb} {
-		if err := env.Client.Create(ctx, o); err != nil {
-			b.Fatal(err)
-		}
-	}
+	env.Grant(b, ns, "bench-configmaps", []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "patch"}}}, user)
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 			User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "patch", Resource: "configmaps"},

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator/operatortest"
@@ -30,17 +29,7 @@ const (
 )
 
 func grant(b *testing.B, ns, user string) {
-	b.Helper()
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: ns},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}}}}
-	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: ns},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "cm"},
-		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}}
-	for _, o := range []client.Object{role, rb} {
-		if err := env.Client.Create(b.Context(), o); err != nil {
-			b.Fatal(err)
-		}
-	}
+	env.Grant(b, ns, "cm", []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}}}, user)
 }
 
 // BenchmarkObjectWrite measures a merge patch of one small ConfigMap's data by one user, in three modes:
@@ -176,24 +165,5 @@ func BenchmarkObjectWrite(b *testing.B) {
 // leaseReads reads fencekit_webhook_lease_reads_total{webhook="objects",source} from controller-runtime's
 // registry (the operator runs in this process).
 func leaseReads(b *testing.B, source string) float64 {
-	b.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != "fencekit_webhook_lease_reads_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["webhook"] == "objects" && labels["source"] == source {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return testenv.CounterSum(b, "fencekit_webhook_lease_reads_total", map[string]string{"webhook": "objects", "source": source})
 }
