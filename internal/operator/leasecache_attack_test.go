@@ -197,6 +197,20 @@ func holdUpdates(t *testing.T, ns, name string) (arrived <-chan struct{}, releas
 	return in, release
 }
 
+// admittedOnCopy asserts a residual as it stands: write, made while the copy is stalled, is admitted on the
+// copy (webhook's decisions on the copy move). It fails, saying that the residual is closed, once the
+// write is refused.
+func admittedOnCopy(t *testing.T, webhook, what string, write func() error) {
+	t.Helper()
+	before := leaseReads(t, webhook, "cache")
+	if err := write(); err != nil {
+		t.Fatalf("%s, the copy stalled: %v; the residual is closed, update this test", what, err)
+	}
+	if leaseReads(t, webhook, "cache") <= before {
+		t.Errorf("%s was not admitted on the copy", what)
+	}
+}
+
 // webhookAnswers is how many admission requests fencekit's webhook at path has answered.
 func webhookAnswers(t *testing.T, path string) float64 {
 	return testenv.CounterSum(t, "controller_runtime_webhook_requests_total", map[string]string{"webhook": path})
@@ -338,13 +352,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 		if got := objectEpoch(t, ns, "slow"); got != "1" {
 			t.Fatalf("the labelled ConfigMap records epoch %q, want 1 (committed after the fence listed)", got)
 		}
-		before := leaseReads(t, "objects", "cache")
-		if err := patchConfigMap(t, c1, ns, "slow", `{"data":{"v":"late"}}`); err != nil {
-			t.Fatalf("replica-1's write at epoch 1 to the ConfigMap labelled in, the copy stalled: %v; the residual is closed, update this test", err)
-		}
-		if leaseReads(t, "objects", "cache") <= before {
-			t.Errorf("replica-1's write was not admitted on the copy")
-		}
+		admittedOnCopy(t, "objects", "replica-1's write at epoch 1 to the ConfigMap labelled in", func() error { return patchConfigMap(t, c1, ns, "slow", `{"data":{"v":"late"}}`) })
 		a.s.set(false)
 		a.seen(t, ns, "l", 2, r2.Holder)
 		mustContain(t, "replica-1's write once the copy shows epoch 2", patchConfigMap(t, c1, ns, "slow", `{"data":{"v":"later"}}`),
@@ -392,13 +400,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 			err := env.Client.Patch(ctx, cm, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"data":{"probe":"%d"}}`, probes)), client.DryRunAll)
 			return fencing.IsTokenMissing(err), errString(err)
 		})
-		before := leaseReads(t, "objects", "cache")
-		if err := patchConfigMap(t, c1, ns, "out", `{"data":{"v":"late"}}`); err != nil {
-			t.Fatalf("replica-1's write at epoch 1 after the policy covers it: %v; the residual is closed, update this test", err)
-		}
-		if leaseReads(t, "objects", "cache") <= before {
-			t.Errorf("replica-1's stale write was not admitted on the copy")
-		}
+		admittedOnCopy(t, "objects", "replica-1's write at epoch 1 after the policy covers it", func() error { return patchConfigMap(t, c1, ns, "out", `{"data":{"v":"late"}}`) })
 		a.s.set(false)
 		a.seen(t, ns, "l", 2, r2.Holder)
 		mustContain(t, "replica-1's write once the copy shows epoch 2", patchConfigMap(t, c1, ns, "out", `{"data":{"v":"later"}}`),
@@ -426,13 +428,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 
 		a.s.set(true)
 		r1.Release(t, t1)
-		before := leaseReads(t, "fencedresources", "cache")
-		if err := set(t1, "after-release"); err != nil {
-			t.Fatalf("replica-1's write after its release, the copy stalled: %v; the residual is closed, update this test", err)
-		}
-		if leaseReads(t, "fencedresources", "cache") <= before {
-			t.Errorf("replica-1's write after its release was not admitted on the copy")
-		}
+		admittedOnCopy(t, "fencedresources", "replica-1's write after its release", func() error { return set(t1, "after-release") })
 		t2 := r2.Acquire(t, ns, "l", 2)
 		if err := fencing.FenceOnAcquire(r2.Client)(ctx, t2); err != nil {
 			t.Fatal(err)
@@ -477,13 +473,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 		if l := readLease(t, ns, "l"); l.Annotations[elector.FencesAnnotation] != "" {
 			t.Fatalf("the recreated Lease declares %q, want nothing", l.Annotations[elector.FencesAnnotation])
 		}
-		before := leaseReads(t, "objects", "cache")
-		if err := patchConfigMap(t, c1, ns, "cm", `{"data":{"v":"late"}}`); err != nil {
-			t.Fatalf("replica-1's write at epoch 1 after the recreation, the copy stalled: %v; the residual is closed, update this test", err)
-		}
-		if leaseReads(t, "objects", "cache") <= before {
-			t.Errorf("replica-1's write was not admitted on the copy")
-		}
+		admittedOnCopy(t, "objects", "replica-1's write at epoch 1 after the recreation", func() error { return patchConfigMap(t, c1, ns, "cm", `{"data":{"v":"late"}}`) })
 		a.s.set(false)
 		a.seen(t, ns, "l", 1000, "")
 		mustContain(t, "replica-1's write once the copy shows the new Lease", patchConfigMap(t, c1, ns, "cm", `{"data":{"v":"later"}}`),
@@ -549,13 +539,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 		if err := env.Client.Update(ctx, l, testenv.Presenting(2)); err != nil {
 			t.Fatalf("break glass taking the Lease over at epoch 2: %v", err)
 		}
-		before := leaseReads(t, "fencedresources", "cache")
-		if err := set("late"); err != nil {
-			t.Fatalf("replica-1's write after the break-glass takeover, the copy stalled: %v; the residual is closed, update this test", err)
-		}
-		if leaseReads(t, "fencedresources", "cache") <= before {
-			t.Errorf("replica-1's write was not admitted on the copy")
-		}
+		admittedOnCopy(t, "fencedresources", "replica-1's write after the break-glass takeover", func() error { return set("late") })
 		a.s.set(false)
 		a.seen(t, ns, "l", 2, "oncall")
 		mustContain(t, "replica-1's write once the copy shows epoch 2", set("later"), fencing.IsStale, "stale epoch 1")

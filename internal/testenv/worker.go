@@ -78,21 +78,21 @@ func (w Worker) Acquire(t testing.TB, namespace, name string, epoch int64) elect
 // one-second duration, the epoch and acquirer kept), presenting tok's epoch.
 func (w Worker) Release(t testing.TB, tok elector.Token) {
 	t.Helper()
-	ctx := t.Context()
-	var lease coordinationv1.Lease
-	if err := w.Client.Get(ctx, tok.Lease, &lease); err != nil {
-		t.Fatal(err)
-	}
-	now := metav1.NewMicroTime(time.Now())
-	lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds, lease.Spec.RenewTime = ptr.To(""), ptr.To(int32(1)), &now
-	if err := w.Client.Update(ctx, &lease, Presenting(tok.Epoch)); err != nil {
-		t.Fatalf("%s releasing lease %s at epoch %d: %v", w.Holder, tok.Lease.Name, tok.Epoch, err)
-	}
+	w.update(t, tok, "releasing", func(l *coordinationv1.Lease, now *metav1.MicroTime) {
+		l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = ptr.To(""), ptr.To(int32(1)), now
+	})
 }
 
 // Renew writes a fresh renewTime on the Lease tok names, as pkg/elector renews it (same epoch, holder and
 // acquirer), presenting tok's epoch.
 func (w Worker) Renew(t testing.TB, tok elector.Token) {
+	t.Helper()
+	w.update(t, tok, "renewing", func(l *coordinationv1.Lease, now *metav1.MicroTime) { l.Spec.RenewTime = now })
+}
+
+// update reads the Lease tok names, changes it with change (given the time now) and writes it back
+// presenting tok's epoch, as every write of a holder at its epoch does.
+func (w Worker) update(t testing.TB, tok elector.Token, doing string, change func(*coordinationv1.Lease, *metav1.MicroTime)) {
 	t.Helper()
 	ctx := t.Context()
 	var lease coordinationv1.Lease
@@ -100,9 +100,9 @@ func (w Worker) Renew(t testing.TB, tok elector.Token) {
 		t.Fatal(err)
 	}
 	now := metav1.NewMicroTime(time.Now())
-	lease.Spec.RenewTime = &now
+	change(&lease, &now)
 	if err := w.Client.Update(ctx, &lease, Presenting(tok.Epoch)); err != nil {
-		t.Fatalf("%s renewing lease %s at epoch %d: %v", w.Holder, tok.Lease.Name, tok.Epoch, err)
+		t.Fatalf("%s %s lease %s at epoch %d: %v", w.Holder, doing, tok.Lease.Name, tok.Epoch, err)
 	}
 }
 
