@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"syscall"
 
 	"github.com/fencekit/fencekit/internal/devcluster"
@@ -53,15 +52,7 @@ func runDevcluster(args []string) error {
 		<-ctx.Done()
 		return nil
 	}
-	cmd := exec.Command(*manager,
-		"--kubeconfig="+cluster.Kubeconfig,
-		"--metrics-bind-address=0",
-		"--health-probe-bind-address=0",
-		"--webhook-host="+cluster.WebhookHost,
-		"--webhook-port="+strconv.Itoa(cluster.WebhookPort),
-		"--webhook-cert-dir="+cluster.WebhookCertDir,
-		"--leader-election-namespace=default",
-	)
+	cmd := exec.Command(*manager, cluster.ManagerArgs()...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	// Its own process group, so that it is stopped by us, after it, and not by the terminal's Ctrl-C first.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

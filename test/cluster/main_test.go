@@ -1,0 +1,165 @@
+package cluster
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
+	"github.com/fencekit/fencekit/internal/testenv"
+	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/fencing"
+)
+
+var (
+	env *testenv.Env
+	kcm *testenv.ControllerManager
+)
+
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(logr.Discard())
+	os.Exit(run(m))
+}
+
+// run starts the control plane and kube-controller-manager, runs the tests and stops both, the controller
+// manager first, whatever happened.
+func run(m *testing.M) int {
+	e, err := testenv.Start(testenv.WithWebhooks(), testenv.WithLeasePolicy())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cluster:", err)
+		return 1
+	}
+	env = e
+	defer func() {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "cluster: stopping the control plane:", err)
+		}
+	}()
+	if kcm, err = env.StartControllerManager(); err != nil {
+		fmt.Fprintln(os.Stderr, "cluster:", err)
+		return 1
+	}
+	code := m.Run()
+	if err := kcm.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "cluster:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
+
+const lease = "app-writer"
+
+// holder is the holder of Lease lease in a fresh namespace: a user bound to the fencekit-elector role and
+// allowed rules, that acquired the Lease at epoch 1 and writes through fencing.NewClient.
+type holder struct {
+	ns     string
+	worker testenv.Worker
+	token  elector.Token
+	// c writes with the holder's token.
+	c client.Client
+}
+
+// newHolder starts the operator for t, creates a namespace, a FencingPolicy declaring resources for
+// lease, and its holder (who has not acquired the Lease yet), allowed rules; it waits until the webhook refuses an unfenced dry-run create of
+// probe (in the namespace), so that the policy is enforced when it returns.
+func newHolder(t *testing.T, probe client.Object, rules []rbacv1.PolicyRule, resources ...fencingv1alpha1.FencedObjects) *holder {
+	t.Helper()
+	operatortest.Start(t, env)
+	h := &holder{ns: env.Namespace(t)}
+	h.worker = env.NewWorker(t, h.ns, "app")
+	env.Grant(t, h.ns, "app-objects", rules, h.worker.User)
+	p := &fencingv1alpha1.FencingPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "app"},
+		Spec:       fencingv1alpha1.FencingPolicySpec{LeaseName: lease, Resources: resources},
+	}
+	if err := env.Client.Create(t.Context(), p); err != nil {
+		t.Fatalf("declaring FencingPolicy app: %v", err)
+	}
+	probe.SetNamespace(h.ns)
+	testenv.Eventually(t, "the webhook refuses an unfenced write of a declared object", func() (bool, string) {
+		err := env.Client.Create(t.Context(), probe.DeepCopyObject().(client.Object), client.DryRunAll)
+		return fencing.IsTokenMissing(err), errString(err)
+	})
+	h.c = fencing.NewClient(h.worker.Client, func() elector.Token { return h.token })
+	return h
+}
+
+// acquire makes the holder acquire the Lease at epoch 1; its writes through c carry that token from then on.
+func (h *holder) acquire(t *testing.T) {
+	t.Helper()
+	h.token = h.worker.Acquire(t, h.ns, lease, 1)
+}
+
+// create creates obj with the holder's token; RBAC granted a moment ago may not be in effect yet.
+func (h *holder) create(t *testing.T, obj client.Object) {
+	t.Helper()
+	obj.SetNamespace(h.ns)
+	testenv.Eventually(t, "the holder creates "+obj.GetName(), func() (bool, string) {
+		err := h.c.Create(t.Context(), obj)
+		return err == nil, errString(err)
+	})
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "admitted"
+	}
+	return err.Error()
+}
+
+// kcmSays waits until a line of kube-controller-manager's log contains every part, and returns it: the
+// evidence of what a controller tried and what the apiserver answered.
+func kcmSays(t *testing.T, what string, parts ...string) string {
+	t.Helper()
+	var found string
+	testenv.EventuallyWithin(t, 60*time.Second, what, func() (bool, string) {
+		b, err := os.ReadFile(kcm.Log())
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if containsAll(line, parts) {
+				found = line
+				return true, line
+			}
+		}
+		var near []string // the lines about the same namespace, to say what the controllers did instead
+		if ns := testNamespace.FindString(parts[0]); ns != "" {
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.Contains(line, ns) {
+					near = append(near, line)
+				}
+			}
+		}
+		return false, fmt.Sprintf("no line of %s contains all of %q; its lines about that namespace: %q", kcm.Log(), parts, near)
+	})
+	t.Logf("kube-controller-manager: %s", found)
+	return found
+}
+
+var testNamespace = regexp.MustCompile(`fencekit-test-[a-z0-9]+`)
+
+func containsAll(s string, parts []string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
+
+func all(group string, resources ...string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{APIGroups: []string{group}, Resources: resources, Verbs: []string{"*"}}
+}
