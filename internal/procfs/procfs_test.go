@@ -1,4 +1,4 @@
-package procfs
+package procfs_test
 
 import (
 	"os"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencekit/fencekit/internal/procfs"
 	"github.com/fencekit/fencekit/internal/testenv"
 )
 
@@ -24,32 +25,32 @@ func TestChildLifecycle(t *testing.T) {
 		t.Helper()
 		testenv.EventuallyWithin(t, 10*time.Second, what, func() (bool, string) { return cond(), "" })
 	}
-	if !slices.Contains(Children(os.Getpid()), pid) {
-		t.Errorf("Children(self) = %v, want it to contain %d", Children(os.Getpid()), pid)
+	if !slices.Contains(procfs.Children(os.Getpid()), pid) {
+		t.Errorf("procfs.Children(self) = %v, want it to contain %d", procfs.Children(os.Getpid()), pid)
 	}
 	// Right after the fork the child may not have exec'ed yet (an empty command line).
 	poll("the child's command line", func() bool {
-		args, err := Cmdline(pid)
+		args, err := procfs.Cmdline(pid)
 		return err == nil && slices.Equal(args, []string{"sleep", "1000"})
 	})
-	if !Running(pid) || Stopped(pid) {
-		t.Errorf("a sleeping child: Running %v, Stopped %v", Running(pid), Stopped(pid))
+	if !procfs.Running(pid) || procfs.Stopped(pid) {
+		t.Errorf("a sleeping child: Running %v, Stopped %v", procfs.Running(pid), procfs.Stopped(pid))
 	}
 	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	poll("stopped after SIGSTOP", func() bool { return Stopped(pid) })
+	poll("stopped after SIGSTOP", func() bool { return procfs.Stopped(pid) })
 	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	poll("running after SIGCONT", func() bool { return !Stopped(pid) })
+	poll("running after SIGCONT", func() bool { return !procfs.Stopped(pid) })
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	poll("not running after SIGKILL (a zombie until reaped)", func() bool { return !Running(pid) })
+	poll("not running after SIGKILL (a zombie until reaped)", func() bool { return !procfs.Running(pid) })
 	_ = cmd.Wait()
-	if Running(pid) || Stopped(pid) || len(Threads(pid)) != 0 {
-		t.Errorf("a reaped child: Running %v, Stopped %v, Threads %v", Running(pid), Stopped(pid), Threads(pid))
+	if procfs.Running(pid) || procfs.Stopped(pid) || len(procfs.Threads(pid)) != 0 {
+		t.Errorf("a reaped child: Running %v, Stopped %v, Threads %v", procfs.Running(pid), procfs.Stopped(pid), procfs.Threads(pid))
 	}
 }
 
@@ -57,7 +58,7 @@ func TestChildLifecycle(t *testing.T) {
 // memory is at least the buffer it touched.
 func TestCPUTimeAndMemory(t *testing.T) {
 	pid := os.Getpid()
-	before, err := CPUTime(pid)
+	before, err := procfs.CPUTime(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func TestCPUTimeAndMemory(t *testing.T) {
 		buf[i] = byte(i)
 	}
 	for x := 0; ; x++ { // spin until the kernel has accounted some CPU time: ticks are 10 ms
-		after, err := CPUTime(pid)
+		after, err := procfs.CPUTime(pid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +78,7 @@ func TestCPUTimeAndMemory(t *testing.T) {
 			t.Fatalf("CPUTime stayed at %v", before)
 		}
 	}
-	rss, err := MemoryKiB(pid, "VmRSS")
+	rss, err := procfs.MemoryKiB(pid, "VmRSS")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestCPUTimeAndMemory(t *testing.T) {
 	if buf[len(buf)-1] != byte(len(buf)-1) {
 		t.Fatal("buffer lost")
 	}
-	if _, err := MemoryKiB(pid, "NoSuchField"); err == nil || !strings.Contains(err.Error(), "NoSuchField") {
-		t.Errorf("MemoryKiB(NoSuchField) error = %v, want one naming the field", err)
+	if _, err := procfs.MemoryKiB(pid, "NoSuchField"); err == nil || !strings.Contains(err.Error(), "NoSuchField") {
+		t.Errorf("procfs.MemoryKiB(NoSuchField) error = %v, want one naming the field", err)
 	}
 }
