@@ -17,8 +17,8 @@ type rule struct {
 }
 
 // controlPlane are the test helpers that start a control plane with fencekit's CRDs and policies but not
-// its operator: what the tests of the public packages may use.
-var controlPlane = []string{"internal/testenv", "internal/devcluster", "internal/scheme", "internal/pgtest"}
+// its operator (internal/procfs reads /proc for them), what the tests of the public packages may use.
+var controlPlane = []string{"internal/testenv", "internal/devcluster", "internal/scheme", "internal/pgtest", "internal/procfs"}
 
 // rules are docs/design.md's import rules.
 var rules = []rule{
