@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/internal/admission"
 )
 
 // +kubebuilder:rbac:groups=fencing.fencekit.io,resources=fencedresources,verbs=get;list;watch
@@ -200,7 +200,7 @@ func ComputeStatus(fr *fencingv1alpha1.FencedResource, lease *coordinationv1.Lea
 			fmt.Sprintf("lease %s does not exist in namespace %s; every fenced write is refused until an elector creates it", fr.Spec.LeaseName, fr.Namespace))
 		set(fencingv1alpha1.ConditionFenced, metav1.ConditionUnknown, fencingv1alpha1.ReasonLeaseNotFound, "no lease to compare epochs with")
 	default:
-		v := fencing.ViewLease(lease)
+		v := admission.ParseLease(lease, admission.Quorum)
 		s.LeaseHolder = v.Holder
 		if v.EpochErr != "" {
 			set(fencingv1alpha1.ConditionLeaseFound, metav1.ConditionFalse, fencingv1alpha1.ReasonLeaseInvalid,

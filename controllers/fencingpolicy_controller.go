@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/internal/admission"
 )
 
 // +kubebuilder:rbac:groups=fencing.fencekit.io,resources=fencingpolicies,verbs=get;list;watch
@@ -122,7 +122,7 @@ func (r *FencingPolicyReconciler) updateStatus(ctx context.Context, p *fencingv1
 	case leaseErr != nil:
 		return leaseErr
 	default:
-		want.LeaseEpoch = fencing.ViewLease(&lease).Epoch
+		want.LeaseEpoch = admission.ParseLease(&lease, admission.Quorum).Epoch
 		cond.Status, cond.Reason = metav1.ConditionTrue, fencingv1alpha1.ReasonEnforced
 		cond.Message = fmt.Sprintf("only the holder of lease %s may write %s in namespace %s (webhook %s of %s)",
 			p.Spec.LeaseName, describe(p.Spec.Resources), p.Namespace, webhookName(p.Namespace), r.configName)

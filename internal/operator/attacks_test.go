@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/admission"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
@@ -332,7 +333,7 @@ func TestGarbageCollectorPath(t *testing.T) {
 	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
 	const rsController = "system:serviceaccount:kube-system:replicaset-controller"
 	grantFencedResources(t, ns, b.User, rsController)
-	gc, nsController, rs := userClient(t, fencing.GarbageCollectorUser), userClient(t, fencing.NamespaceControllerUser), userClient(t, rsController)
+	gc, nsController, rs := userClient(t, admission.GarbageCollectorUser), userClient(t, admission.NamespaceControllerUser), userClient(t, rsController)
 	key := declare(t, ns, "orders", "orders-writer")
 	ta := a.Acquire(t, ns, "orders-writer", 1)
 	if _, err := fencing.NewWriter(a.Client).Set(ctx, ta, key, map[string]any{"v": "a1"}); err != nil {

@@ -13,9 +13,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fencekit/fencekit/internal/admission"
 	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/elector"
-	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
 // Second attacker review of the Lease policy's rules on the fence-on-acquire declaration and on
@@ -228,8 +228,8 @@ func TestLeasePolicyAttacks(t *testing.T) {
 		if err := env.Client.Update(ctx, l); err != nil {
 			t.Fatal(err)
 		}
-		grantLeases(t, ns, fencing.GarbageCollectorUser, mallory.User)
-		gc := userClient(t, fencing.GarbageCollectorUser)
+		grantLeases(t, ns, admission.GarbageCollectorUser, mallory.User)
+		gc := userClient(t, admission.GarbageCollectorUser)
 		remove := func(uid types.UID) client.Patch {
 			return client.RawPatch(types.StrategicMergePatchType, fmt.Appendf(nil, `{"metadata":{"ownerReferences":[{"$patch":"delete","uid":%q}]}}`, uid))
 		}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/admission"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
@@ -171,7 +172,7 @@ func TestFencingPolicyStaleHolder(t *testing.T) {
 	}
 	what := "ConfigMap " + ns + "/app-config"
 	stale := []string{what + ": stale epoch 1: lease app-writer is at epoch 2, held by replica-2"}
-	noToken := []string{what + ": this write changes data but presents no fencing token", "fieldManager=fencing.fencekit.io/epoch=<its epoch>"}
+	noToken := []string{what + ": this write changes data.v but presents no fencing token", "fieldManager=fencing.fencekit.io/epoch=<its epoch>"}
 	attacks := []struct {
 		name  string
 		write func() error
@@ -242,7 +243,7 @@ func TestFencingPolicyStaleHolder(t *testing.T) {
 			d.Status.ObservedGeneration = 42
 			return r1.Client.Status().Update(ctx, d)
 		},
-		is: fencing.IsTokenMissing, msg: []string{"Deployment " + ns + "/app: this write changes status but presents no fencing token"},
+		is: fencing.IsTokenMissing, msg: []string{"Deployment " + ns + "/app: this write changes status.observedGeneration but presents no fencing token"},
 	}, {
 		name: "the Deployment's scale subresource with the old token",
 		write: func() error {
@@ -334,7 +335,7 @@ func TestFencingPolicyOtherWriters(t *testing.T) {
 	ns := env.Namespace(t)
 	holder := newWorker(t, ns, "app-operator")
 	const controller = "system:serviceaccount:kube-system:deployment-controller"
-	grantObjects(t, ns, holder.User, controller, fencing.GarbageCollectorUser, "jane")
+	grantObjects(t, ns, holder.User, controller, admission.GarbageCollectorUser, "jane")
 	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps",
 		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "fenced"}}},
 		fencingv1alpha1.FencedObjects{Group: "apps", Resource: "deployments"})
@@ -347,7 +348,7 @@ func TestFencingPolicyOtherWriters(t *testing.T) {
 		return err == nil, errString(err)
 	})
 	kcm := userClient(t, controller)
-	gc := userClient(t, fencing.GarbageCollectorUser)
+	gc := userClient(t, admission.GarbageCollectorUser)
 	jane := userClient(t, "jane")
 	read := func() *appsv1.Deployment {
 		var d appsv1.Deployment
@@ -368,7 +369,7 @@ func TestFencingPolicyOtherWriters(t *testing.T) {
 		fencing.IsTokenMissing, "Deployment "+ns+"/app: this write changes")
 	d = read()
 	d.Spec.Replicas = ptr.To(int32(3))
-	mustContain(t, "kube-controller-manager's spec write", kcm.Update(ctx, d), fencing.IsTokenMissing, "changes spec but presents no fencing token")
+	mustContain(t, "kube-controller-manager's spec write", kcm.Update(ctx, d), fencing.IsTokenMissing, "changes spec.replicas but presents no fencing token")
 	d = read()
 	d.Finalizers = append(d.Finalizers, "example.com/keep")
 	if err := jane.Update(ctx, d); err != nil {

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/admission"
 	"github.com/fencekit/fencekit/internal/webhook"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
@@ -128,16 +129,22 @@ func orNobody(s string) string {
 	return s
 }
 
-func (cd candidate) requester() fencing.Requester {
-	r := fencing.Requester{Username: cd.user, FieldManager: "kubectl-edit"}
+// fieldManager is the field manager the candidate's write presents.
+func (cd candidate) fieldManager() string {
 	if cd.epoch > 0 {
-		r.FieldManager = elector.FieldManagerFor(cd.epoch)
+		return elector.FieldManagerFor(cd.epoch)
 	}
-	return r
+	return "kubectl-edit"
+}
+
+// decide runs the webhook's rule on the candidate's update of old to new, on a quorum read of lease.
+func (cd candidate) decide(r admission.Request, lease *coordinationv1.Lease, now time.Time) *fencing.Error {
+	r.Operation, r.User, r.FieldManager = admission.Update, admission.User{Name: cd.user}, cd.fieldManager()
+	return admission.Decide(&r, admission.ParseLease(lease, admission.Quorum), now).Err
 }
 
 func verdict(cd candidate, mechanism string, ferr *fencing.Error) Verdict {
-	v := Verdict{Writer: cd.writer, Description: cd.description, Epoch: cd.epoch, User: cd.user, FieldManager: cd.requester().FieldManager, Admitted: ferr == nil}
+	v := Verdict{Writer: cd.writer, Description: cd.description, Epoch: cd.epoch, User: cd.user, FieldManager: cd.fieldManager(), Admitted: ferr == nil}
 	if ferr != nil {
 		v.Mechanism, v.Reason, v.Message = mechanism, string(ferr.Reason), ferr.Message
 	}
@@ -191,7 +198,17 @@ func explainFencedResource(ctx context.Context, c client.Reader, key types.Names
 				Message: fmt.Sprintf("stale epoch %d: this FencedResource has already admitted epoch %d", next.Spec.Epoch, fr.Spec.Epoch)}))
 			continue
 		}
-		e.Writes = append(e.Writes, verdict(cd, fencing.MechanismWebhook, fencing.CheckWrite(&fr, next, lease, cd.requester(), now)))
+		old, err := toUnstructured(&fr)
+		if err != nil {
+			return nil, err
+		}
+		written, err := toUnstructured(next)
+		if err != nil {
+			return nil, err
+		}
+		r := admission.Request{Class: admission.FencedResource, Kind: "FencedResource", Namespace: fr.Namespace, Name: fr.Name,
+			LeaseName: fr.Spec.LeaseName, Old: old, New: written}
+		e.Writes = append(e.Writes, verdict(cd, fencing.MechanismWebhook, cd.decide(r, lease, now)))
 	}
 	return e, nil
 }
@@ -242,8 +259,9 @@ func explainObject(ctx context.Context, c client.Reader, gvr schema.GroupVersion
 			annotations[fencingv1alpha1.ObjectEpochAnnotation] = strconv.FormatInt(cd.epoch, 10)
 		}
 		next.SetAnnotations(annotations)
-		w := fencing.ObjectWrite{Kind: gvk.Kind, Key: key.String(), Policy: e.Policy, Lease: e.LeaseName, Old: obj, New: next}
-		ferr := fencing.CheckObjectWrite(w, lease, cd.requester(), now)
+		r := admission.Request{Class: admission.Object, Kind: gvk.Kind, Namespace: key.Namespace, Name: key.Name, Policy: e.Policy,
+			LeaseName: e.LeaseName, Old: obj, New: next, CoveredBefore: true, CoveredAfter: true}
+		ferr := cd.decide(r, lease, now)
 		if ferr == nil && e.Note != "" {
 			ferr = &fencing.Error{Reason: fencing.ReasonNotHolder, Message: e.Note}
 		}
@@ -257,7 +275,7 @@ func objectState(epoch int64, lease *coordinationv1.Lease) string {
 	if lease == nil {
 		return StateLeaseMissing
 	}
-	v := fencing.ViewLease(lease)
+	v := admission.ParseLease(lease, admission.Quorum)
 	switch {
 	case v.EpochErr != "":
 		return StateLeaseInvalid
@@ -310,4 +328,12 @@ func (e *Explanation) WriteText(w io.Writer, now time.Time) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Writer, epoch, orDash(v.User), verdict, orDash(v.Mechanism), orDash(v.Reason), orDash(v.Message))
 	}
 	return tw.Flush()
+}
+
+func toUnstructured(fr *fencingv1alpha1.FencedResource) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(fr)
+	if err != nil {
+		return nil, fmt.Errorf("converting FencedResource %s/%s: %w", fr.Namespace, fr.Name, err)
+	}
+	return &unstructured.Unstructured{Object: m}, nil
 }

@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/admission"
 	"github.com/fencekit/fencekit/pkg/elector"
-	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
 // EventSource is the reporting controller of the Events fencekit's webhooks record for refused writes.
@@ -154,9 +154,9 @@ func Status(ctx context.Context, c client.Reader, namespace string, refusals int
 	return r, nil
 }
 
-// leaseStatus reads l with fencing.ViewLease, the webhook's own parser.
+// leaseStatus reads l with admission.ParseLease, the webhook's own parser.
 func leaseStatus(l *coordinationv1.Lease) LeaseStatus {
-	v := fencing.ViewLease(l)
+	v := admission.ParseLease(l, admission.Quorum)
 	s := LeaseStatus{Namespace: l.Namespace, Name: l.Name, Holder: v.Holder, Acquirer: v.Acquirer, Epoch: v.Epoch, EpochError: v.EpochErr}
 	if v.Holder != "" && v.Duration > 0 && !v.RenewTime.IsZero() {
 		expires := v.RenewTime.Add(v.Duration)
@@ -176,11 +176,11 @@ func resourceStatus(fr *fencingv1alpha1.FencedResource, lease *coordinationv1.Le
 	case lease == nil:
 		s.State = StateLeaseMissing
 		return s
-	case fencing.ViewLease(lease).EpochErr != "":
+	case admission.ParseLease(lease, admission.Quorum).EpochErr != "":
 		s.State = StateLeaseInvalid
 		return s
 	}
-	s.LeaseEpoch = fencing.ViewLease(lease).Epoch
+	s.LeaseEpoch = admission.ParseLease(lease, admission.Quorum).Epoch
 	switch {
 	case fr.Spec.Epoch == s.LeaseEpoch:
 		s.State = StateCurrent

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/pkg/fencing"
+	core "github.com/fencekit/fencekit/internal/admission"
 )
 
 // +kubebuilder:webhook:path=/validate-fencing-fencekit-io-v1alpha1-fencingpolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=fencing.fencekit.io,resources=fencingpolicies,verbs=create;update,versions=v1alpha1,name=vfencingpolicy-v1alpha1.fencing.fencekit.io,admissionReviewVersions=v1,timeoutSeconds=5
@@ -67,7 +67,7 @@ func (v *PolicyValidator) validate(ctx context.Context, p *fencingv1alpha1.Fenci
 	if err := v.reader.List(ctx, &others, client.InNamespace(p.Namespace)); err != nil {
 		return apierrors.NewServiceUnavailable(fmt.Sprintf("listing the FencingPolicies of namespace %s: %v", p.Namespace, err))
 	}
-	errs := fencing.ValidatePolicy(p, others.Items, v.namespaced)
+	errs := core.ValidatePolicy(p, others.Items, v.namespaced)
 	if len(errs) == 0 {
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	core "github.com/fencekit/fencekit/internal/admission"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
@@ -30,20 +31,20 @@ func TestRegarding(t *testing.T) {
 	scale := metav1.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}
 	tests := map[string]struct {
 		req  admission.Request
-		w    fencing.ObjectWrite
+		r    *core.Request
 		want runtime.Object
 	}{
-		"update": {request("web", "", deployment), fencing.ObjectWrite{Old: stored, New: stored},
+		"update": {request("web", "", deployment), &core.Request{Namespace: "ns", Name: "web", Old: stored, New: stored},
 			&corev1.ObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "ns", Name: "web", UID: "uid-1"}},
-		"status": {request("web", "status", deployment), fencing.ObjectWrite{Old: stored, New: stored},
+		"status": {request("web", "status", deployment), &core.Request{Namespace: "ns", Name: "web", Old: stored, New: stored},
 			&corev1.ObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "ns", Name: "web", UID: "uid-1"}},
-		"create":               {request("web", "", deployment), fencing.ObjectWrite{New: &unstructured.Unstructured{}}, &corev1.ObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "ns", Name: "web"}},
-		"create, generateName": {request("", "", deployment), fencing.ObjectWrite{New: &unstructured.Unstructured{}}, nil},
-		"scale subresource":    {request("web", "scale", scale), fencing.ObjectWrite{Old: stored, New: stored}, nil},
+		"create":               {request("web", "", deployment), &core.Request{Namespace: "ns", Name: "web", New: &unstructured.Unstructured{}}, &corev1.ObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "ns", Name: "web"}},
+		"create, generateName": {request("", "", deployment), &core.Request{Namespace: "ns", Name: "web-*", New: &unstructured.Unstructured{}}, nil},
+		"scale subresource":    {request("web", "scale", scale), &core.Request{Namespace: "ns", Name: "web", Old: stored, New: stored}, nil},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := regarding(tc.req, tc.w)
+			got := regarding(tc.req, tc.r)
 			if tc.want == nil {
 				if got != nil {
 					t.Fatalf("regarding = %#v, want a nil interface", got)
@@ -57,7 +58,7 @@ func TestRegarding(t *testing.T) {
 	}
 	// report with no object records no Event and does not panic.
 	rec := events.NewFakeRecorder(1)
-	report(t.Context(), rec, request("", "", deployment), refusal{webhook: webhookObjects, regarding: regarding(request("web", "scale", scale), fencing.ObjectWrite{}),
+	report(t.Context(), rec, request("", "", deployment), refusal{webhook: webhookObjects, regarding: regarding(request("web", "scale", scale), &core.Request{Namespace: "ns", Name: "web"}),
 		lease: "l", err: &fencing.Error{Reason: fencing.ReasonStale, Message: "stale"}})
 	if len(rec.Events) != 0 {
 		t.Errorf("an Event was recorded without an object: %s", <-rec.Events)

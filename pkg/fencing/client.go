@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -69,13 +70,15 @@ func describeObj(obj any) string {
 	return fmt.Sprintf("%T", obj)
 }
 
-// stampObject sets the epoch record on obj.
+// stampObject sets the epoch record on obj, and removes a deletion marker left by a Delete that did not
+// happen: a marker authorises one delete, so the admission rule refuses a write that keeps it.
 func stampObject(obj client.Object, t elector.Token) {
 	a := obj.GetAnnotations()
 	if a == nil {
 		a = map[string]string{}
 	}
 	a[fencingv1alpha1.ObjectEpochAnnotation] = strconv.FormatInt(t.Epoch, 10)
+	delete(a, fencingv1alpha1.DeleteAtEpochAnnotation)
 	obj.SetAnnotations(a)
 }
 
@@ -154,7 +157,13 @@ func (c *fencedClient) Delete(ctx context.Context, obj client.Object, opts ...cl
 		return err
 	}
 	rv, uid := obj.GetResourceVersion(), obj.GetUID()
-	return c.Client.Delete(ctx, obj, append(opts, client.Preconditions{ResourceVersion: &rv, UID: &uid})...)
+	err = c.Client.Delete(ctx, obj, append(opts, client.Preconditions{ResourceVersion: &rv, UID: &uid})...)
+	if err != nil && !apierrors.IsNotFound(err) {
+		// The marker authorises this delete only: remove it (best effort; the next write must anyway).
+		disarm := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, fencingv1alpha1.DeleteAtEpochAnnotation)
+		_ = c.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(disarm)), client.FieldOwner(t.FieldManager()))
+	}
+	return err
 }
 
 func (c *fencedClient) DeleteAllOf(_ context.Context, obj client.Object, _ ...client.DeleteAllOfOption) error {
@@ -208,7 +217,7 @@ func (s *fencedSubResource) Apply(ctx context.Context, ac runtime.ApplyConfigura
 	return s.SubResourceClient.Apply(ctx, ac, append(opts, client.FieldOwner(t.FieldManager()), client.ForceOwnership)...)
 }
 
-// stampedPatch adds the epoch record to a merge patch's data.
+// stampedPatch adds the epoch record to a merge patch's data, and removes a deletion marker.
 type stampedPatch struct {
 	client.Patch
 	epoch string
@@ -248,5 +257,8 @@ func (p stampedPatch) Data(obj client.Object) ([]byte, error) {
 		md["annotations"] = ann
 	}
 	ann[fencingv1alpha1.ObjectEpochAnnotation] = p.epoch
+	if _, set := ann[fencingv1alpha1.DeleteAtEpochAnnotation]; !set {
+		ann[fencingv1alpha1.DeleteAtEpochAnnotation] = nil // a marker authorises one delete: see stampObject
+	}
 	return json.Marshal(m)
 }

@@ -66,7 +66,7 @@ func (e *Error) Error() string { return e.Message }
 func (e *Error) APIStatus() metav1.Status {
 	field := e.Field
 	if field == "" {
-		field = FieldEpoch
+		field = "spec.epoch"
 	}
 	code := int32(http.StatusForbidden)
 	reason := metav1.StatusReasonForbidden

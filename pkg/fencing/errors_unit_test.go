@@ -29,7 +29,7 @@ func TestReasonOf(t *testing.T) {
 	missing := refusal(fencing.ReasonLeaseMissing, 6, 0, "lease missing")
 	future := refusal(fencing.ReasonFutureEpoch, 7, 6, "future")
 	invalid := refusal(fencing.ReasonInvalid, 6, 0, "too big")
-	noToken := at(fencing.FieldData, refusal(fencing.ReasonTokenMissing, 0, 0, "no token"))
+	noToken := at("spec.data", refusal(fencing.ReasonTokenMissing, 0, 0, "no token"))
 	tests := map[string]struct {
 		err  error
 		want fencing.Reason
@@ -117,7 +117,7 @@ func TestAPIStatus(t *testing.T) {
 					Causes: []metav1.StatusCause{{Type: "FencingInvalid", Field: "spec.epoch", Message: "too big"}}}},
 		},
 		"data over the size bound names spec.data": {
-			err: at(fencing.FieldData, refusal(fencing.ReasonInvalid, 6, 0, "FencedResource ns/orders: spec.data is 262145 bytes, over the bound of 262144 bytes")),
+			err: at("spec.data", refusal(fencing.ReasonInvalid, 6, 0, "FencedResource ns/orders: spec.data is 262145 bytes, over the bound of 262144 bytes")),
 			want: metav1.Status{Status: metav1.StatusFailure, Code: 422, Reason: metav1.StatusReasonInvalid,
 				Message: "FencedResource ns/orders: spec.data is 262145 bytes, over the bound of 262144 bytes",
 				Details: &metav1.StatusDetails{Group: "fencing.fencekit.io", Kind: "fencedresources", Name: "ns/orders",
@@ -125,7 +125,7 @@ func TestAPIStatus(t *testing.T) {
 						Message: "FencedResource ns/orders: spec.data is 262145 bytes, over the bound of 262144 bytes"}}}},
 		},
 		"token missing names the changed field": {
-			err: at(fencing.FieldData, refusal(fencing.ReasonTokenMissing, 0, 0, "no token")),
+			err: at("spec.data", refusal(fencing.ReasonTokenMissing, 0, 0, "no token")),
 			want: metav1.Status{Status: metav1.StatusFailure, Code: 403, Reason: metav1.StatusReasonForbidden, Message: "no token",
 				Details: &metav1.StatusDetails{Group: "fencing.fencekit.io", Kind: "fencedresources", Name: "ns/orders",
 					Causes: []metav1.StatusCause{{Type: "FencingTokenMissing", Field: "spec.data", Message: "no token"}}}},
@@ -141,4 +141,13 @@ func TestAPIStatus(t *testing.T) {
 			}
 		})
 	}
+}
+
+func at(field string, e *fencing.Error) *fencing.Error {
+	e.Field = field
+	return e
+}
+
+func refusal(reason fencing.Reason, epoch, leaseEpoch int64, msg string) *fencing.Error {
+	return &fencing.Error{Reason: reason, Resource: "ns/orders", Lease: "orders-writer", Epoch: epoch, LeaseEpoch: leaseEpoch, Message: msg}
 }

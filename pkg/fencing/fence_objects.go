@@ -2,6 +2,7 @@ package fencing
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -30,9 +31,9 @@ import (
 // reader lists the policies and the objects straight from the apiserver (mgr.GetAPIReader(): a cache could
 // miss an object created a moment ago); c writes (a plain client: the elector has not handed out the token
 // yet) and resolves resources with its RESTMapper. The hook needs list on fencingpolicies and on the
-// declared resources. Raising N objects takes 1 + M + N requests (M declared resources). An object already
-// at the epoch is left alone; one above it fails the acquisition (it was written at an epoch this Lease never
-// issued after the new one).
+// declared resources. Raising N objects takes 1 + M + N requests (M declared resources); see raiseObject
+// for the record it finds. Any raise that fails fails the acquisition: no user without the token can make
+// one fail, because what such a user may write is bounded (internal/admission).
 func FenceObjectsOnAcquire(c client.Client, reader client.Reader) func(ctx context.Context, token elector.Token) error {
 	return func(ctx context.Context, token elector.Token) error {
 		var policies fencingv1alpha1.FencingPolicyList
@@ -101,21 +102,37 @@ func declared(ctx context.Context, c client.Client, reader client.Reader, namesp
 	return out, nil
 }
 
+// raiseObject commits a write of the new token's epoch record to u. It always commits one, because that
+// write is what orders a stale write whose admission came before the acquisition: the apiserver's
+// compare-and-swap makes that write lose to the raise and runs its admission again, against the raised
+// object and the new Lease. A record below the new epoch (or none) is raised. A record at or above it was
+// not written by a holder of this Lease (the new holder has no token yet; nothing above it was issued):
+// anyone could write it before a policy covered the object, so it is replaced, and one equal to the new
+// epoch is first removed, since a patch that changes nothing commits nothing.
 func raiseObject(ctx context.Context, c client.Client, u *unstructured.Unstructured, token elector.Token) error {
-	if raw, ok := u.GetAnnotations()[fencingv1alpha1.ObjectEpochAnnotation]; ok {
-		switch stored, err := strconv.ParseInt(raw, 10, 64); {
-		case err == nil && stored == token.Epoch:
-			return nil // already fenced at this epoch
-		case err == nil && stored > token.Epoch:
-			return errorf(ReasonFutureEpoch, u.GetNamespace()+"/"+u.GetName(), token.Lease.Name, stored, token.Epoch,
-				"%s %s/%s was written at epoch %d, above lease %s's new epoch %d: it cannot be fenced at %d",
-				u.GetKind(), u.GetNamespace(), u.GetName(), stored, token.Lease, token.Epoch, token.Epoch)
+	epoch := strconv.FormatInt(token.Epoch, 10)
+	if u.GetAnnotations()[fencingv1alpha1.ObjectEpochAnnotation] == epoch {
+		if err := patchRecord(ctx, c, u, token, nil); err != nil {
+			return ignoreNotFound(err)
 		}
 	}
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, fencingv1alpha1.ObjectEpochAnnotation, strconv.FormatInt(token.Epoch, 10))
-	err := c.Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(patch)), client.FieldOwner(token.FieldManager()))
+	return ignoreNotFound(patchRecord(ctx, c, u, token, epoch))
+}
+
+// patchRecord sets u's epoch record to value (nil removes it) with one merge patch that presents token.
+func patchRecord(ctx context.Context, c client.Client, u *unstructured.Unstructured, token elector.Token, value any) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+		fencingv1alpha1.ObjectEpochAnnotation: value}}})
+	if err != nil {
+		return err
+	}
+	return c.Patch(ctx, u, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(token.FieldManager()))
+}
+
+// ignoreNotFound treats an object deleted meanwhile as fenced: nothing is left to write.
+func ignoreNotFound(err error) error {
 	if apierrors.IsNotFound(err) {
-		return nil // deleted meanwhile: nothing left to fence
+		return nil
 	}
 	return err
 }

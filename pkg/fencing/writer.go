@@ -1,13 +1,17 @@
 package fencing
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -132,8 +136,10 @@ func (w *Writer) Set(ctx context.Context, token elector.Token, key types.Namespa
 		}
 	}
 	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"annotations": map[string]string{fencingv1alpha1.WriterAnnotation: token.Holder}},
-		"spec":     map[string]any{"epoch": token.Epoch, "data": replacement(old, data)},
+		// A deletion marker left by a Delete that did not happen is removed: a marker authorises one delete.
+		"metadata": map[string]any{"annotations": map[string]any{fencingv1alpha1.WriterAnnotation: token.Holder,
+			fencingv1alpha1.DeleteAtEpochAnnotation: nil}},
+		"spec": map[string]any{"epoch": token.Epoch, "data": replacement(old, data)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encoding the patch of FencedResource %s: %w", key, err)
@@ -186,6 +192,7 @@ func (w *Writer) Delete(ctx context.Context, token elector.Token, key types.Name
 		return nil
 	}
 	if err != nil {
+		w.disarm(ctx, token, key)
 		countRefusal(token.Lease.String(), err)
 		if _, ok := err.(*Error); ok {
 			return err
@@ -193,6 +200,14 @@ func (w *Writer) Delete(ctx context.Context, token elector.Token, key types.Name
 		return fmt.Errorf("deleting FencedResource %s at epoch %d: %w", key, token.Epoch, err)
 	}
 	return nil
+}
+
+// disarm removes the deletion marker of a Delete that failed, best effort: a marker authorises one delete,
+// and the holder's next write removes it anyway (the admission rule requires it).
+func (w *Writer) disarm(ctx context.Context, token elector.Token, key types.NamespacedName) {
+	fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, fencingv1alpha1.DeleteAtEpochAnnotation)
+	_ = w.client.Patch(ctx, fr, client.RawPatch(types.MergePatchType, []byte(patch)), client.FieldOwner(token.FieldManager()))
 }
 
 // replacement is the JSON merge patch (RFC 7386) value that turns old into new: a merge patch merges
@@ -237,6 +252,8 @@ func stamp(fr *fencingv1alpha1.FencedResource, token elector.Token) {
 		fr.Annotations = map[string]string{}
 	}
 	fr.Annotations[fencingv1alpha1.WriterAnnotation] = token.Holder
+	// A deletion marker left by a Delete that did not happen goes: a marker authorises one delete.
+	delete(fr.Annotations, fencingv1alpha1.DeleteAtEpochAnnotation)
 }
 
 func wrap(key types.NamespacedName, token elector.Token, err error) error {
@@ -244,4 +261,25 @@ func wrap(key types.NamespacedName, token elector.Token, err error) error {
 		return err
 	}
 	return fmt.Errorf("writing FencedResource %s at epoch %d: %w", key, token.Epoch, err)
+}
+
+func emptyData(d *runtime.RawExtension) bool {
+	return d == nil || len(d.Raw) == 0 || string(d.Raw) == "null"
+}
+
+var errTrailingData = errors.New("data after the JSON value")
+
+// decodeExact decodes one JSON value, keeping numbers as json.Number (their exact text), so that a
+// mutation writes them back bit-exact.
+func decodeExact(raw []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errTrailingData
+	}
+	return v, nil
 }

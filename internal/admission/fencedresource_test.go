@@ -1,4 +1,4 @@
-package fencing_test
+package admission_test
 
 import (
 	"strings"
@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/admission"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
@@ -75,12 +76,12 @@ func leaseAt(epoch string, mutate ...func(*coordinationv1.Lease)) *coordinationv
 var (
 	ghostOwner = metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "ghost", UID: "00000000-0000-0000-0000-000000000001"}
 	otherOwner = metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "parent", UID: "00000000-0000-0000-0000-000000000002"}
-	holderUser = fencing.Requester{Username: "worker-b-user", Groups: []string{"system:authenticated"}}
-	otherUser  = fencing.Requester{Username: "worker-a-user", Groups: []string{"system:authenticated"}}
+	holderUser = requester{Username: "worker-b-user", Groups: []string{"system:authenticated"}}
+	otherUser  = requester{Username: "worker-a-user", Groups: []string{"system:authenticated"}}
 )
 
 // tok is r presenting epoch as its fencing token (its request's field manager).
-func tok(r fencing.Requester, epoch int64) fencing.Requester {
+func tok(r requester, epoch int64) requester {
 	r.FieldManager = elector.FieldManagerFor(epoch)
 	return r
 }
@@ -95,7 +96,7 @@ func refusal(reason fencing.Reason, epoch, leaseEpoch int64, msg string) *fencin
 	return &fencing.Error{Reason: reason, Resource: "ns/orders", Lease: "orders-writer", Epoch: epoch, LeaseEpoch: leaseEpoch, Message: msg}
 }
 
-func TestCheckWrite(t *testing.T) {
+func TestFencedResourceWrite(t *testing.T) {
 	// A payload of exactly MaxDataBytes bytes once serialized, and one byte more.
 	blob := func(size int) string {
 		return `{"blob":"` + strings.Repeat("x", size-len(`{"blob":""}`)) + `"}`
@@ -105,7 +106,7 @@ func TestCheckWrite(t *testing.T) {
 		old   *resource // nil: a create
 		fr    resource
 		lease *coordinationv1.Lease
-		req   fencing.Requester
+		req   requester
 		want  *fencing.Error // nil: admitted
 	}{
 		"declaration (no data, epoch 0) without a lease": {
@@ -168,7 +169,7 @@ func TestCheckWrite(t *testing.T) {
 		},
 		"FencedResource ns/orders: stale epoch from a break-glass user": {
 			old: &resource{epoch: 5, data: `{"v":"a5"}`, writer: "worker-a"}, fr: resource{epoch: 5, data: `{"v":"admin"}`, writer: "worker-a"},
-			lease: leaseAt("6"), req: tok(fencing.Requester{Username: "oncall", Groups: []string{fencing.BreakGlassGroup}}, 5),
+			lease: leaseAt("6"), req: tok(requester{Username: "oncall", Groups: []string{admission.BreakGlassGroup}}, 5),
 			want: refusal(fencing.ReasonStale, 5, 6, "FencedResource ns/orders: stale epoch 5: lease orders-writer is at epoch 6, held by worker-b"),
 		},
 		"future epoch": {
@@ -209,17 +210,17 @@ func TestCheckWrite(t *testing.T) {
 		},
 		"wrong writer annotation": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-x"}, lease: leaseAt("6"), req: tok(holderUser, 6),
-			want: at(fencing.FieldWriter, refusal(fencing.ReasonNotHolder, 6, 6,
+			want: at(admission.FieldWriter, refusal(fencing.ReasonNotHolder, 6, 6,
 				`FencedResource ns/orders: write names holder "worker-x" (annotation fencing.fencekit.io/writer) but lease orders-writer at epoch 6 is held by worker-b`)),
 		},
 		"no writer annotation": {
 			old: &resource{}, fr: resource{epoch: 6, data: `{"v":2}`}, lease: leaseAt("6"), req: tok(holderUser, 6),
-			want: at(fencing.FieldWriter, refusal(fencing.ReasonNotHolder, 6, 6,
+			want: at(admission.FieldWriter, refusal(fencing.ReasonNotHolder, 6, 6,
 				`FencedResource ns/orders: write names holder "" (annotation fencing.fencekit.io/writer) but lease orders-writer at epoch 6 is held by worker-b`)),
 		},
 		"only the writer annotation changes": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-x"}, lease: leaseAt("6"), req: tok(holderUser, 6),
-			want: at(fencing.FieldWriter, refusal(fencing.ReasonNotHolder, 6, 6,
+			want: at(admission.FieldWriter, refusal(fencing.ReasonNotHolder, 6, 6,
 				`FencedResource ns/orders: write names holder "worker-x" (annotation fencing.fencekit.io/writer) but lease orders-writer at epoch 6 is held by worker-b`)),
 		},
 		"wrong user with the holder's token": {
@@ -229,22 +230,22 @@ func TestCheckWrite(t *testing.T) {
 		},
 		"break-glass group writes at the current epoch": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":"fixed"}`, writer: "worker-b"}, lease: leaseAt("6"),
-			req: tok(fencing.Requester{Username: "oncall", Groups: []string{"system:authenticated", fencing.BreakGlassGroup}}, 6),
+			req: tok(requester{Username: "oncall", Groups: []string{"system:authenticated", admission.BreakGlassGroup}}, 6),
 		},
 		"system:masters writes at the current epoch": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":"fixed"}`, writer: "worker-b"}, lease: leaseAt("6"),
-			req: tok(fencing.Requester{Username: "kubernetes-admin", Groups: []string{"system:masters"}}, 6),
+			req: tok(requester{Username: "kubernetes-admin", Groups: []string{"system:masters"}}, 6),
 		},
 		// Issue #10: the token is in the request, never inherited from the stored object.
 		"a stale replica of the holder's user changes data without a token": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":"stale"}`, writer: "worker-b"}, lease: leaseAt("6"), req: holderUser,
-			want: at(fencing.FieldData, refusal(fencing.ReasonTokenMissing, 0, 0,
+			want: at(admission.FieldData, refusal(fencing.ReasonTokenMissing, 0, 0,
 				"FencedResource ns/orders: this write changes spec.data but presents no fencing token (no field manager): only the holder of lease orders-writer may change them, and it must send the write with fieldManager=fencing.fencekit.io/epoch=<your epoch> (pkg/fencing's Writer does)")),
 		},
 		"server-side apply of data under another field manager": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":"ssa"}`, writer: "worker-b"}, lease: leaseAt("6"),
-			req: fencing.Requester{Username: "worker-b-user", FieldManager: "worker"},
-			want: at(fencing.FieldData, refusal(fencing.ReasonTokenMissing, 0, 0,
+			req: requester{Username: "worker-b-user", FieldManager: "worker"},
+			want: at(admission.FieldData, refusal(fencing.ReasonTokenMissing, 0, 0,
 				`FencedResource ns/orders: this write changes spec.data but presents no fencing token (field manager "worker"): only the holder of lease orders-writer may change them, and it must send the write with fieldManager=fencing.fencekit.io/epoch=<your epoch> (pkg/fencing's Writer does)`)),
 		},
 		"an old token while the resource inherits the current epoch": {
@@ -257,16 +258,16 @@ func TestCheckWrite(t *testing.T) {
 		},
 		"the current token, but spec.epoch left behind": {
 			old: &resource{epoch: 5, data: `{"v":1}`, writer: "worker-b"}, fr: resource{epoch: 5, data: `{"v":2}`, writer: "worker-b"}, lease: leaseAt("6"), req: tok(holderUser, 6),
-			want: at(fencing.FieldEpoch, refusal(fencing.ReasonInvalid, 6, 6,
+			want: at(admission.FieldEpoch, refusal(fencing.ReasonInvalid, 6, 6,
 				"FencedResource ns/orders: the write presents epoch 6 but its spec.epoch would be 5: a fenced write sets spec.epoch to the epoch it presents")),
 		},
 		"a field manager that is not a canonical token": {
-			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-b"}, lease: leaseAt("6"), req: fencing.Requester{Username: "worker-b-user", FieldManager: "fencing.fencekit.io/epoch=06"},
+			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-b"}, lease: leaseAt("6"), req: requester{Username: "worker-b-user", FieldManager: "fencing.fencekit.io/epoch=06"},
 			want: at("fieldManager", refusal(fencing.ReasonInvalid, 0, 0,
 				`FencedResource ns/orders: field manager "fencing.fencekit.io/epoch=06" is not a valid fencing token: want fencing.fencekit.io/epoch=N, N a decimal in [1, 9007199254740991] without sign or leading zeros`)),
 		},
 		"a token above MaxEpoch": {
-			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-b"}, lease: leaseAt("6"), req: fencing.Requester{Username: "worker-b-user", FieldManager: "fencing.fencekit.io/epoch=9007199254740992"},
+			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-b"}, lease: leaseAt("6"), req: requester{Username: "worker-b-user", FieldManager: "fencing.fencekit.io/epoch=9007199254740992"},
 			want: at("fieldManager", refusal(fencing.ReasonInvalid, 0, 0,
 				`FencedResource ns/orders: field manager "fencing.fencekit.io/epoch=9007199254740992" is not a valid fencing token: want fencing.fencekit.io/epoch=N, N a decimal in [1, 9007199254740991] without sign or leading zeros`)),
 		},
@@ -277,8 +278,8 @@ func TestCheckWrite(t *testing.T) {
 		},
 		"break glass without a token": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":"fixed"}`, writer: "worker-b"}, lease: leaseAt("6"),
-			req: fencing.Requester{Username: "oncall", Groups: []string{fencing.BreakGlassGroup}},
-			want: at(fencing.FieldData, refusal(fencing.ReasonTokenMissing, 0, 0,
+			req: requester{Username: "oncall", Groups: []string{admission.BreakGlassGroup}},
+			want: at(admission.FieldData, refusal(fencing.ReasonTokenMissing, 0, 0,
 				"FencedResource ns/orders: this write changes spec.data but presents no fencing token (no field manager): only the holder of lease orders-writer may change them, and it must send the write with fieldManager=fencing.fencekit.io/epoch=<your epoch> (pkg/fencing's Writer does)")),
 		},
 		"a lease without the fenced label": {
@@ -290,30 +291,30 @@ func TestCheckWrite(t *testing.T) {
 		"a big integer changed without a token (equal as float64)": {
 			old: &resource{epoch: 6, data: `{"n":9007199254740993}`, writer: "worker-b"}, fr: resource{epoch: 6, data: `{"n":9007199254740992}`, writer: "worker-b"},
 			lease: leaseAt("6"), req: otherUser,
-			want: at(fencing.FieldData, refusal(fencing.ReasonTokenMissing, 0, 0,
+			want: at(admission.FieldData, refusal(fencing.ReasonTokenMissing, 0, 0,
 				"FencedResource ns/orders: this write changes spec.data but presents no fencing token (no field manager): only the holder of lease orders-writer may change them, and it must send the write with fieldManager=fencing.fencekit.io/epoch=<your epoch> (pkg/fencing's Writer does)")),
 		},
 		"an owner reference added without a token": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", owners: []metav1.OwnerReference{ghostOwner}}, lease: leaseAt("6"), req: otherUser,
-			want: at(fencing.FieldOwnerReferences, refusal(fencing.ReasonTokenMissing, 0, 0,
+			want: at("metadata.ownerReferences", refusal(fencing.ReasonTokenMissing, 0, 0,
 				"FencedResource ns/orders: this write changes metadata.ownerReferences but presents no fencing token (no field manager): only the holder of lease orders-writer may change them, and it must send the write with fieldManager=fencing.fencekit.io/epoch=<your epoch> (pkg/fencing's Writer does)")),
 		},
 		"the garbage collector adds an owner reference": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", owners: []metav1.OwnerReference{ghostOwner}}, lease: leaseAt("6"),
-			req: fencing.Requester{Username: fencing.GarbageCollectorUser},
-			want: at(fencing.FieldOwnerReferences, refusal(fencing.ReasonTokenMissing, 0, 0,
+			req: requester{Username: admission.GarbageCollectorUser},
+			want: at("metadata.ownerReferences", refusal(fencing.ReasonTokenMissing, 0, 0,
 				"FencedResource ns/orders: this write changes metadata.ownerReferences but presents no fencing token (no field manager): only the holder of lease orders-writer may change them, and it must send the write with fieldManager=fencing.fencekit.io/epoch=<your epoch> (pkg/fencing's Writer does)")),
 		},
 		"the garbage collector removes an owner reference": {
 			old:   &resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", owners: []metav1.OwnerReference{ghostOwner, otherOwner}},
 			fr:    resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", owners: []metav1.OwnerReference{otherOwner}},
-			lease: leaseAt("6"), req: fencing.Requester{Username: fencing.GarbageCollectorUser},
+			lease: leaseAt("6"), req: requester{Username: admission.GarbageCollectorUser},
 		},
 		"another user removes an owner reference": {
 			old:   &resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", owners: []metav1.OwnerReference{ghostOwner, otherOwner}},
 			fr:    resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", owners: []metav1.OwnerReference{ghostOwner}},
 			lease: leaseAt("6"), req: otherUser,
-			want: at(fencing.FieldOwnerReferences, refusal(fencing.ReasonTokenMissing, 0, 0,
+			want: at("metadata.ownerReferences", refusal(fencing.ReasonTokenMissing, 0, 0,
 				"FencedResource ns/orders: this write changes metadata.ownerReferences but presents no fencing token (no field manager): only the holder of lease orders-writer may change them, and it must send the write with fieldManager=fencing.fencekit.io/epoch=<your epoch> (pkg/fencing's Writer does)")),
 		},
 		"a create with an owner reference and no data is free": {
@@ -329,18 +330,18 @@ func TestCheckWrite(t *testing.T) {
 		"a deletion marker other than the presented epoch": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", annots: map[string]string{fencingv1alpha1.DeleteAtEpochAnnotation: "7"}},
 			lease: leaseAt("6"), req: tok(holderUser, 6),
-			want: at(fencing.FieldDeleteAtEpoch, refusal(fencing.ReasonInvalid, 6, 6,
+			want: at(admission.FieldDeleteAtEpoch, refusal(fencing.ReasonInvalid, 6, 6,
 				`FencedResource ns/orders: the deletion marker fencing.fencekit.io/delete-at-epoch="7" must be the presented epoch 6`)),
 		},
 		"a deletion marker written without a token": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", annots: map[string]string{fencingv1alpha1.DeleteAtEpochAnnotation: "6"}},
 			lease: leaseAt("6"), req: holderUser,
-			want: at(fencing.FieldDeleteAtEpoch, refusal(fencing.ReasonTokenMissing, 0, 0,
+			want: at(admission.FieldDeleteAtEpoch, refusal(fencing.ReasonTokenMissing, 0, 0,
 				"FencedResource ns/orders: this write changes metadata.annotations[fencing.fencekit.io/delete-at-epoch] but presents no fencing token (no field manager): only the holder of lease orders-writer may change them, and it must send the write with fieldManager=fencing.fencekit.io/epoch=<your epoch> (pkg/fencing's Writer does)")),
 		},
 		"data over MaxDataBytes": {
 			old: &written, fr: resource{epoch: 6, data: blob(fencingv1alpha1.MaxDataBytes + 1), writer: "worker-b"}, lease: leaseAt("6"), req: tok(holderUser, 6),
-			want: at(fencing.FieldData, refusal(fencing.ReasonInvalid, 6, 0,
+			want: at(admission.FieldData, refusal(fencing.ReasonInvalid, 6, 0,
 				"FencedResource ns/orders: spec.data is 262145 bytes, over the bound of 262144 bytes")),
 		},
 	}
@@ -350,15 +351,15 @@ func TestCheckWrite(t *testing.T) {
 			if tc.old != nil {
 				old = tc.old.build()
 			}
-			got := fencing.CheckWrite(old, tc.fr.build(), tc.lease, tc.req, now)
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("CheckWrite() (-want +got):\n%s", diff)
+			got := checkWrite(old, tc.fr.build(), tc.lease, tc.req)
+			if diff := diffErr(tc.want, got); diff != "" {
+				t.Errorf("Decide() (-want +got):\n%s", diff)
 			}
 		})
 	}
 }
 
-func TestCheckDelete(t *testing.T) {
+func TestFencedResourceDelete(t *testing.T) {
 	expired := func(l *coordinationv1.Lease) { l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(now.Add(-time.Minute))) }
 	terminating := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceTerminating}}
 	active := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}
@@ -368,19 +369,19 @@ func TestCheckDelete(t *testing.T) {
 		lease  *coordinationv1.Lease
 		ns     *corev1.Namespace
 		marker string // the stored deletion marker; "" for none
-		req    fencing.Requester
+		req    requester
 		want   *fencing.Error
 	}{
 		"no lease": {req: otherUser},
 		"the holder's user, marker at the current epoch": {lease: leaseAt("6"), marker: "6", req: holderUser},
 		"the holder's user without the marker (a stale replica, or a plain kubectl delete)": {
 			lease: leaseAt("6"), req: holderUser,
-			want: at(fencing.FieldDeleteAtEpoch, refusal(fencing.ReasonTokenMissing, 0, 6,
+			want: at(admission.FieldDeleteAtEpoch, refusal(fencing.ReasonTokenMissing, 0, 6,
 				"FencedResource ns/orders is bound to lease orders-writer, held by worker-b at epoch 6: a DELETE carries no fencing token, so the holder first writes the annotation fencing.fencekit.io/delete-at-epoch=6 with its token, then deletes (pkg/fencing's Writer.Delete does both)")),
 		},
 		"the holder's user with an old marker (a stale replica of the same user)": {
 			lease: leaseAt("6"), marker: "5", req: holderUser,
-			want: at(fencing.FieldDeleteAtEpoch, refusal(fencing.ReasonStale, 5, 6,
+			want: at(admission.FieldDeleteAtEpoch, refusal(fencing.ReasonStale, 5, 6,
 				`FencedResource ns/orders: stale deletion marker fencing.fencekit.io/delete-at-epoch="5": lease orders-writer is at epoch 6, held by worker-b`)),
 		},
 		"the holder's user, lease without the fenced label": {
@@ -395,35 +396,35 @@ func TestCheckDelete(t *testing.T) {
 		},
 		"another user, lease with a garbage epoch": {lease: leaseAt("x"), req: otherUser},
 		"kube-system's garbage collector": {
-			lease: leaseAt("6"), req: fencing.Requester{Username: fencing.GarbageCollectorUser},
+			lease: leaseAt("6"), req: requester{Username: admission.GarbageCollectorUser},
 		},
 		"kube-system's namespace controller, namespace terminating": {
-			lease: leaseAt("6"), ns: terminating, req: fencing.Requester{Username: fencing.NamespaceControllerUser},
+			lease: leaseAt("6"), ns: terminating, req: requester{Username: admission.NamespaceControllerUser},
 		},
 		"kube-system's namespace controller, namespace being deleted (deletionTimestamp)": {
-			lease: leaseAt("6"), req: fencing.Requester{Username: fencing.NamespaceControllerUser},
+			lease: leaseAt("6"), req: requester{Username: admission.NamespaceControllerUser},
 			ns: &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", DeletionTimestamp: ptr.To(metav1.NewTime(now))}},
 		},
 		"kube-system's namespace controller, namespace active": {
-			lease: leaseAt("6"), ns: active, req: fencing.Requester{Username: fencing.NamespaceControllerUser},
+			lease: leaseAt("6"), ns: active, req: requester{Username: admission.NamespaceControllerUser},
 			want: refusal(fencing.ReasonNotHolder, 4, 6,
 				`FencedResource ns/orders is bound to lease orders-writer, held by worker-b at epoch 6: only that holder's user "worker-b-user" or an admin (group fencekit:breakglass) may delete it`),
 		},
 		"kube-system's namespace controller, namespace unknown": {
-			lease: leaseAt("6"), req: fencing.Requester{Username: fencing.NamespaceControllerUser}, want: notHolder,
+			lease: leaseAt("6"), req: requester{Username: admission.NamespaceControllerUser}, want: notHolder,
 		},
 		"another kube-system service account": {
-			lease: leaseAt("6"), req: fencing.Requester{Username: "system:serviceaccount:kube-system:replicaset-controller"}, want: notHolder,
+			lease: leaseAt("6"), req: requester{Username: "system:serviceaccount:kube-system:replicaset-controller"}, want: notHolder,
 		},
 		"an admin (system:masters)": {
-			lease: leaseAt("6"), req: fencing.Requester{Username: "kubernetes-admin", Groups: []string{"system:masters"}},
+			lease: leaseAt("6"), req: requester{Username: "kubernetes-admin", Groups: []string{"system:masters"}},
 		},
 		"break-glass group": {
-			lease: leaseAt("6"), req: fencing.Requester{Username: "oncall", Groups: []string{fencing.BreakGlassGroup}},
+			lease: leaseAt("6"), req: requester{Username: "oncall", Groups: []string{admission.BreakGlassGroup}},
 		},
 		"another user, live lease": {lease: leaseAt("6"), req: otherUser, want: notHolder},
 		"a service account of another namespace, live lease": {
-			lease: leaseAt("6"), req: fencing.Requester{Username: "system:serviceaccount:default:generic-garbage-collector"}, want: notHolder,
+			lease: leaseAt("6"), req: requester{Username: "system:serviceaccount:default:generic-garbage-collector"}, want: notHolder,
 		},
 	}
 	for name, tc := range tests {
@@ -432,8 +433,8 @@ func TestCheckDelete(t *testing.T) {
 			if tc.marker != "" {
 				r.annots = map[string]string{fencingv1alpha1.DeleteAtEpochAnnotation: tc.marker}
 			}
-			if diff := cmp.Diff(tc.want, fencing.CheckDelete(r.build(), tc.lease, tc.ns, tc.req, now)); diff != "" {
-				t.Errorf("CheckDelete() (-want +got):\n%s", diff)
+			if diff := diffErr(tc.want, checkDelete(r.build(), tc.lease, tc.ns, tc.req)); diff != "" {
+				t.Errorf("Decide() (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -446,126 +447,77 @@ func TestMaxEpochAgrees(t *testing.T) {
 	}
 }
 
-func TestTouchesFencedFields(t *testing.T) {
-	base := resource{epoch: 3, data: `{"a":1,"b":[1,2]}`, writer: "w"}
-	tests := map[string]struct {
-		old  *resource
-		new  resource
-		want bool
-	}{
-		"create: declaration":           {new: resource{}, want: false},
-		"create: null data":             {new: resource{data: "null"}, want: false},
-		"create: labels":                {new: resource{labels: map[string]string{"a": "b"}}, want: false},
-		"create: empty object data":     {new: resource{data: "{}"}, want: true},
-		"create: data":                  {new: resource{data: `{"a":1}`}, want: true},
-		"create: epoch":                 {new: resource{epoch: 1}, want: true},
-		"create: writer annotation":     {new: resource{writer: "w"}, want: true},
-		"update: nothing":               {old: &base, new: base, want: false},
-		"update: labels":                {old: &base, new: resource{epoch: 3, data: `{"a":1,"b":[1,2]}`, writer: "w", labels: map[string]string{"x": "y"}}, want: false},
-		"update: another annotation":    {old: &base, new: resource{epoch: 3, data: `{"a":1,"b":[1,2]}`, writer: "w", annots: map[string]string{"x": "y"}}, want: false},
-		"update: data re-serialized":    {old: &base, new: resource{epoch: 3, data: `{ "b": [1, 2], "a": 1 }`, writer: "w"}, want: false},
-		"update: 1 spelled 1.0":         {old: &base, new: resource{epoch: 3, data: `{"a":1.0,"b":[1,2]}`, writer: "w"}, want: true},
-		"update: big integer, off by 1": {old: &resource{data: `{"n":9007199254740993}`}, new: resource{data: `{"n":9007199254740992}`}, want: true},
-		"update: big integer, the same": {old: &resource{data: `{"n":9007199254740993}`}, new: resource{data: `{ "n": 9007199254740993 }`}, want: false},
-		"update: owner reference added": {old: &base, new: resource{epoch: 3, data: `{"a":1,"b":[1,2]}`, writer: "w", owners: []metav1.OwnerReference{ghostOwner}}, want: true},
-		"update: deletion marker set":   {old: &base, new: resource{epoch: 3, data: `{"a":1,"b":[1,2]}`, writer: "w", annots: map[string]string{fencingv1alpha1.DeleteAtEpochAnnotation: "3"}}, want: true},
-		"create: owner reference":       {new: resource{owners: []metav1.OwnerReference{ghostOwner}}, want: false},
-		"update: data changed":          {old: &base, new: resource{epoch: 3, data: `{"a":1,"b":[2,1]}`, writer: "w"}, want: true},
-		"update: data removed":          {old: &base, new: resource{epoch: 3, writer: "w"}, want: true},
-		"update: data null to none":     {old: &resource{data: "null"}, new: resource{}, want: false},
-		"update: data not JSON":         {old: &base, new: resource{epoch: 3, data: `{"a":`, writer: "w"}, want: true},
-		"update: epoch raised":          {old: &base, new: resource{epoch: 4, data: `{"a":1,"b":[1,2]}`, writer: "w"}, want: true},
-		"update: writer changed":        {old: &base, new: resource{epoch: 3, data: `{"a":1,"b":[1,2]}`, writer: "v"}, want: true},
-		"update: writer removed":        {old: &base, new: resource{epoch: 3, data: `{"a":1,"b":[1,2]}`}, want: true},
-		"update: declaration, no data":  {old: &resource{}, new: resource{labels: map[string]string{"x": "y"}}, want: false},
-		"update: first data written":    {old: &resource{}, new: resource{data: `{"a":1}`}, want: true},
-		"update: first epoch, no data":  {old: &resource{}, new: resource{epoch: 1}, want: true},
-		"update: empty object and none": {old: &resource{data: "{}"}, new: resource{}, want: true},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			var old *fencingv1alpha1.FencedResource
-			if tc.old != nil {
-				old = tc.old.build()
-			}
-			if got := fencing.TouchesFencedFields(old, tc.new.build()); got != tc.want {
-				t.Errorf("TouchesFencedFields() = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestViewLease(t *testing.T) {
+func TestParseLease(t *testing.T) {
 	renewed := now.Add(-5 * time.Second)
 	tests := map[string]struct {
 		lease *coordinationv1.Lease
-		want  fencing.LeaseView
+		want  admission.Lease
 	}{
 		"an acquired lease": {
 			lease: leaseAt("6"),
-			want: fencing.LeaseView{Name: "orders-writer", Epoch: 6, Holder: "worker-b", Acquirer: "worker-b-user",
+			want: admission.Lease{Name: "orders-writer", Fenced: true, Epoch: 6, Holder: "worker-b", Acquirer: "worker-b-user",
 				RenewTime: renewed, Duration: 15 * time.Second},
 		},
 		"no annotations at all (a plain client-go lease)": {
 			lease: leaseAt("6", func(l *coordinationv1.Lease) { l.Annotations = nil }),
-			want: fencing.LeaseView{Name: "orders-writer", Holder: "worker-b", RenewTime: renewed, Duration: 15 * time.Second,
+			want: admission.Lease{Name: "orders-writer", Fenced: true, Holder: "worker-b", RenewTime: renewed, Duration: 15 * time.Second,
 				EpochErr: "it has no fencing.fencekit.io/epoch annotation (no fencekit elector has acquired it)"},
 		},
 		"garbage epoch": {
 			lease: leaseAt("six"),
-			want: fencing.LeaseView{Name: "orders-writer", Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed, Duration: 15 * time.Second,
+			want: admission.Lease{Name: "orders-writer", Fenced: true, Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed, Duration: 15 * time.Second,
 				EpochErr: `its fencing.fencekit.io/epoch annotation "six" is not an epoch >= 1`},
 		},
 		"empty epoch": {
 			lease: leaseAt(""),
-			want: fencing.LeaseView{Name: "orders-writer", Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed, Duration: 15 * time.Second,
+			want: admission.Lease{Name: "orders-writer", Fenced: true, Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed, Duration: 15 * time.Second,
 				EpochErr: `its fencing.fencekit.io/epoch annotation "" is not an epoch >= 1`},
 		},
 		"negative epoch": {
 			lease: leaseAt("-3"),
-			want: fencing.LeaseView{Name: "orders-writer", Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed, Duration: 15 * time.Second,
+			want: admission.Lease{Name: "orders-writer", Fenced: true, Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed, Duration: 15 * time.Second,
 				EpochErr: `its fencing.fencekit.io/epoch annotation "-3" is not an epoch >= 1`},
 		},
 		"leading zero (not the canonical form the elector writes)": {
 			lease: leaseAt("07"),
-			want: fencing.LeaseView{Name: "orders-writer", Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed, Duration: 15 * time.Second,
+			want: admission.Lease{Name: "orders-writer", Fenced: true, Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed, Duration: 15 * time.Second,
 				EpochErr: `its fencing.fencekit.io/epoch annotation "07" is not an epoch >= 1`},
 		},
 		"plus sign": {
 			lease: leaseAt("+7"),
-			want: fencing.LeaseView{Name: "orders-writer", Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed, Duration: 15 * time.Second,
+			want: admission.Lease{Name: "orders-writer", Fenced: true, Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed, Duration: 15 * time.Second,
 				EpochErr: `its fencing.fencekit.io/epoch annotation "+7" is not an epoch >= 1`},
 		},
 		"epoch beyond int64": {
 			lease: leaseAt("9223372036854775808"),
-			want: fencing.LeaseView{Name: "orders-writer", Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed, Duration: 15 * time.Second,
+			want: admission.Lease{Name: "orders-writer", Fenced: true, Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed, Duration: 15 * time.Second,
 				EpochErr: `its fencing.fencekit.io/epoch annotation "9223372036854775808" is not an epoch >= 1`},
 		},
 		"largest epoch (2^53-1)": {
 			lease: leaseAt("9007199254740991"),
-			want: fencing.LeaseView{Name: "orders-writer", Epoch: 9007199254740991, Holder: "worker-b", Acquirer: "worker-b-user",
+			want: admission.Lease{Name: "orders-writer", Fenced: true, Epoch: 9007199254740991, Holder: "worker-b", Acquirer: "worker-b-user",
 				RenewTime: renewed, Duration: 15 * time.Second},
 		},
 		"epoch above 2^53-1": {
 			lease: leaseAt("9007199254740992"),
-			want: fencing.LeaseView{Name: "orders-writer", Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed, Duration: 15 * time.Second,
+			want: admission.Lease{Name: "orders-writer", Fenced: true, Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed, Duration: 15 * time.Second,
 				EpochErr: `its fencing.fencekit.io/epoch annotation "9007199254740992" is above the highest epoch 9007199254740991 (no fencekit elector issues it)`},
 		},
 		"released, never renewed, no duration": {
 			lease: leaseAt("2", func(l *coordinationv1.Lease) {
 				l.Spec.HolderIdentity, l.Spec.RenewTime, l.Spec.LeaseDurationSeconds = nil, nil, nil
 			}),
-			want: fencing.LeaseView{Name: "orders-writer", Epoch: 2, Acquirer: "worker-b-user"},
+			want: admission.Lease{Name: "orders-writer", Fenced: true, Epoch: 2, Acquirer: "worker-b-user"},
 		},
 		"negative duration": {
 			lease: leaseAt("2", func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = ptr.To[int32](-1) }),
-			want:  fencing.LeaseView{Name: "orders-writer", Epoch: 2, Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed},
+			want:  admission.Lease{Name: "orders-writer", Fenced: true, Epoch: 2, Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed},
 		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, fencing.ViewLease(tc.lease)); diff != "" {
-				t.Errorf("ViewLease() (-want +got):\n%s", diff)
+			if diff := cmp.Diff(&tc.want, admission.ParseLease(tc.lease, admission.Quorum)); diff != "" {
+				t.Errorf("ParseLease() (-want +got):\n%s", diff)
 			}
 		})
 	}

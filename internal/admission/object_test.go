@@ -1,4 +1,4 @@
-package fencing_test
+package admission_test
 
 import (
 	"testing"
@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/admission"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
@@ -31,45 +32,20 @@ func configMap(v, epoch string, mutate ...func(*unstructured.Unstructured)) *uns
 	return u
 }
 
-func write(old, new *unstructured.Unstructured, sub string) fencing.ObjectWrite {
-	return fencing.ObjectWrite{Kind: "ConfigMap", Key: "ns/app", Policy: "ns/app", Lease: "orders-writer", Subresource: sub, Old: old, New: new}
+func write(old, new *unstructured.Unstructured, sub string) objectWrite {
+	return objectWrite{sub: sub, old: old, new: new}
 }
 
-func presenting(r fencing.Requester, epoch int64) fencing.Requester {
+func presenting(r requester, epoch int64) requester {
 	r.FieldManager = elector.FieldManagerFor(epoch)
 	return r
 }
 
-func TestObjectChanges(t *testing.T) {
-	withFinalizer := func(u *unstructured.Unstructured) { u.SetFinalizers([]string{"example.com/keep"}) }
-	withLabel := func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{"app": "x"}) }
-	bumped := func(u *unstructured.Unstructured) { u.SetResourceVersion("8"); u.SetGeneration(3) }
-	tests := map[string]struct {
-		old, new *unstructured.Unstructured
-		want     []string
-	}{
-		"nothing": {configMap("a", "2"), configMap("a", "2"), nil},
-		"finalizers and what the apiserver keeps are free": {configMap("a", "2"), configMap("a", "2", withFinalizer, bumped), nil},
-		"data":                            {configMap("a", "2"), configMap("b", "2"), []string{"data"}},
-		"a label":                         {configMap("a", "2"), configMap("a", "2", withLabel), []string{"metadata.labels"}},
-		"the epoch record":                {configMap("a", "2"), configMap("a", "3"), []string{"metadata.annotations"}},
-		"a create sets everything it has": {nil, configMap("a", "2", withLabel), []string{"data", "metadata.annotations", "metadata.labels", "metadata.name", "metadata.namespace"}},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, fencing.ObjectChanges(tc.old, tc.new)); diff != "" {
-				t.Errorf("ObjectChanges (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
-// TestCheckObjectWrite: each case is an attack (or a legitimate writer) and the reason it must get.
-func TestCheckObjectWrite(t *testing.T) {
-	kcm := fencing.Requester{Username: "system:serviceaccount:kube-system:deployment-controller"}
-	kubelet := fencing.Requester{Username: "system:node:n1", Groups: []string{"system:nodes"}}
-	gc := fencing.Requester{Username: fencing.GarbageCollectorUser}
-	admin := fencing.Requester{Username: "oncall", Groups: []string{fencing.BreakGlassGroup}}
+func TestObjectWrite(t *testing.T) {
+	kcm := requester{Username: "system:serviceaccount:kube-system:deployment-controller"}
+	kubelet := requester{Username: "system:node:n1", Groups: []string{"system:nodes"}}
+	gc := requester{Username: admission.GarbageCollectorUser}
+	admin := requester{Username: "oncall", Groups: []string{admission.BreakGlassGroup}}
 	owned := func(u *unstructured.Unstructured) {
 		u.SetOwnerReferences([]metav1.OwnerReference{ghostOwner, otherOwner})
 	}
@@ -85,28 +61,30 @@ func TestCheckObjectWrite(t *testing.T) {
 		}
 	}
 	tests := map[string]struct {
-		w     fencing.ObjectWrite
-		req   fencing.Requester
+		w     objectWrite
+		req   requester
 		lease string
 		want  fencing.Reason
 	}{
-		"the holder, stamped":                                    {write(configMap("a", "4"), configMap("b", "5"), ""), presenting(holderUser, 5), "5", ""},
-		"the holder creates":                                     {write(nil, configMap("b", "5"), ""), presenting(holderUser, 5), "5", ""},
-		"no token":                                               {write(configMap("a", "5"), configMap("b", "5"), ""), holderUser, "5", fencing.ReasonTokenMissing},
-		"a stale token":                                          {write(configMap("a", "4"), configMap("b", "4"), ""), presenting(holderUser, 4), "5", fencing.ReasonStale},
-		"a future token":                                         {write(configMap("a", "4"), configMap("b", "6"), ""), presenting(holderUser, 6), "5", fencing.ReasonFutureEpoch},
-		"another user with the current token":                    {write(configMap("a", "4"), configMap("b", "5"), ""), presenting(otherUser, 5), "5", fencing.ReasonNotHolder},
-		"the record inherited from storage":                      {write(configMap("a", "4"), configMap("b", "4"), ""), presenting(holderUser, 5), "5", fencing.ReasonInvalid},
-		"the record other than the token":                        {write(configMap("a", "4"), configMap("b", "9"), ""), presenting(holderUser, 5), "5", fencing.ReasonInvalid},
-		"an object ahead of the token (record down)":             {write(configMap("a", "9"), configMap("b", "5"), ""), presenting(holderUser, 5), "5", fencing.ReasonStale},
-		"a released Lease":                                       {write(configMap("a", "4"), configMap("b", "5"), ""), presenting(holderUser, 5), "released", fencing.ReasonNotHolder},
-		"no Lease":                                               {write(configMap("a", "4"), configMap("b", "5"), ""), presenting(holderUser, 5), "", fencing.ReasonLeaseMissing},
-		"a malformed token":                                      {write(configMap("a", "4"), configMap("b", "5"), ""), fencing.Requester{Username: "worker-b-user", FieldManager: elector.FieldManagerPrefix + "05"}, "5", fencing.ReasonInvalid},
-		"break-glass presents the token":                         {write(configMap("a", "4"), configMap("b", "5"), ""), presenting(admin, 5), "5", ""},
-		"break-glass without a token":                            {write(configMap("a", "4"), configMap("b", "4"), ""), admin, "5", fencing.ReasonTokenMissing},
-		"a finalizer without a token":                            {write(configMap("a", "4"), configMap("a", "4", func(u *unstructured.Unstructured) { u.SetFinalizers([]string{"x"}) }), ""), otherUser, "5", ""},
-		"kube-controller-manager's status":                       {write(configMap("a", "4", withStatus("1")), configMap("a", "4", withStatus("2")), "status"), kcm, "5", ""},
-		"a kubelet's status":                                     {write(configMap("a", "4", withStatus("1")), configMap("a", "4", withStatus("2")), "status"), kubelet, "5", ""},
+		"the holder, stamped":                 {write(configMap("a", "4"), configMap("b", "5"), ""), presenting(holderUser, 5), "5", ""},
+		"the holder creates":                  {write(nil, configMap("b", "5"), ""), presenting(holderUser, 5), "5", ""},
+		"no token":                            {write(configMap("a", "5"), configMap("b", "5"), ""), holderUser, "5", fencing.ReasonTokenMissing},
+		"a stale token":                       {write(configMap("a", "4"), configMap("b", "4"), ""), presenting(holderUser, 4), "5", fencing.ReasonStale},
+		"a future token":                      {write(configMap("a", "4"), configMap("b", "6"), ""), presenting(holderUser, 6), "5", fencing.ReasonFutureEpoch},
+		"another user with the current token": {write(configMap("a", "4"), configMap("b", "5"), ""), presenting(otherUser, 5), "5", fencing.ReasonNotHolder},
+		"the record inherited from storage":   {write(configMap("a", "4"), configMap("b", "4"), ""), presenting(holderUser, 5), "5", fencing.ReasonInvalid},
+		"the record other than the token":     {write(configMap("a", "4"), configMap("b", "9"), ""), presenting(holderUser, 5), "5", fencing.ReasonInvalid},
+		// A record above the Lease's current epoch (read on a quorum read) was never issued by the Lease: anyone
+		// could write it before a policy covered the object. The holder's write replaces it (no lock-out).
+		"a record above the Lease's epoch, replaced by the holder": {write(configMap("a", "9"), configMap("b", "5"), ""), presenting(holderUser, 5), "5", ""},
+		"a released Lease":                 {write(configMap("a", "4"), configMap("b", "5"), ""), presenting(holderUser, 5), "released", fencing.ReasonNotHolder},
+		"no Lease":                         {write(configMap("a", "4"), configMap("b", "5"), ""), presenting(holderUser, 5), "", fencing.ReasonLeaseMissing},
+		"a malformed token":                {write(configMap("a", "4"), configMap("b", "5"), ""), requester{Username: "worker-b-user", FieldManager: elector.FieldManagerPrefix + "05"}, "5", fencing.ReasonInvalid},
+		"break-glass presents the token":   {write(configMap("a", "4"), configMap("b", "5"), ""), presenting(admin, 5), "5", ""},
+		"break-glass without a token":      {write(configMap("a", "4"), configMap("b", "4"), ""), admin, "5", fencing.ReasonTokenMissing},
+		"a finalizer without a token":      {write(configMap("a", "4"), configMap("a", "4", func(u *unstructured.Unstructured) { u.SetFinalizers([]string{"x"}) }), ""), otherUser, "5", ""},
+		"kube-controller-manager's status": {write(configMap("a", "4", withStatus("1")), configMap("a", "4", withStatus("2")), "status"), kcm, "5", ""},
+		"a kubelet's status":               {write(configMap("a", "4", withStatus("1")), configMap("a", "4", withStatus("2")), "status"), kubelet, "5", ""},
 		"kube-controller-manager's status that moves the record": {write(configMap("a", "4", withStatus("1")), configMap("a", "9", withStatus("2")), "status"), kcm, "5", fencing.ReasonTokenMissing},
 		"kube-controller-manager's spec":                         {write(configMap("a", "4"), configMap("b", "4"), ""), kcm, "5", fencing.ReasonTokenMissing},
 		"another user's status":                                  {write(configMap("a", "4", withStatus("1")), configMap("a", "4", withStatus("2")), "status"), otherUser, "5", fencing.ReasonTokenMissing},
@@ -127,19 +105,19 @@ func TestCheckObjectWrite(t *testing.T) {
 			case "released":
 				lease = leaseAt("5", func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("") })
 			}
-			err := fencing.CheckObjectWrite(tc.w, lease, tc.req, now)
+			err := checkObjectWrite(tc.w, lease, tc.req)
 			var got fencing.Reason
 			if err != nil {
 				got = err.Reason
 			}
 			if got != tc.want {
-				t.Errorf("CheckObjectWrite = %q (%v), want %q", got, err, tc.want)
+				t.Errorf("Decide = %q (%v), want %q", got, err, tc.want)
 			}
 		})
 	}
 }
 
-func TestCheckObjectDelete(t *testing.T) {
+func TestObjectDelete(t *testing.T) {
 	marked := func(m string) *unstructured.Unstructured {
 		u := configMap("a", "5")
 		a := u.GetAnnotations()
@@ -149,30 +127,30 @@ func TestCheckObjectDelete(t *testing.T) {
 	}
 	tests := map[string]struct {
 		old  *unstructured.Unstructured
-		req  fencing.Requester
+		req  requester
 		want fencing.Reason
 	}{
 		"the holder, marker at the current epoch": {marked("5"), holderUser, ""},
 		"the holder's user, no marker":            {configMap("a", "5"), holderUser, fencing.ReasonTokenMissing},
 		"the holder's user, a stale marker":       {marked("4"), holderUser, fencing.ReasonStale},
 		"another user":                            {marked("5"), otherUser, fencing.ReasonNotHolder},
-		"break-glass":                             {configMap("a", "5"), fencing.Requester{Username: "oncall", Groups: []string{"system:masters"}}, ""},
-		"the garbage collector":                   {configMap("a", "5"), fencing.Requester{Username: fencing.GarbageCollectorUser}, ""},
+		"break-glass":                             {configMap("a", "5"), requester{Username: "oncall", Groups: []string{"system:masters"}}, ""},
+		"the garbage collector":                   {configMap("a", "5"), requester{Username: admission.GarbageCollectorUser}, ""},
 		"completing an admitted deletion": {configMap("a", "5", func(u *unstructured.Unstructured) {
 			ts := metav1.NewTime(now)
 			u.SetDeletionTimestamp(&ts)
 		}), otherUser, ""},
-		"a kube-system controller deleting a ConfigMap": {configMap("a", "5"), fencing.Requester{Username: "system:serviceaccount:kube-system:pod-garbage-collector"}, fencing.ReasonNotHolder},
+		"a kube-system controller deleting a ConfigMap": {configMap("a", "5"), requester{Username: "system:serviceaccount:kube-system:pod-garbage-collector"}, fencing.ReasonNotHolder},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			err := fencing.CheckObjectDelete(write(tc.old, nil, ""), leaseAt("5"), nil, tc.req, now)
+			err := checkObjectDelete(tc.old, leaseAt("5"), tc.req)
 			var got fencing.Reason
 			if err != nil {
 				got = err.Reason
 			}
 			if got != tc.want {
-				t.Errorf("CheckObjectDelete = %q (%v), want %q", got, err, tc.want)
+				t.Errorf("Decide = %q (%v), want %q", got, err, tc.want)
 			}
 		})
 	}
@@ -212,7 +190,7 @@ func TestValidatePolicy(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			var got []field.ErrorType
-			for _, e := range fencing.ValidatePolicy(&tc.p, existing, known) {
+			for _, e := range admission.ValidatePolicy(&tc.p, existing, known) {
 				got = append(got, e.Type)
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
@@ -222,7 +200,7 @@ func TestValidatePolicy(t *testing.T) {
 	}
 	ks := policy("b", "lease-a", fencingv1alpha1.FencedObjects{Resource: "configmaps"})
 	ks.Namespace = "kube-system"
-	if errs := fencing.ValidatePolicy(&ks, nil, known); len(errs) != 1 || errs[0].Field != "metadata.namespace" {
+	if errs := admission.ValidatePolicy(&ks, nil, known); len(errs) != 1 || errs[0].Field != "metadata.namespace" {
 		t.Errorf("a policy in kube-system: %v, want one error on metadata.namespace", errs)
 	}
 }

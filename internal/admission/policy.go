@@ -1,4 +1,4 @@
-package fencing
+package admission
 
 import (
 	"fmt"
@@ -10,23 +10,32 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 )
 
-// Governs reports whether entry of a FencingPolicy covers an object of group and resource whose labels
-// were old before the write and are new after it (either may be nil). An object is covered if its labels
-// match the selector before or after the write, so that a write changing a label cannot take an object
-// out of the policy (or put one in) without the token. An invalid selector covers everything (fail
-// closed; the policy's admission refuses it anyway).
-func Governs(entry fencingv1alpha1.FencedObjects, group, resource string, old, new map[string]string) bool {
-	if entry.Group != group || entry.Resource != resource {
-		return false
+// Covered reports whether a policy of policies covers an object of group and resource (written through
+// subresource, "" for the object itself) whose labels are labels. A Scale, an Eviction or a Binding carries
+// no labels of the object: every policy naming the resource covers it, whatever its selector. An invalid
+// selector covers everything (fail closed; the policy's admission refuses it anyway).
+//
+// The webhook asks it twice, with the labels before and after the write: an object is fenced if it is
+// covered before or after, so that a write changing a label cannot take an object out of a policy (or put
+// one in) without the token; and only a write that leaves coverage as it was may be admitted on the copy
+// of the Lease (copyEligible).
+func Covered(policies []fencingv1alpha1.FencingPolicy, group, resource, subresource string, labelSet map[string]string) bool {
+	foreign := subresource != "" && subresource != "status"
+	for _, p := range policies {
+		for _, entry := range p.Spec.Resources {
+			if entry.Group != group || entry.Resource != resource {
+				continue
+			}
+			if foreign || entry.Selector == nil {
+				return true
+			}
+			sel, err := metav1.LabelSelectorAsSelector(entry.Selector)
+			if err != nil || sel.Matches(labels.Set(labelSet)) {
+				return true
+			}
+		}
 	}
-	if entry.Selector == nil {
-		return true
-	}
-	sel, err := metav1.LabelSelectorAsSelector(entry.Selector)
-	if err != nil {
-		return true
-	}
-	return sel.Matches(labels.Set(old)) || sel.Matches(labels.Set(new))
+	return false
 }
 
 // selectorsDisjoint reports whether no set of labels can match both selectors, judged from their

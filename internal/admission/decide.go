@@ -1,0 +1,497 @@
+package admission
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/fencing"
+)
+
+// The fields refusals name.
+const (
+	FieldEpoch         = "spec.epoch"
+	FieldData          = "spec.data"
+	FieldWriter        = "metadata.annotations[" + fencingv1alpha1.WriterAnnotation + "]"
+	FieldDeleteAtEpoch = "metadata.annotations[" + fencingv1alpha1.DeleteAtEpochAnnotation + "]"
+	FieldObjectEpoch   = "metadata.annotations[" + fencingv1alpha1.ObjectEpochAnnotation + "]"
+	FieldFieldManager  = "fieldManager"
+	FieldManagedFields = "metadata.managedFields"
+	FieldFinalizers    = "metadata.finalizers"
+)
+
+// Need says what a caller must read before the rule can decide.
+type Need int
+
+const (
+	// Decided: the verdict is final.
+	Decided Need = iota
+	// NeedLease: decide again with a view of the Lease; the webhook's copy may admit (and only admit), so
+	// try it first if there is one.
+	NeedLease
+	// NeedQuorum: decide again with a quorum read of the Lease.
+	NeedQuorum
+)
+
+// Verdict is the rule's answer. If Need is Decided, the write is admitted when Err is nil.
+type Verdict struct {
+	Need Need
+	Err  *fencing.Error
+}
+
+// Admitted reports whether the verdict admits the write.
+func (v Verdict) Admitted() bool { return v.Need == Decided && v.Err == nil }
+
+var admit = Verdict{}
+
+func refuse(err *fencing.Error) Verdict { return Verdict{Err: err} }
+
+// Decide decides r, given the bound Lease as read (nil: not read yet; Missing: it does not exist) and the
+// time now. A write that presents no token is decided without the Lease; a DELETE under a live Lease and
+// every write that presents a token need it. A view from the webhook's copy (Source Copy) may only admit:
+// where it could refuse, or where the copy cannot be trusted to decide, the verdict asks for a quorum read.
+func Decide(r *Request, l *Lease, now time.Time) Verdict {
+	if r.Operation == Delete {
+		return decideDelete(r, l, now)
+	}
+	if !r.presents() {
+		return decideFree(r)
+	}
+	switch {
+	case l == nil && copyEligible(r):
+		return Verdict{Need: NeedLease}
+	case l == nil:
+		return Verdict{Need: NeedQuorum}
+	case l.Source == Copy && !copyMayAdmit(r, l):
+		return Verdict{Need: NeedQuorum}
+	}
+	err := decideFenced(r, l, now)
+	if err != nil && l.Source == Copy {
+		return Verdict{Need: NeedQuorum}
+	}
+	return Verdict{Err: err}
+}
+
+// copyEligible reports whether the webhook's copy of the Lease may decide r at all: an update of the object
+// itself (no subresource: a Scale or a status carries no record to hold against) that presents the epoch
+// the object already holds (it raises nothing), to an object a policy covers both before and after the
+// write (a write that changes coverage, a label in or out of a selector, is decided on a quorum read:
+// fence-on-acquire raises only the objects the selectors matched when it listed them).
+//
+// Why the copy is then safe: if the Lease has meanwhile been acquired at e+1 (the copy lags), that
+// acquisition declared the object's kind (copyMayAdmit: the Lease policy never lets a declaration be
+// dropped), so the new holder committed a write to the object (its raise) before it was handed its token;
+// the apiserver's compare-and-swap orders that write against this one, and admission runs again on the
+// loser: raise first, and the stored epoch is then e+1, not eligible; this write first, and it committed
+// before the new token existed.
+func copyEligible(r *Request) bool {
+	if r.Operation != Update || r.Subresource != "" || r.Old == nil || r.New == nil {
+		return false
+	}
+	presented, ok := elector.EpochFromFieldManager(r.FieldManager)
+	if !ok {
+		return false
+	}
+	if r.Class == Object {
+		stored, err := elector.ParseEpoch(annotation(r.Old, fencingv1alpha1.ObjectEpochAnnotation))
+		return err == nil && stored == presented && r.CoveredBefore && r.CoveredAfter
+	}
+	stored, _, _ := unstructured.NestedInt64(r.Old.Object, "spec", "epoch")
+	return stored == presented
+}
+
+// copyMayAdmit reports whether the copy l may admit r: r is eligible, and the copy shows the Lease fenced,
+// at the presented epoch, declaring fence-on-acquire for r's class.
+func copyMayAdmit(r *Request, l *Lease) bool {
+	presented, _ := elector.EpochFromFieldManager(r.FieldManager)
+	return copyEligible(r) && !l.Missing && l.Fenced && l.EpochErr == "" && l.Epoch == presented && l.declares(r.Class)
+}
+
+// decideFree decides a write that presents no token: it is admitted only if every field it changes is
+// on the allowlist, ownership moves only within those fields, and what it adds stays within the bounds.
+func decideFree(r *Request) Verdict {
+	var old, new map[string]any
+	if r.Old != nil {
+		old = r.Old.Object
+	}
+	if r.New != nil {
+		new = r.New.Object
+	}
+	if r.Class == FencedResource {
+		old, new = withEpoch(old), withEpoch(new)
+	}
+	free := freeFor(r)
+	var fenced []Path
+	for _, p := range changedPaths(old, new) {
+		if free(p) {
+			continue
+		}
+		if r.Class == FencedResource && p.under("spec", "data") {
+			p = p[:2] // spec.data as a whole, as clients test it, whatever key changed
+			if len(fenced) > 0 && slices.Equal(fenced[len(fenced)-1], p) {
+				continue
+			}
+		}
+		fenced = append(fenced, p)
+	}
+	if len(fenced) > 0 {
+		return refuse(r.tokenMissing(fenced[0].String(), "this write changes "+listPaths(fenced, 8)))
+	}
+	changes, added, freeOnly, err := ownershipChanges(r.Old, r.New, free)
+	if err != nil {
+		return refuse(r.errAt(FieldManagedFields, fencing.ReasonInvalid, 0, 0, "%s: %v", r.what(), err))
+	}
+	if len(changes) > 0 {
+		c := changes[0]
+		desc := c.why
+		if c.path != nil {
+			desc += " " + c.path.String()
+		}
+		return refuse(r.tokenMissing(FieldManagedFields, fmt.Sprintf("this write changes metadata.managedFields: it %s in the entry of %s", desc, c.entry)))
+	}
+	if r.New != nil && addsFinalizer(r.Old, r.New) && len(r.New.GetFinalizers()) > MaxFreeFinalizers {
+		return refuse(r.errAt(FieldFinalizers, fencing.ReasonInvalid, 0, 0,
+			"%s: this write without a fencing token adds finalizers, leaving %d on the object, over the bound of %d for writes without the token",
+			r.what(), len(r.New.GetFinalizers()), MaxFreeFinalizers))
+	}
+	if added && freeOnly > MaxFreeManagers {
+		return refuse(r.errAt(FieldManagedFields, fencing.ReasonInvalid, 0, 0,
+			"%s: this write without a fencing token adds a managedFields entry, leaving %d entries that own only free fields, over the bound of %d",
+			r.what(), freeOnly, MaxFreeManagers))
+	}
+	if r.Class == FencedResource {
+		if before, after := metadataBytes(r.Old), metadataBytes(r.New); after > before && after > MaxFreeMetadataBytes {
+			return refuse(r.errAt("metadata.annotations", fencing.ReasonInvalid, 0, 0,
+				"%s: this write without a fencing token grows its labels and annotations to %d bytes, over the bound of %d bytes for writes without the token",
+				r.what(), after, MaxFreeMetadataBytes))
+		}
+	}
+	return admit
+}
+
+// withEpoch returns o with spec.epoch set to 0 where it is absent, as the API type reads it.
+func withEpoch(o map[string]any) map[string]any {
+	if o == nil {
+		return map[string]any{"spec": map[string]any{"epoch": int64(0)}}
+	}
+	if _, found, _ := unstructured.NestedFieldNoCopy(o, "spec", "epoch"); found {
+		return o
+	}
+	c := make(map[string]any, len(o))
+	for k, v := range o {
+		c[k] = v
+	}
+	spec, _ := o["spec"].(map[string]any)
+	s := make(map[string]any, len(spec)+1)
+	for k, v := range spec {
+		s[k] = v
+	}
+	s["epoch"] = int64(0)
+	c["spec"] = s
+	return c
+}
+
+func (r *Request) tokenMissing(field, changes string) *fencing.Error {
+	manager := "no field manager"
+	if r.FieldManager != "" {
+		manager = "field manager " + strconv.Quote(r.FieldManager)
+	}
+	if r.Class == FencedResource {
+		return r.errAt(field, fencing.ReasonTokenMissing, 0, 0,
+			"%s: %s but presents no fencing token (%s): only the holder of lease %s may change them, and it must send the write with fieldManager=%s<your epoch> (pkg/fencing's Writer does)",
+			r.what(), changes, manager, r.LeaseName, elector.FieldManagerPrefix)
+	}
+	return r.errAt(field, fencing.ReasonTokenMissing, 0, 0,
+		"%s: %s but presents no fencing token (%s): FencingPolicy %s lets only the holder of lease %s write it, with fieldManager=%s<its epoch> (pkg/fencing's NewClient does)",
+		r.what(), changes, manager, r.Policy, r.LeaseName, elector.FieldManagerPrefix)
+}
+
+// decideFenced decides a write that presents a token, on the Lease view l.
+func decideFenced(r *Request, l *Lease, now time.Time) *fencing.Error {
+	what := r.what()
+	epoch, ok := elector.EpochFromFieldManager(r.FieldManager)
+	if r.Class == FencedResource && r.New != nil {
+		if data, found, _ := unstructured.NestedFieldNoCopy(r.New.Object, "spec", "data"); found && data != nil {
+			if n := jsonSize(data); n > fencingv1alpha1.MaxDataBytes {
+				return r.errAt(FieldData, fencing.ReasonInvalid, epoch, 0,
+					"%s: spec.data is %d bytes, over the bound of %d bytes", what, n, fencingv1alpha1.MaxDataBytes)
+			}
+		}
+	}
+	if !ok {
+		return r.errAt(FieldFieldManager, fencing.ReasonInvalid, 0, 0,
+			"%s: field manager %q is not a valid fencing token: want %sN, N a decimal in [1, %d] without sign or leading zeros",
+			what, r.FieldManager, elector.FieldManagerPrefix, elector.MaxEpoch)
+	}
+	if err := r.liveAt(l, epoch, now); err != nil {
+		return err
+	}
+	if r.Class == FencedResource {
+		if err := r.fencedResourceFields(l, epoch); err != nil {
+			return err
+		}
+	}
+	if r.User.Name != l.Acquirer && !r.User.breakGlass() {
+		msg := fmt.Sprintf("user %q is not the user that acquired lease %s at epoch %d (%q): only the holder %s may write %s",
+			r.User.Name, r.LeaseName, l.Epoch, l.Acquirer, l.Holder, r.it())
+		if r.Class == Object {
+			msg = what + ": " + msg
+		}
+		return r.errAt("", fencing.ReasonNotHolder, epoch, l.Epoch, "%s", msg)
+	}
+	if r.Class == Object {
+		if err := r.record(l, epoch); err != nil {
+			return err
+		}
+	}
+	return r.marker(l, epoch)
+}
+
+// liveAt checks that l is a fenced Lease, live at exactly epoch.
+func (r *Request) liveAt(l *Lease, epoch int64, now time.Time) *fencing.Error {
+	what := r.what()
+	switch {
+	case l.Missing:
+		return r.errAt("", fencing.ReasonLeaseMissing, epoch, 0,
+			"%s: lease %s not found in namespace %s: %s cannot be written at epoch %d until an elector holds that lease",
+			what, r.LeaseName, r.Namespace, r.it(), epoch)
+	case !l.Fenced:
+		return r.errAt("", fencing.ReasonLeaseMissing, epoch, 0,
+			"%s: lease %s cannot fence %s: it lacks the label %s=true, so its epochs are not guarded by fencekit's Lease policy and prove nothing",
+			what, r.LeaseName, r.it(), elector.FencedLabel)
+	case l.EpochErr != "":
+		return r.errAt("", fencing.ReasonLeaseMissing, epoch, 0, "%s: lease %s cannot fence %s: %s", what, r.LeaseName, r.it(), l.EpochErr)
+	}
+	holder := l.Holder
+	if holder == "" {
+		holder = "nobody"
+	}
+	switch {
+	case epoch < l.Epoch:
+		return r.errAt("", fencing.ReasonStale, epoch, l.Epoch,
+			"%s: stale epoch %d: lease %s is at epoch %d, held by %s", what, epoch, r.LeaseName, l.Epoch, holder)
+	case epoch > l.Epoch:
+		return r.errAt("", fencing.ReasonFutureEpoch, epoch, l.Epoch,
+			"%s: epoch %d was never issued: lease %s is at epoch %d, held by %s", what, epoch, r.LeaseName, l.Epoch, holder)
+	case l.Holder == "":
+		return r.errAt("", fencing.ReasonNotHolder, epoch, l.Epoch,
+			"%s: lease %s at epoch %d has no holder (it was released): nobody may write %s", what, r.LeaseName, l.Epoch, r.it())
+	case l.Duration <= 0 || l.RenewTime.IsZero():
+		return r.errAt("", fencing.ReasonNotHolder, epoch, l.Epoch,
+			"%s: lease %s at epoch %d has no valid renewTime or leaseDurationSeconds: its holder %s cannot be shown to be live",
+			what, r.LeaseName, l.Epoch, l.Holder)
+	case now.After(l.RenewTime.Add(l.Duration)):
+		return r.errAt("", fencing.ReasonNotHolder, epoch, l.Epoch,
+			"%s: lease %s at epoch %d expired %s ago (held by %s, last renewed %s, duration %s)",
+			what, r.LeaseName, l.Epoch, now.Sub(l.RenewTime.Add(l.Duration)).Round(time.Millisecond), l.Holder,
+			l.RenewTime.UTC().Format(time.RFC3339Nano), l.Duration)
+	}
+	return nil
+}
+
+// fencedResourceFields holds a FencedResource's write to its epoch and writer: spec.epoch is the presented
+// epoch, the writer annotation the holder.
+func (r *Request) fencedResourceFields(l *Lease, epoch int64) *fencing.Error {
+	got, _, _ := unstructured.NestedInt64(r.New.Object, "spec", "epoch")
+	if got != epoch {
+		return r.errAt(FieldEpoch, fencing.ReasonInvalid, epoch, l.Epoch,
+			"%s: the write presents epoch %d but its spec.epoch would be %d: a fenced write sets spec.epoch to the epoch it presents",
+			r.what(), epoch, got)
+	}
+	if writer := annotation(r.New, fencingv1alpha1.WriterAnnotation); writer != l.Holder {
+		return r.errAt(FieldWriter, fencing.ReasonNotHolder, epoch, l.Epoch,
+			"%s: write names holder %q (annotation %s) but lease %s at epoch %d is held by %s",
+			r.what(), writer, fencingv1alpha1.WriterAnnotation, r.LeaseName, l.Epoch, l.Holder)
+	}
+	return nil
+}
+
+// record holds a covered object's epoch record: a write of the object itself sets it to the presented
+// epoch; a status write may leave it as stored. A stored record above the presented epoch (which liveAt
+// has shown to be the Lease's current one, on a quorum read: the copy never decides such a write) was not
+// issued by this Lease: a record the Lease issued at e+1 was written after the acquisition of e+1, so a
+// quorum read made after the stored object was read would show it. Such a record was written before any
+// policy covered the object, by anyone; the holder's write replaces it, so that nobody can lock the holder
+// out by seeding one. The holder may also remove a record at or above its epoch: fence-on-acquire does,
+// so that a raise of a record equal to the new epoch still commits a write.
+func (r *Request) record(l *Lease, epoch int64) *fencing.Error {
+	if r.foreign() {
+		return nil // a Scale, an Eviction, a Binding: no record of the object to hold
+	}
+	key := fencingv1alpha1.ObjectEpochAnnotation
+	oldRaw, oldSet := annotationOK(r.Old, key)
+	newRaw, newSet := annotationOK(r.New, key)
+	want := strconv.FormatInt(epoch, 10)
+	switch {
+	case newSet && newRaw == want:
+		return nil
+	case r.Subresource != "" && newSet == oldSet && newRaw == oldRaw:
+		return nil // most status strategies ignore metadata: the record stays as stored
+	case !newSet && oldSet:
+		if stored, err := elector.ParseEpoch(oldRaw); err == nil && stored >= epoch {
+			return nil
+		}
+	}
+	got := "no annotation " + key
+	if newSet {
+		got = key + "=" + strconv.Quote(newRaw)
+	}
+	return r.errAt(FieldObjectEpoch, fencing.ReasonInvalid, epoch, l.Epoch,
+		"%s: the write presents epoch %d but the object would carry %s: a fenced write sets %s to the epoch it presents",
+		r.what(), epoch, got, key)
+}
+
+// marker holds the deletion marker to one delete: a write that sets it sets the presented epoch, and a
+// write of the object after it removes it. A marker the holder wrote and then wrote past would otherwise
+// let a stale replica of the same user, whose DELETE carries no token, delete the object for the rest of
+// the epoch. A marker of an earlier epoch may stay: no delete can use it (decideDelete wants the Lease's
+// current epoch, and epochs only grow).
+func (r *Request) marker(l *Lease, epoch int64) *fencing.Error {
+	if r.foreign() || r.New == nil {
+		return nil
+	}
+	key := fencingv1alpha1.DeleteAtEpochAnnotation
+	stored, storedSet := annotationOK(r.Old, key)
+	got, set := annotationOK(r.New, key)
+	want := strconv.FormatInt(epoch, 10)
+	switch {
+	case !set:
+		return nil
+	case !storedSet || got != stored:
+		if got != want {
+			return r.errAt(FieldDeleteAtEpoch, fencing.ReasonInvalid, epoch, l.Epoch,
+				"%s: the deletion marker %s=%q must be the presented epoch %d", r.what(), key, got, epoch)
+		}
+		return nil // this write sets the marker
+	case got != want:
+		return nil
+	case r.Subresource == "" && r.onlyMarker():
+		return nil
+	case r.Subresource == "":
+		return r.errAt(FieldDeleteAtEpoch, fencing.ReasonInvalid, epoch, l.Epoch,
+			"%s: the deletion marker %s=%q of an earlier write is still set: a marker authorises one delete, so a write after it must remove it (set it to null) or be that delete",
+			r.what(), key, got)
+	}
+	return r.errAt(FieldDeleteAtEpoch, fencing.ReasonInvalid, epoch, l.Epoch,
+		"%s: the deletion marker %s=%q is set: a marker authorises one delete, and a %s write cannot remove it; remove it with a write of the object first, or delete the object",
+		r.what(), key, got, r.Subresource)
+}
+
+// onlyMarker reports whether the write changes nothing but what the apiserver keeps (it re-sends the
+// marker as stored).
+func (r *Request) onlyMarker() bool {
+	for _, p := range changedPaths(r.Old.Object, r.New.Object) {
+		if !allowlist[0].frees(r, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// decideDelete decides a DELETE. Anyone (with RBAC) may delete once the Lease is missing, released or
+// expired. While it has a live holder: break-glass users; the garbage collector (owner references are
+// fenced, so the owners whose absence makes it delete are the holder's); the namespace controller in a
+// terminating namespace; a delete of an object whose deletion was already admitted, and the cluster's own
+// controllers deleting Pods (covered objects); and the acquiring user, only if the stored deletion marker is
+// the Lease's current epoch. A DELETE carries no token, so the holder writes the marker with its token
+// first (pkg/fencing does), and removes it with its next write (marker): a stale replica of the same user
+// holds an older epoch and cannot write the current marker.
+func decideDelete(r *Request, l *Lease, now time.Time) Verdict {
+	switch {
+	case r.User.breakGlass(), r.User.Name == GarbageCollectorUser:
+		return admit
+	case r.Class == Object && r.Old != nil && r.Old.GetDeletionTimestamp() != nil:
+		return admit
+	case r.Class == Object && r.Kind == "Pod" && r.User.clusterController():
+		return admit
+	case r.User.Name == NamespaceControllerUser && r.NamespaceTerminating:
+		return admit
+	case l == nil || l.Source == Copy:
+		return Verdict{Need: NeedQuorum}
+	case !l.Live(now):
+		return admit
+	}
+	what := r.what()
+	marker, hasMarker := annotationOK(r.Old, fencingv1alpha1.DeleteAtEpochAnnotation)
+	var stored int64 // a FencedResource's refusal names the epoch it holds
+	if r.Class == FencedResource && r.Old != nil {
+		stored, _, _ = unstructured.NestedInt64(r.Old.Object, "spec", "epoch")
+	}
+	switch {
+	case r.User.Name != l.Acquirer:
+		return refuse(r.errAt("", fencing.ReasonNotHolder, stored, l.Epoch,
+			"%s %s lease %s, held by %s at epoch %d: only that holder's user %q or an admin (group %s) may delete it",
+			what, r.boundTo(), r.LeaseName, l.Holder, l.Epoch, l.Acquirer, BreakGlassGroup))
+	case !l.Fenced:
+		return refuse(r.errAt("", fencing.ReasonLeaseMissing, stored, l.Epoch,
+			"%s %s lease %s, which lacks the label %s=true: while it is live only an admin (group %s) may delete it",
+			what, r.boundTo(), r.LeaseName, elector.FencedLabel, BreakGlassGroup))
+	case !hasMarker:
+		return refuse(r.errAt(FieldDeleteAtEpoch, fencing.ReasonTokenMissing, 0, l.Epoch,
+			"%s %s lease %s, held by %s at epoch %d: a DELETE carries no fencing token, so the holder first writes the annotation %s=%d with its token, then deletes (pkg/fencing's Writer.Delete and NewClient do both)",
+			what, r.boundTo(), r.LeaseName, l.Holder, l.Epoch, fencingv1alpha1.DeleteAtEpochAnnotation, l.Epoch))
+	case marker != strconv.FormatInt(l.Epoch, 10):
+		markerEpoch, _ := strconv.ParseInt(marker, 10, 64)
+		return refuse(r.errAt(FieldDeleteAtEpoch, fencing.ReasonStale, markerEpoch, l.Epoch,
+			"%s: stale deletion marker %s=%q: lease %s is at epoch %d, held by %s",
+			what, fencingv1alpha1.DeleteAtEpochAnnotation, marker, r.LeaseName, l.Epoch, l.Holder))
+	}
+	return admit
+}
+
+func (r *Request) errAt(field string, reason fencing.Reason, epoch, leaseEpoch int64, format string, args ...any) *fencing.Error {
+	e := &fencing.Error{Reason: reason, Resource: r.key(), Lease: r.LeaseName, Epoch: epoch, LeaseEpoch: leaseEpoch,
+		Field: field, Message: fmt.Sprintf(format, args...)}
+	if r.Class == Object {
+		e.Kind = r.Kind
+		if e.Field == "" {
+			e.Field = FieldFieldManager
+		}
+	}
+	return e
+}
+
+// it names the object again in a message: "it" for an object, "FencedResource ns/name" for a
+// FencedResource, as refusals have always said it.
+func (r *Request) it() string {
+	if r.Class == FencedResource {
+		return r.what()
+	}
+	return "it"
+}
+
+// boundTo is how a message says the object belongs to its Lease.
+func (r *Request) boundTo() string {
+	if r.Class == FencedResource {
+		return "is bound to"
+	}
+	return "is fenced by"
+}
+
+func annotation(u *unstructured.Unstructured, key string) string {
+	v, _ := annotationOK(u, key)
+	return v
+}
+
+func annotationOK(u *unstructured.Unstructured, key string) (string, bool) {
+	if u == nil {
+		return "", false
+	}
+	v, ok := u.GetAnnotations()[key]
+	return v, ok
+}
+
+// jsonSize is the size of v encoded as JSON.
+func jsonSize(v any) int {
+	if raw, ok := v.(json.RawMessage); ok { // as the webhook decodes a FencedResource's data
+		return len(raw)
+	}
+	b, _ := json.Marshal(v)
+	return len(b)
+}

@@ -1,0 +1,166 @@
+package admission
+
+import (
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// The bounds on what a write without the token may add, so that nobody without it can pad a fenced
+// object toward the apiserver's request limit (etcd's 1.5 MiB) and make the holder's next write, or
+// fence-on-acquire's raise, fail.
+const (
+	// MaxFreeFinalizers is the most finalizers a write without the token may leave on an object when it
+	// adds one. Kubernetes' own controllers add one or two; a finalizer name is at most 316 bytes.
+	MaxFreeFinalizers = 16
+	// MaxFreeManagers is the most managedFields entries owning nothing but free fields (finalizers, a
+	// FencedResource's labels and annotations) an object may have after a write without the token adds
+	// one.
+	MaxFreeManagers = 16
+	// MaxFreeMetadataBytes bounds a FencedResource's labels and annotations (their JSON) after a write
+	// without the token that grows them.
+	MaxFreeMetadataBytes = 64 * 1024
+)
+
+// freeRule is one entry of the allowlist: a field a write may change without presenting the token, for
+// whom, and the reason a stale or non-holder writer cannot use it to change data, ownership, coverage or
+// the holder's next write.
+type freeRule struct {
+	name string
+	// frees reports whether the rule lets request r change path p.
+	frees func(r *Request, p Path) bool
+	why   string
+}
+
+// Allowlist is every way a write without the token may change a fenced object. Anything else is
+// refused: deny by default. Each entry has an attack test on the real apiserver (internal/operator,
+// TestFreeWritesAttacks) that tries to use it.
+var allowlist = []freeRule{{
+	name: "apiserver-kept metadata",
+	frees: func(_ *Request, p Path) bool {
+		return len(p) == 2 && p.under("metadata") && slices.Contains([]string{"resourceVersion", "generation", "uid",
+			"creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"}, p[1])
+	},
+	why: "the apiserver sets these itself; a request cannot choose them",
+}, {
+	name:  "finalizers",
+	frees: func(_ *Request, p Path) bool { return p.under("metadata", "finalizers") },
+	why: "a finalizer only delays the removal of an object whose deletion was already admitted: it changes " +
+		"no data, no owner, no label, and nothing the holder's next write sends; bounded by MaxFreeFinalizers",
+}, {
+	name: "a FencedResource's declaration",
+	frees: func(r *Request, p Path) bool {
+		if r.Class != FencedResource {
+			return false
+		}
+		switch {
+		case p.under("metadata", "labels"), p.under("spec", "leaseName"):
+			return true
+		case p.under("metadata", "annotations"):
+			return len(p) < 3 || !strings.HasPrefix(p[2], "fencing.fencekit.io/")
+		case r.Operation == Create:
+			epoch, _, _ := unstructured.NestedInt64(r.New.Object, "spec", "epoch")
+			return p.under("metadata", "name") || p.under("metadata", "generateName") || p.under("metadata", "namespace") ||
+				p.under("metadata", "ownerReferences") || (p.under("spec", "epoch") && epoch == 0)
+		}
+		return false
+	},
+	why: "a FencedResource's data is spec.data, its epoch spec.epoch, its writer and deletion marker " +
+		"fencekit's annotations; fencekit reads no other label or annotation, its Lease (spec.leaseName) is " +
+		"immutable (the CRD's CEL rule), and a create holds no data and epoch 0: declaring is free, writing is fenced. " +
+		"Owner references are free on create only (an owner deletes: on update they are fenced). Labels and " +
+		"annotations are bounded by MaxFreeMetadataBytes",
+}, {
+	name: "cluster controllers' status",
+	frees: func(r *Request, p Path) bool {
+		return r.Class == Object && r.Subresource == "status" && r.User.clusterController() && p.under("status")
+	},
+	why: "a covered object's status is what the cluster's own controllers observe (a Deployment's replicas, " +
+		"a Job's completions); only those controllers' credentials write it here, and a status write cannot " +
+		"change the object's spec, data, labels or owners",
+}, {
+	name: "the Deployment controller's revision",
+	frees: func(r *Request, p Path) bool {
+		return r.Class == Object && r.Kind == "Deployment" && r.Subresource == "status" &&
+			(r.User.Name == DeploymentControllerUser || r.User.Name == ControllerManagerUser) &&
+			slices.Equal(p, Path{"metadata", "annotations", "deployment.kubernetes.io/revision"})
+	},
+	why: "the Deployment controller numbers a Deployment's rollouts in this annotation, written through " +
+		"deployments/status since Kubernetes 1.37; it is derived from the ReplicaSets, and no other user may " +
+		"write it without the token",
+}, {
+	name: "the scheduler's binding",
+	frees: func(r *Request, _ Path) bool {
+		return r.Class == Object && r.Subresource == "binding" && r.User.clusterController()
+	},
+	why: "a Binding assigns a Pod to a node and nothing else; only the scheduler (or a kubelet for its own " +
+		"node) makes one",
+}, {
+	name: "the garbage collector's orphaning",
+	frees: func(r *Request, p Path) bool {
+		return r.User.Name == GarbageCollectorUser && r.Operation == Update && r.Subresource == "" &&
+			p.under("metadata", "ownerReferences") && onlyRemovesOwners(r.Old, r.New)
+	},
+	why: "removing owner references (orphaning, or dropping a dangling owner) deletes nothing and changes " +
+		"no data; adding or changing one is fenced, because an owner deletes",
+}}
+
+// freeFor returns the test a path must pass to be changed by r without the token.
+func freeFor(r *Request) func(Path) bool {
+	return func(p Path) bool {
+		return slices.ContainsFunc(allowlist, func(f freeRule) bool { return f.frees(r, p) })
+	}
+}
+
+func onlyRemovesOwners(old, new *unstructured.Unstructured) bool {
+	if old == nil || new == nil {
+		return false
+	}
+	o, n := old.GetOwnerReferences(), new.GetOwnerReferences()
+	if len(n) >= len(o) {
+		return false
+	}
+	i := 0
+	for _, ref := range n {
+		for i < len(o) && !reflect.DeepEqual(o[i], ref) {
+			i++
+		}
+		if i == len(o) {
+			return false
+		}
+		i++
+	}
+	return true
+}
+
+// addsFinalizer reports whether new holds a finalizer old does not.
+func addsFinalizer(old, new *unstructured.Unstructured) bool {
+	var have []string
+	if old != nil {
+		have = old.GetFinalizers()
+	}
+	for _, f := range new.GetFinalizers() {
+		if !slices.Contains(have, f) {
+			return true
+		}
+	}
+	return false
+}
+
+// metadataBytes is the size of u's labels and annotations as JSON.
+func metadataBytes(u *unstructured.Unstructured) int {
+	if u == nil {
+		return 0
+	}
+	n := 0
+	for _, m := range []map[string]string{u.GetLabels(), u.GetAnnotations()} {
+		if len(m) > 0 {
+			b, _ := json.Marshal(m)
+			n += len(b)
+		}
+	}
+	return n
+}

@@ -1,0 +1,100 @@
+package admission
+
+import (
+	"strconv"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+
+	"github.com/fencekit/fencekit/pkg/elector"
+)
+
+// Source is where a Lease view was read.
+type Source int
+
+const (
+	// Quorum is a read straight from etcd: it shows every acquisition that completed before it.
+	Quorum Source = iota
+	// Copy is the webhook's watch-fed copy: it lags arbitrarily and never goes back. It may only admit,
+	// and only what fence-on-acquire makes safe (see copyMayAdmit).
+	Copy
+)
+
+func (s Source) String() string {
+	if s == Copy {
+		return "copy"
+	}
+	return "quorum"
+}
+
+// Lease is what the rule needs of a Lease in the fencekit format, parsed once per request.
+type Lease struct {
+	Name   string
+	Source Source
+	// Missing says that the Lease does not exist (as seen from Source).
+	Missing bool
+	// Fenced is the label fencing.fencekit.io/fenced=true: only then does the Lease policy guard its epoch
+	// and acquirer.
+	Fenced bool
+	// Epoch is the current epoch; EpochErr says why it could not be read (missing or malformed).
+	Epoch    int64
+	EpochErr string
+	Holder   string
+	Acquirer string
+	// RenewTime and Duration are the holder's last renewal and lease duration; Duration <= 0 when missing.
+	RenewTime time.Time
+	Duration  time.Duration
+	// Fences is the fence-on-acquire declaration (annotation fencing.fencekit.io/fences); a malformed one
+	// declares nothing.
+	Fences elector.Fences
+}
+
+// ParseLease reads l (nil if it does not exist: Missing) as read from src. It never fails: what it cannot
+// read is reported in EpochErr (the epoch), a zero Duration (treated as expired) or an empty declaration.
+func ParseLease(l *coordinationv1.Lease, src Source) *Lease {
+	if l == nil {
+		return &Lease{Source: src, Missing: true}
+	}
+	v := &Lease{Name: l.Name, Source: src, Fenced: l.Labels[elector.FencedLabel] == "true",
+		Acquirer: l.Annotations[elector.AcquirerAnnotation]}
+	raw, ok := l.Annotations[elector.EpochAnnotation]
+	switch epoch, err := elector.ParseEpoch(raw); {
+	case !ok:
+		v.EpochErr = "it has no " + elector.EpochAnnotation + " annotation (no fencekit elector has acquired it)"
+	case err != nil:
+		v.EpochErr = "its " + elector.EpochAnnotation + " annotation " + strconv.Quote(raw) + " is not an epoch >= 1"
+	case epoch > elector.MaxEpoch:
+		v.EpochErr = "its " + elector.EpochAnnotation + " annotation " + strconv.Quote(raw) + " is above the highest epoch " +
+			strconv.FormatInt(elector.MaxEpoch, 10) + " (no fencekit elector issues it)"
+	default:
+		v.Epoch = epoch
+	}
+	if l.Spec.HolderIdentity != nil {
+		v.Holder = *l.Spec.HolderIdentity
+	}
+	if l.Spec.RenewTime != nil {
+		v.RenewTime = l.Spec.RenewTime.Time
+	}
+	if l.Spec.LeaseDurationSeconds != nil && *l.Spec.LeaseDurationSeconds > 0 {
+		v.Duration = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+	}
+	if f, err := elector.ParseFences(l.Annotations[elector.FencesAnnotation]); err == nil {
+		v.Fences = f
+	}
+	return v
+}
+
+// Live reports whether the Lease has a holder whose lease has not expired at now, at a valid epoch.
+func (l *Lease) Live(now time.Time) bool {
+	return l != nil && !l.Missing && l.EpochErr == "" && l.Holder != "" && l.Duration > 0 && !l.RenewTime.IsZero() &&
+		!now.After(l.RenewTime.Add(l.Duration))
+}
+
+// declares reports whether every acquisition of the Lease raises objects of class c before it hands out
+// its token.
+func (l *Lease) declares(c Class) bool {
+	if c == FencedResource {
+		return l.Fences.FencedResources
+	}
+	return l.Fences.Objects
+}

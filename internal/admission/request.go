@@ -1,0 +1,121 @@
+package admission
+
+import (
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/fencekit/fencekit/pkg/elector"
+)
+
+// Class is what kind of fenced object a write is to.
+type Class int
+
+const (
+	// FencedResource is a fencing.fencekit.io FencedResource: its data is spec.data, its epoch spec.epoch
+	// (the CRD's CEL rule keeps the maximum), its Lease spec.leaseName.
+	FencedResource Class = iota
+	// Object is an object a FencingPolicy covers: all of it is the holder's, its epoch record the
+	// annotation fencing.fencekit.io/epoch.
+	Object
+)
+
+// Operation is the admission operation. A patch and a server-side apply arrive as Update.
+type Operation string
+
+const (
+	Create Operation = "CREATE"
+	Update Operation = "UPDATE"
+	Delete Operation = "DELETE"
+)
+
+// BreakGlassGroup is the group whose members may write a fenced object without being the Lease's acquirer
+// (they present the Lease's current token like anyone) and may delete one whose Lease has a live holder.
+// Members of system:masters have the same rights. Grant it only for recovery.
+const BreakGlassGroup = "fencekit:breakglass"
+
+// The cluster's own controllers the rule names.
+const (
+	// GarbageCollectorUser deletes objects whose owners are gone, and removes owner references (orphaning).
+	GarbageCollectorUser = "system:serviceaccount:kube-system:generic-garbage-collector"
+	// NamespaceControllerUser empties a namespace that is being deleted.
+	NamespaceControllerUser = "system:serviceaccount:kube-system:namespace-controller"
+	// DeploymentControllerUser writes a Deployment's status and its revision annotation (through
+	// deployments/status since Kubernetes 1.37).
+	DeploymentControllerUser = "system:serviceaccount:kube-system:deployment-controller"
+	// ControllerManagerUser is kube-controller-manager when it runs every controller under one credential
+	// (--use-service-account-credentials=false).
+	ControllerManagerUser = "system:kube-controller-manager"
+)
+
+// User is the authenticated user of a request, as the apiserver reports it to admission.
+type User struct {
+	Name   string
+	Groups []string
+}
+
+func (u User) breakGlass() bool {
+	return slices.Contains(u.Groups, BreakGlassGroup) || slices.Contains(u.Groups, "system:masters")
+}
+
+// clusterController reports whether u is one of the cluster's own controllers: a kube-system
+// ServiceAccount (kube-controller-manager's controllers), kube-controller-manager or kube-scheduler
+// themselves, or a kubelet (group system:nodes, held to its own node's Pods by NodeRestriction).
+func (u User) clusterController() bool {
+	return strings.HasPrefix(u.Name, "system:serviceaccount:kube-system:") ||
+		u.Name == ControllerManagerUser || u.Name == "system:kube-scheduler" ||
+		slices.Contains(u.Groups, "system:nodes")
+}
+
+// Request is one admission request for a fenced object, decoded.
+type Request struct {
+	Class       Class
+	Operation   Operation
+	Subresource string // "" for the object itself; "status", "scale", "eviction", "binding", ...
+	User        User
+	// FieldManager is the request's fieldManager (CreateOptions, UpdateOptions, PatchOptions): a fenced
+	// write presents its token there, fencing.fencekit.io/epoch=N. It is never read from the stored
+	// object, so a write cannot inherit it. Empty for a DELETE.
+	FieldManager string
+	// Kind, Namespace and Name name the object in refusals (Name from the stored object when the request
+	// has none: a deletecollection).
+	Kind, Namespace, Name string
+	// Old is the stored object (nil on create), New the object the write results in (nil on delete). For
+	// a subresource whose object is of another kind (Scale, Eviction, Binding), they are that object.
+	Old, New *unstructured.Unstructured
+	// LeaseName is the bound Lease; Policy the covering FencingPolicy ("ns/name", objects only).
+	LeaseName, Policy string
+	// CoveredBefore and CoveredAfter say whether a FencingPolicy of the namespace covers the object with
+	// its labels before and after the write (objects only; a create is not covered before, a delete not
+	// after).
+	CoveredBefore, CoveredAfter bool
+	// NamespaceTerminating is whether the namespace is being deleted; read only for the namespace
+	// controller's deletes (ReadsNamespace).
+	NamespaceTerminating bool
+}
+
+// key is "namespace/name", as refusals name the object.
+func (r *Request) key() string { return r.Namespace + "/" + r.Name }
+
+// what names the object in messages: "FencedResource ns/orders", "ConfigMap ns/app".
+func (r *Request) what() string {
+	if r.Class == FencedResource {
+		return "FencedResource " + r.key()
+	}
+	return r.Kind + " " + r.key()
+}
+
+// presents reports whether the request presents a fencing token (or something that starts like one).
+func (r *Request) presents() bool {
+	return strings.HasPrefix(r.FieldManager, elector.FieldManagerPrefix)
+}
+
+// foreign reports whether the request's objects are of another kind than the fenced object (a Scale, an
+// Eviction, a Binding): they carry none of its metadata.
+func (r *Request) foreign() bool { return r.Subresource != "" && r.Subresource != "status" }
+
+// ReadsNamespace reports whether deciding r needs to know if its namespace is terminating.
+func ReadsNamespace(r *Request) bool {
+	return r.Operation == Delete && r.User.Name == NamespaceControllerUser
+}
