@@ -262,6 +262,41 @@ func TestLeaseCacheAttacks(t *testing.T) {
 		a.s.set(false)
 	})
 
+	// Closed: a stale holder labels a covered object OUT of the selector while the copy lags a takeover.
+	// The new holder's fence-on-acquire lists by selector, so it would never raise the object, and the old
+	// holder's later writes to it (no longer covered) would win over the new holder's. A write that changes
+	// coverage is decided on a quorum read, which refuses it.
+	t.Run("a stale holder labels an object out of the policy's selector", func(t *testing.T) {
+		a.s.set(false)
+		ns := env.Namespace(t)
+		r1, r2 := replicas(t, ns)
+		r1.Fences, r2.Fences = objects, objects
+		configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
+		t1 := r1.Acquire(t, ns, "l", 1)
+		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+		if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "in", Labels: fenced}}); err != nil {
+			t.Fatal(err)
+		}
+		a.seen(t, ns, "l", 1, r1.Holder)
+		onCopy(t, "objects", "replica-1's write of a covered ConfigMap at epoch 1", func() error {
+			return patchConfigMap(t, c1, ns, "in", `{"data":{"v":"one"}}`)
+		})
+
+		a.s.set(true)
+		t2 := r2.Acquire(t, ns, "l", 2)
+		mustContain(t, "replica-1 labels the ConfigMap out of the selector at epoch 1, the copy stalled at epoch 1",
+			patchConfigMap(t, c1, ns, "in", `{"metadata":{"labels":{"app":null}}}`), fencing.IsStale, "stale epoch 1")
+		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client)(ctx, t2); err != nil {
+			t.Fatal(err)
+		}
+		if got := objectEpoch(t, ns, "in"); got != "2" {
+			t.Fatalf("the ConfigMap's epoch record is %q after replica-2's fence, want 2 (still covered, raised)", got)
+		}
+		mustContain(t, "replica-1's write after replica-2's fence", patchConfigMap(t, c1, ns, "in", `{"data":{"v":"late"}}`),
+			fencing.IsStale, "stale epoch 1")
+		a.s.set(false)
+	})
+
 	// The declaration is per kind: a Lease that declares only FencedResources promises nothing about its
 	// FencingPolicy objects (its electors need not run FenceObjectsOnAcquire), and the other way round. A
 	// stale write of the undeclared kind is refused at once from the quorum read, though the stalled copy
