@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -128,6 +129,13 @@ func (r *FencingPolicyReconciler) updateStatus(ctx context.Context, p *fencingv1
 			p.Spec.LeaseName, describe(p.Spec.Resources), p.Namespace, webhookName(p.Namespace), r.configName)
 	}
 	meta.SetStatusCondition(&want.Conditions, cond)
+	refused := metav1.Condition{Type: fencingv1alpha1.ConditionControllersRefused, Status: metav1.ConditionFalse,
+		Reason: fencingv1alpha1.ReasonNoControllerRefused, ObservedGeneration: p.Generation,
+		Message: "no declared resource is written by a cluster controller that fencekit refuses"}
+	if warnings := admission.RefusedControllers(p); len(warnings) > 0 {
+		refused.Status, refused.Reason, refused.Message = metav1.ConditionTrue, fencingv1alpha1.ReasonRefusesControllers, strings.Join(warnings, "; ")
+	}
+	meta.SetStatusCondition(&want.Conditions, refused)
 	if equality.Semantic.DeepEqual(want, &p.Status) {
 		return nil
 	}

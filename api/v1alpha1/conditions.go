@@ -45,3 +45,15 @@ const (
 	// the message says why.
 	ReasonWebhookNotConfigured = "WebhookNotConfigured"
 )
+
+// The FencingPolicy condition that says which of the cluster's own controllers it refuses.
+const (
+	// ConditionControllersRefused is True when the policy declares a resource that one of the cluster's own
+	// controllers writes and fencekit refuses (ReplicaSets, Pods, EndpointSlices, ...): its message names
+	// each controller and what breaks. It is False otherwise.
+	ConditionControllersRefused = "ControllersRefused"
+	// ReasonRefusesControllers: ControllersRefused is True.
+	ReasonRefusesControllers = "RefusesClusterControllers"
+	// ReasonNoControllerRefused: ControllersRefused is False.
+	ReasonNoControllerRefused = "NoControllerRefused"
+)

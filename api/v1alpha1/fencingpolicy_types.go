@@ -7,14 +7,22 @@ import (
 const (
 	// ObjectEpochAnnotation is the epoch of the last fenced write of an object declared by a FencingPolicy.
 	// Every fenced create and update sets it to the epoch the request presents (its field manager
-	// fencing.fencekit.io/epoch=N), and the fencekit webhook admits it only if new == presented >= stored:
-	// per object the stored epoch never goes down. It is a record, never a token: the token is always the
-	// request's field manager.
+	// fencing.fencekit.io/epoch=N), which must be the Lease's current epoch, and every acquisition's
+	// fence-on-acquire writes it, so that a record the Lease issued never goes down. It is a record, never a
+	// token: the token is always the request's field manager.
 	ObjectEpochAnnotation = "fencing.fencekit.io/epoch"
 
 	// MaxPolicyResources bounds spec.resources of a FencingPolicy.
 	MaxPolicyResources = 16
 )
+
+// ClusterOwned reports whether the object group/resource/name is one the cluster itself keeps in every
+// namespace, which no FencingPolicy covers whatever its selector: ConfigMap kube-root-ca.crt, the
+// cluster's CA bundle, which root-ca-cert-publisher recreates and every Pod that mounts a ServiceAccount
+// token needs.
+func ClusterOwned(group, resource, name string) bool {
+	return group == "" && resource == "configmaps" && name == "kube-root-ca.crt"
+}
 
 // FencedObjects names resources of one API group, in the FencingPolicy's namespace, that only the holder
 // of the policy's Lease may write.

@@ -94,8 +94,8 @@ func leaseFor(c cases.Case) *coordinationv1.Lease {
 func request(t *testing.T, c cases.Case) *admission.Request {
 	t.Helper()
 	stored := base(c.Target)
-	if c.Setup != "" {
-		stored = mergePatch(t, stored, c.Setup)
+	if c.Setup != nil {
+		stored = mergePatch(t, stored, c.Stamp(c.Setup(stored), cases.Current))
 	}
 	op := c.Op
 	if op == "" {

@@ -404,13 +404,17 @@ func (r *Request) onlyMarker() bool {
 // holds an older epoch and cannot write the current marker.
 func decideDelete(r *Request, l *Lease, now time.Time) Verdict {
 	switch {
-	case r.User.breakGlass(), r.User.Name == GarbageCollectorUser:
+	case r.User.breakGlass(), r.User.is(GarbageCollectorUser):
 		return admit
 	case r.Class == Object && r.Old != nil && r.Old.GetDeletionTimestamp() != nil:
 		return admit
 	case r.Class == Object && r.Kind == "Pod" && r.User.clusterController():
 		return admit
-	case r.User.Name == NamespaceControllerUser && r.NamespaceTerminating:
+	case r.User.is(NamespaceControllerUser) && r.NamespaceTerminating:
+		return admit
+	case r.Class == Object && r.Kind == "Job" && r.User.is(TTLControllerUser) && finishedWithTTL(r.Old):
+		// The Job's TTL is the holder's (spec, fenced), its finish the Job controller's (status): the
+		// delete carries out what the holder wrote, and only that controller makes it.
 		return admit
 	case l == nil || l.Source == Copy:
 		return Verdict{Need: NeedQuorum}
@@ -443,6 +447,25 @@ func decideDelete(r *Request, l *Lease, now time.Time) Verdict {
 			what, fencingv1alpha1.DeleteAtEpochAnnotation, marker, r.LeaseName, l.Epoch, l.Holder))
 	}
 	return admit
+}
+
+// finishedWithTTL reports whether Job u sets ttlSecondsAfterFinished and has finished (a Complete or
+// Failed condition that is True).
+func finishedWithTTL(u *unstructured.Unstructured) bool {
+	if u == nil {
+		return false
+	}
+	if _, found, _ := unstructured.NestedInt64(u.Object, "spec", "ttlSecondsAfterFinished"); !found {
+		return false
+	}
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if (m["type"] == "Complete" || m["type"] == "Failed") && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Request) errAt(field string, reason fencing.Reason, epoch, leaseEpoch int64, format string, args ...any) *fencing.Error {

@@ -85,7 +85,7 @@ var allowlist = []freeRule{{
 	name: "the Deployment controller's revision",
 	frees: func(r *Request, p Path) bool {
 		return r.Class == Object && r.Kind == "Deployment" && r.Subresource == "status" &&
-			(r.User.Name == DeploymentControllerUser || r.User.Name == ControllerManagerUser) &&
+			r.User.is(DeploymentControllerUser) &&
 			slices.Equal(p, Path{"metadata", "annotations", "deployment.kubernetes.io/revision"})
 	},
 	why: "the Deployment controller numbers a Deployment's rollouts in this annotation, written through " +
@@ -101,12 +101,47 @@ var allowlist = []freeRule{{
 }, {
 	name: "the garbage collector's orphaning",
 	frees: func(r *Request, p Path) bool {
-		return r.User.Name == GarbageCollectorUser && r.Operation == Update && r.Subresource == "" &&
+		return r.User.is(GarbageCollectorUser) && r.Operation == Update && r.Subresource == "" &&
 			p.under("metadata", "ownerReferences") && onlyRemovesOwners(r.Old, r.New)
 	},
 	why: "removing owner references (orphaning, or dropping a dangling owner) deletes nothing and changes " +
 		"no data; adding or changing one is fenced, because an owner deletes",
+}, {
+	name: "the volume binder's binding of a claim",
+	frees: func(r *Request, p Path) bool {
+		if r.Class != Object || r.Kind != "PersistentVolumeClaim" || r.Subresource != "" || !r.User.is(VolumeBinderUser) {
+			return false
+		}
+		if slices.Equal(p, Path{"spec", "volumeName"}) {
+			old, _, _ := unstructured.NestedString(r.Old.Object, "spec", "volumeName")
+			return old == "" // binding an unbound claim; never rebinding a bound one
+		}
+		return len(p) == 3 && p.under("metadata", "annotations") && slices.Contains([]string{"pv.kubernetes.io/bind-completed",
+			"pv.kubernetes.io/bound-by-controller", "volume.beta.kubernetes.io/storage-provisioner", "volume.kubernetes.io/storage-provisioner"}, p[2])
+	},
+	why: "the persistent-volume binder binds an unbound claim to a volume (spec.volumeName, and the annotations " +
+		"that record the binding); the claim's request, its data and its labels stay the holder's, and a bound claim " +
+		"cannot be rebound this way. Without it the volume shows Bound to the claim while the claim stays Pending",
+}, {
+	name: "the token controller's ServiceAccount token",
+	frees: func(r *Request, p Path) bool {
+		if r.Class != Object || r.Kind != "Secret" || r.Subresource != "" || !r.User.is(TokenControllerUser) ||
+			r.Old == nil || secretType(r.Old) != "kubernetes.io/service-account-token" {
+			return false
+		}
+		return len(p) == 2 && p.under("data") && slices.Contains([]string{"token", "ca.crt", "namespace"}, p[1]) ||
+			len(p) == 3 && p.under("metadata", "annotations") && strings.HasPrefix(p[2], "kubernetes.io/service-account.")
+	},
+	why: "a Secret of type kubernetes.io/service-account-token (a type that cannot change) is filled by the " +
+		"token controller with a token it mints for the ServiceAccount the Secret names; nobody else can write " +
+		"those keys without the token, and the Secret's other data stays the holder's",
 }}
+
+// secretType is a Secret's type.
+func secretType(u *unstructured.Unstructured) string {
+	s, _, _ := unstructured.NestedString(u.Object, "type")
+	return s
+}
 
 // freeFor returns the test a path must pass to be changed by r without the token.
 func freeFor(r *Request) func(Path) bool {

@@ -5,6 +5,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
@@ -36,6 +37,44 @@ func Covered(policies []fencingv1alpha1.FencingPolicy, group, resource, subresou
 		}
 	}
 	return false
+}
+
+// refusedControllers are the cluster's own controllers that write objects of a resource a policy may
+// declare, and that the rule refuses (their writes are not on the allowlist: they change the holder's
+// data), with what breaks. Declaring such a resource is admitted, with a warning and the policy's
+// ControllersRefused condition: an operator may mean it (it writes those objects itself), and a selector
+// can keep the controller's objects out. The resources whose controllers the rule lets through (status
+// writers, the garbage collector, the namespace controller, the TTL controller's deletes of finished
+// Jobs, the volume binder, the token controller) and ConfigMap kube-root-ca.crt are not listed.
+var refusedControllers = map[schema.GroupResource]string{
+	{Group: "apps", Resource: "replicasets"}: "the Deployment controller (kube-system:deployment-controller) is refused creating, " +
+		"scaling and updating the ReplicaSets of Deployments: rollouts stall",
+	{Group: "", Resource: "pods"}: "the ReplicaSet, Job, StatefulSet and DaemonSet controllers are refused creating Pods the policy " +
+		"covers: those workloads get no Pods (kubelets, the scheduler and the Pod garbage collectors still work)",
+	{Group: "discovery.k8s.io", Resource: "endpointslices"}: "the EndpointSlice controllers (kube-system:endpointslice-controller, " +
+		"endpointslicemirroring-controller) are refused: Services stop routing to new Pods",
+	{Group: "", Resource: "endpoints"}:               "the endpoints controller (kube-system:endpoint-controller) is refused: Services stop routing to new Pods",
+	{Group: "apps", Resource: "controllerrevisions"}: "the StatefulSet and DaemonSet controllers are refused recording revisions: their rollouts stall",
+	{Group: "", Resource: "persistentvolumeclaims"}: "the StatefulSet controller is refused creating the claims of volumeClaimTemplates " +
+		"(the volume binder's binding is admitted)",
+	{Group: "", Resource: "secrets"}: "Secrets written by controllers other than the token controller (for example a " +
+		"cert-manager or sealed-secrets controller) are refused; ServiceAccount token Secrets are filled",
+}
+
+// RefusedControllers lists, for each resource p declares, the cluster's own controllers fencekit will
+// refuse and what breaks, one sentence each, in the order of p's resources.
+func RefusedControllers(p *fencingv1alpha1.FencingPolicy) []string {
+	var out []string
+	for _, e := range p.Spec.Resources {
+		if what, ok := refusedControllers[schema.GroupResource{Group: e.Group, Resource: e.Resource}]; ok {
+			gr := e.Resource
+			if e.Group != "" {
+				gr += "." + e.Group
+			}
+			out = append(out, "FencingPolicy "+p.Namespace+"/"+p.Name+" declares "+gr+": "+what)
+		}
+	}
+	return out
 }
 
 // selectorsDisjoint reports whether no set of labels can match both selectors, judged from their

@@ -49,11 +49,27 @@ const (
 	ControllerManagerUser = "system:kube-controller-manager"
 )
 
+// More of kube-controller-manager's controllers, each writing as its own ServiceAccount with
+// --use-service-account-credentials (kubeadm's default, and every managed cluster's that documents it).
+const (
+	TTLControllerUser     = "system:serviceaccount:kube-system:ttl-after-finished-controller"
+	VolumeBinderUser      = "system:serviceaccount:kube-system:persistent-volume-binder"
+	TokenControllerUser   = "system:serviceaccount:kube-system:tokens-controller"
+	RootCAPublisherUser   = "system:serviceaccount:kube-system:root-ca-cert-publisher"
+	ReplicaSetCtrlUser    = "system:serviceaccount:kube-system:replicaset-controller"
+	EndpointSliceCtrlUser = "system:serviceaccount:kube-system:endpointslice-controller"
+)
+
 // User is the authenticated user of a request, as the apiserver reports it to admission.
 type User struct {
 	Name   string
 	Groups []string
 }
+
+// is reports whether u is the controller whose ServiceAccount is sa, or kube-controller-manager running
+// every controller under its own credential (--use-service-account-credentials=false), which the
+// apiserver cannot tell apart: either is the cluster's own controller.
+func (u User) is(sa string) bool { return u.Name == sa || u.Name == ControllerManagerUser }
 
 func (u User) breakGlass() bool {
 	return slices.Contains(u.Groups, BreakGlassGroup) || slices.Contains(u.Groups, "system:masters")
@@ -117,5 +133,5 @@ func (r *Request) foreign() bool { return r.Subresource != "" && r.Subresource !
 
 // ReadsNamespace reports whether deciding r needs to know if its namespace is terminating.
 func ReadsNamespace(r *Request) bool {
-	return r.Operation == Delete && r.User.Name == NamespaceControllerUser
+	return r.Operation == Delete && r.User.is(NamespaceControllerUser)
 }

@@ -43,14 +43,14 @@ func SetupPolicyWebhookWithManager(mgr ctrl.Manager) error {
 		Complete()
 }
 
-// ValidateCreate checks a new policy.
+// ValidateCreate checks a new policy, warning of the cluster controllers it will refuse.
 func (v *PolicyValidator) ValidateCreate(ctx context.Context, p *fencingv1alpha1.FencingPolicy) (admission.Warnings, error) {
-	return nil, v.validate(ctx, p)
+	return core.RefusedControllers(p), v.validate(ctx, p)
 }
 
-// ValidateUpdate checks a changed policy.
+// ValidateUpdate checks a changed policy, warning of the cluster controllers it will refuse.
 func (v *PolicyValidator) ValidateUpdate(ctx context.Context, _, p *fencingv1alpha1.FencingPolicy) (admission.Warnings, error) {
-	return nil, v.validate(ctx, p)
+	return core.RefusedControllers(p), v.validate(ctx, p)
 }
 
 // ValidateDelete admits every delete: deleting a policy stops fencing its objects, which RBAC on

@@ -88,7 +88,8 @@ func regarding(req admission.Request, r *core.Request) runtime.Object {
 
 func objectRef(r *core.Request) klog.ObjectRef { return klog.KRef(r.Namespace, r.Name) }
 
-// policyFor finds the FencingPolicy that declares the object of r, nil if none does, and sets r's coverage
+// policyFor finds the FencingPolicy that declares the object of r, nil if none does (nor ever does one the
+// cluster owns, fencingv1alpha1.ClusterOwned), and sets r's coverage
 // before and after the write. The cache is read first; if it shows none although the apiserver sent the
 // request (the operator configured the webhook for this namespace and resource from a policy the cache has
 // not seen yet, or not any more), the policies are listed again from the apiserver. Two policies bound to
@@ -96,6 +97,9 @@ func objectRef(r *core.Request) klog.ObjectRef { return klog.KRef(r.Namespace, r
 // the write: fail closed.
 func (v *ObjectValidator) policyFor(ctx context.Context, req admission.Request, r *core.Request) (*fencingv1alpha1.FencingPolicy, error) {
 	gr := schema.GroupResource{Group: req.Resource.Group, Resource: req.Resource.Resource}
+	if fencingv1alpha1.ClusterOwned(gr.Group, gr.Resource, r.Name) {
+		return nil, nil
+	}
 	var old, new map[string]string
 	if r.Old != nil {
 		old = r.Old.GetLabels()

@@ -92,9 +92,9 @@ type Case struct {
 	Actor  Actor
 	Token  Token
 	Lease  LeaseState
-	// Setup is a JSON merge patch the holder makes to the target, with the current token, before the write
-	// ("" for none): the state the row starts from.
-	Setup string
+	// Setup is a JSON merge patch the holder makes to the target, with the current token and stamped like
+	// the write, before the write (nil for none): the state the row starts from.
+	Setup func(stored map[string]any) map[string]any
 	// Op and Subresource are the write's; Patch is its JSON merge patch of the stored object (the write is
 	// an update, a patch and a server-side apply alike for admission), computed from the stored object,
 	// nil for a DELETE. A write that presents a token is stamped as pkg/fencing's clients stamp it (Stamp).

@@ -49,7 +49,7 @@ var Table = []Case{
 		Why: "managedFields decide what the holder's next server-side apply prunes"},
 	{Name: "an editor adds an owner", Target: FencedResource, Actor: Editor, Token: NoToken, Patch: owners(ghost),
 		Want: fencing.ReasonTokenMissing, Why: "an owner reference deletes"},
-	{Name: "the garbage collector orphans", Target: FencedResource, Actor: GarbageCollector, Token: NoToken, Setup: ownersJSON(ghost),
+	{Name: "the garbage collector orphans", Target: FencedResource, Actor: GarbageCollector, Token: NoToken, Setup: owners(ghost),
 		Patch: owners()},
 	{Name: "break glass writes data without a token", Target: FencedResource, Actor: BreakGlass, Token: NoToken, Patch: data("b"),
 		Want: fencing.ReasonTokenMissing, Why: "break glass skips the acquirer check only"},
@@ -57,12 +57,12 @@ var Table = []Case{
 	{Name: "the holder writes after its release", Target: FencedResource, Actor: HolderUser, Token: CurrentToken, Lease: Released,
 		Patch: data("b"), Want: fencing.ReasonNotHolder},
 	{Name: "the holder keeps an armed marker in a raw write", Target: FencedResource, Actor: HolderUser, Token: CurrentToken,
-		Setup: markerJSON(Current), Raw: true, Patch: data("b"), Want: fencing.ReasonInvalid,
+		Setup: annotate(markerKey, marker), Raw: true, Patch: data("b"), Want: fencing.ReasonInvalid,
 		Why: "a marker authorises one delete: a write after it removes it"},
 	{Name: "an editor deletes a FencedResource", Target: FencedResource, Actor: Editor, Op: admission.Delete, Want: fencing.ReasonNotHolder},
 	{Name: "the holder's user deletes without the marker", Target: FencedResource, Actor: HolderUser, Op: admission.Delete,
 		Want: fencing.ReasonTokenMissing, Why: "a DELETE carries no token: a stale replica's bare DELETE"},
-	{Name: "the holder deletes after its marker", Target: FencedResource, Actor: HolderUser, Op: admission.Delete, Setup: markerJSON(Current)},
+	{Name: "the holder deletes after its marker", Target: FencedResource, Actor: HolderUser, Op: admission.Delete, Setup: annotate(markerKey, marker)},
 	{Name: "an editor deletes after the release", Target: FencedResource, Actor: Editor, Op: admission.Delete, Lease: Released},
 
 	// A ConfigMap a FencingPolicy covers.
@@ -82,17 +82,17 @@ var Table = []Case{
 	{Name: "a stale holder labels a ConfigMap out of the selector", Target: ConfigMap, Actor: HolderUser, Token: StaleToken,
 		Patch: label("app", nil), Want: fencing.ReasonStale, Why: "a write that changes coverage is decided on a quorum read"},
 	{Name: "the holder keeps an armed marker on a ConfigMap", Target: ConfigMap, Actor: HolderUser, Token: CurrentToken,
-		Setup: markerJSON(Current), Raw: true, Patch: data("b"), Want: fencing.ReasonInvalid},
+		Setup: annotate(markerKey, marker), Raw: true, Patch: data("b"), Want: fencing.ReasonInvalid},
 	{Name: "an editor adds an owner to a ConfigMap", Target: ConfigMap, Actor: Editor, Token: NoToken, Patch: owners(ghost),
 		Want: fencing.ReasonTokenMissing},
-	{Name: "the garbage collector orphans a ConfigMap", Target: ConfigMap, Actor: GarbageCollector, Token: NoToken, Setup: ownersJSON(ghost),
+	{Name: "the garbage collector orphans a ConfigMap", Target: ConfigMap, Actor: GarbageCollector, Token: NoToken, Setup: owners(ghost),
 		Patch: owners()},
 	{Name: "the holder writes a ConfigMap after its release", Target: ConfigMap, Actor: HolderUser, Token: CurrentToken, Lease: Released,
 		Patch: data("b"), Want: fencing.ReasonNotHolder},
 	{Name: "an editor deletes a ConfigMap", Target: ConfigMap, Actor: Editor, Op: admission.Delete, Want: fencing.ReasonNotHolder},
 	{Name: "the holder's user deletes a ConfigMap without the marker", Target: ConfigMap, Actor: HolderUser, Op: admission.Delete,
 		Want: fencing.ReasonTokenMissing},
-	{Name: "the holder deletes a ConfigMap after its marker", Target: ConfigMap, Actor: HolderUser, Op: admission.Delete, Setup: markerJSON(Current)},
+	{Name: "the holder deletes a ConfigMap after its marker", Target: ConfigMap, Actor: HolderUser, Op: admission.Delete, Setup: annotate(markerKey, marker)},
 
 	// A Deployment the same FencingPolicy covers, and the cluster's controllers.
 	{Name: "the Deployment controller writes status", Target: Deployment, Actor: DeploymentCtrl, Token: NoToken, Subresource: "status",
@@ -152,9 +152,29 @@ func label(k string, v any) func(map[string]any) map[string]any {
 }
 
 func annotate(k string, v any) func(map[string]any) map[string]any {
-	return func(map[string]any) map[string]any {
+	return func(stored map[string]any) map[string]any {
+		if v == marker {
+			v = currentEpoch(stored)
+		}
 		return map[string]any{"metadata": map[string]any{"annotations": map[string]any{k: v}}}
 	}
+}
+
+// currentEpoch is the epoch the stored object was written at: a FencedResource's spec.epoch, an object's
+// record.
+func currentEpoch(stored map[string]any) string {
+	if spec, ok := stored["spec"].(map[string]any); ok && stored["kind"] == string(FencedResource) {
+		switch e := spec["epoch"].(type) {
+		case int64:
+			return itoa(e)
+		case float64:
+			return itoa(int64(e))
+		}
+	}
+	md, _ := stored["metadata"].(map[string]any)
+	ann, _ := md["annotations"].(map[string]any)
+	s, _ := ann[recordKey].(string)
+	return s
 }
 
 func finalizers(n int) func(map[string]any) map[string]any {
@@ -177,14 +197,8 @@ func owners(refs ...map[string]any) func(map[string]any) map[string]any {
 	}
 }
 
-func ownersJSON(ref map[string]any) string {
-	return fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":%q,"kind":%q,"name":%q,"uid":%q}]}}`,
-		ref["apiVersion"], ref["kind"], ref["name"], ref["uid"])
-}
-
-func markerJSON(epoch int64) string {
-	return fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, markerKey, itoa(epoch))
-}
+// marker is the deletion marker at the current epoch, as the stored record says it.
+const marker = "<the record>"
 
 // stealOwnership moves ownership of the data out of every managedFields entry into a new Apply entry of
 // the holder's epoch manager, as a write that changes nothing but managedFields can.
@@ -256,16 +270,19 @@ func declare(fences string) func(map[string]any) map[string]any {
 	}
 }
 
-// acquire is another elector's acquisition at Future, as pkg/elector writes it, with or without the
-// declaration the Lease carries.
+// acquire is another elector's acquisition at the next epoch (the row's FutureToken), as pkg/elector
+// writes it, with or without the declaration the Lease carries.
 func acquire(declaring bool) func(map[string]any) map[string]any {
 	return func(stored map[string]any) map[string]any {
 		var fences any
 		if declaring {
 			fences = elector.Fences{FencedResources: true, Objects: true}.String()
 		}
+		md, _ := stored["metadata"].(map[string]any)
+		ann, _ := md["annotations"].(map[string]any)
+		epoch, _ := strconv.ParseInt(fmt.Sprint(ann[elector.EpochAnnotation]), 10, 64)
 		return map[string]any{
-			"metadata": map[string]any{"annotations": map[string]any{elector.EpochAnnotation: itoa(Future),
+			"metadata": map[string]any{"annotations": map[string]any{elector.EpochAnnotation: itoa(epoch + 1),
 				elector.AcquirerAnnotation: string(OtherElector), elector.FencesAnnotation: fences}},
 			"spec": map[string]any{"holderIdentity": "intruder", "acquireTime": nextRenewTime(stored), "renewTime": nextRenewTime(stored)},
 		}

@@ -10,6 +10,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,18 +20,18 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/testenv"
+	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
-// The tests below declare a resource that one of the cluster's own controllers writes, and assert what
-// happens today: that controller's write is refused, and kube-controller-manager's log shows the refusal.
-// Decision pending in the admission allowlist (issue 21): when it lands, each of these asserts the
-// outcome decided for its resource (the controller works, the declaration is refused, or it is admitted
-// with a warning naming the controller).
+// The tests below declare a resource that one of the cluster's own controllers writes, with the real
+// kube-controller-manager running, and assert the outcome docs/design.md ("The cluster's own controllers")
+// decides for it: the controller works (its write is on internal/admission's allowlist), or the policy
+// says, in a warning and its ControllersRefused condition, which controller it refuses and what breaks.
 
-// TestPendingConfigMapsWithoutSelector: root-ca-cert-publisher cannot recreate kube-root-ca.crt once the
-// holder deleted it (Pods that mount projected ServiceAccount tokens need it).
-// Decision pending in the admission allowlist (issue 21).
-func TestPendingConfigMapsWithoutSelector(t *testing.T) {
+// TestConfigMapsWithoutSelector: a policy on every ConfigMap does not cover kube-root-ca.crt: after the
+// holder deleted it, root-ca-cert-publisher recreates it (Pods that mount projected ServiceAccount tokens
+// need it).
+func TestConfigMapsWithoutSelector(t *testing.T) {
 	h := newHolder(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}, []rbacv1.PolicyRule{all("", "configmaps")},
 		fencingv1alpha1.FencedObjects{Group: "", Resource: "configmaps"})
 	h.acquire(t)
@@ -38,16 +40,16 @@ func TestPendingConfigMapsWithoutSelector(t *testing.T) {
 		err := h.c.Delete(t.Context(), root.DeepCopy())
 		return err == nil, errString(err)
 	})
-	kcmSays(t, "root-ca-cert-publisher is refused recreating kube-root-ca.crt", h.ns+"/kube-root-ca.crt", "presents no fencing token")
-	err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(root), &corev1.ConfigMap{})
-	if err == nil {
-		t.Errorf("kube-root-ca.crt was recreated: the decision of issue 21 landed? update this test")
-	}
+	testenv.EventuallyWithin(t, 60*time.Second, "root-ca-cert-publisher recreates kube-root-ca.crt", func() (bool, string) {
+		err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(root), &corev1.ConfigMap{})
+		return err == nil, errString(err)
+	})
+	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "app"}}
+	mustBeFenced(t, env.Client.Create(t.Context(), other, client.DryRunAll))
 }
 
-// TestPendingJobTTL: ttl-after-finished-controller's DELETE of a finished Job is refused; the Job stays.
-// Decision pending in the admission allowlist (issue 21).
-func TestPendingJobTTL(t *testing.T) {
+// TestJobTTL: ttl-after-finished-controller deletes a finished Job whose TTL the holder set.
+func TestJobTTL(t *testing.T) {
 	probe := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: batchv1.JobSpec{Template: podTemplate(corev1.RestartPolicyNever)}}
 	h := newHolder(t, probe, []rbacv1.PolicyRule{all("batch", "jobs")}, fencingv1alpha1.FencedObjects{Group: "batch", Resource: "jobs"})
 	h.acquire(t)
@@ -68,16 +70,15 @@ func TestPendingJobTTL(t *testing.T) {
 		}
 		return false, fmt.Sprintf("conditions %v", got.Status.Conditions)
 	})
-	kcmSays(t, "ttl-after-finished-controller is refused deleting the Job", "Failed to clean up job", "Job "+h.ns+"/report is fenced by FencingPolicy", "may delete it")
-	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(job), &batchv1.Job{}); err != nil {
-		t.Errorf("the finished Job: %v; want it still there (its TTL delete refused)", err)
-	}
+	testenv.EventuallyWithin(t, 60*time.Second, "ttl-after-finished-controller deletes the finished Job", func() (bool, string) {
+		err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(job), &batchv1.Job{})
+		return apierrors.IsNotFound(err), errString(err)
+	})
 }
 
-// TestPendingPersistentVolumeClaimBinding: persistent-volume-binder binds the PV to the claim (the PV is
-// not fenced) but its update of the claim is refused: the PV shows Bound with the claim's UID while the
-// claim stays Pending (half-bound). Decision pending in the admission allowlist (issue 21).
-func TestPendingPersistentVolumeClaimBinding(t *testing.T) {
+// TestPersistentVolumeClaimBinding: persistent-volume-binder binds a declared claim to its volume (the
+// claim's spec.volumeName and the binding annotations are on the allowlist for it).
+func TestPersistentVolumeClaimBinding(t *testing.T) {
 	class := "fencekit-test-manual"
 	claim := func(name string) *corev1.PersistentVolumeClaim {
 		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PersistentVolumeClaimSpec{
@@ -101,8 +102,7 @@ func TestPendingPersistentVolumeClaimBinding(t *testing.T) {
 	t.Cleanup(func() { _ = env.Client.Delete(t.Context(), pv) })
 	pvc := claim("data")
 	h.create(t, pvc)
-	kcmSays(t, "persistent-volume-binder is refused updating the claim", "PersistentVolumeClaim "+h.ns+"/data", "fencing token")
-	testenv.Eventually(t, "the PV is bound to the claim while the claim stays Pending", func() (bool, string) {
+	testenv.EventuallyWithin(t, 60*time.Second, "the PV and the claim are bound to each other", func() (bool, string) {
 		var gotPV corev1.PersistentVolume
 		var gotPVC corev1.PersistentVolumeClaim
 		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(pv), &gotPV); err != nil {
@@ -112,13 +112,19 @@ func TestPendingPersistentVolumeClaimBinding(t *testing.T) {
 			return false, err.Error()
 		}
 		s := fmt.Sprintf("PV %s, claimRef UID %q; claim %s (UID %s), volumeName %q", gotPV.Status.Phase, gotPV.Spec.ClaimRef.UID, gotPVC.Status.Phase, gotPVC.UID, gotPVC.Spec.VolumeName)
-		return gotPV.Status.Phase == corev1.VolumeBound && gotPV.Spec.ClaimRef.UID == gotPVC.UID && gotPVC.Status.Phase == corev1.ClaimPending, s
+		return gotPV.Status.Phase == corev1.VolumeBound && gotPV.Spec.ClaimRef.UID == gotPVC.UID && gotPVC.Status.Phase == corev1.ClaimBound &&
+			gotPVC.Spec.VolumeName == pv.Name, s
 	})
+	var bound corev1.PersistentVolumeClaim
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(pvc), &bound); err != nil {
+		t.Fatal(err)
+	}
+	bound.Labels = map[string]string{"rebound": "by-hand"}
+	mustBeFenced(t, env.Client.Update(t.Context(), &bound))
 }
 
-// TestPendingServiceAccountTokenSecret: the tokens controller cannot fill a ServiceAccount token Secret.
-// Decision pending in the admission allowlist (issue 21).
-func TestPendingServiceAccountTokenSecret(t *testing.T) {
+// TestServiceAccountTokenSecret: the tokens controller fills a declared ServiceAccount token Secret.
+func TestServiceAccountTokenSecret(t *testing.T) {
 	h := newHolder(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}, []rbacv1.PolicyRule{all("", "secrets")},
 		fencingv1alpha1.FencedObjects{Group: "", Resource: "secrets"})
 	h.acquire(t)
@@ -129,20 +135,20 @@ func TestPendingServiceAccountTokenSecret(t *testing.T) {
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "default-token", Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}},
 		Type: corev1.SecretTypeServiceAccountToken}
 	h.create(t, secret)
-	kcmSays(t, "the tokens controller is refused filling the token Secret", "Secret "+h.ns+"/default-token", "fencing token")
-	var got corev1.Secret
-	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(secret), &got); err != nil {
-		t.Fatal(err)
-	}
-	if len(got.Data[corev1.ServiceAccountTokenKey]) != 0 {
-		t.Errorf("the token Secret was filled: the decision of issue 21 landed? update this test")
-	}
+	testenv.EventuallyWithin(t, 60*time.Second, "the tokens controller fills the token Secret", func() (bool, string) {
+		var got corev1.Secret
+		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(secret), &got); err != nil {
+			return false, err.Error()
+		}
+		return len(got.Data[corev1.ServiceAccountTokenKey]) > 0, fmt.Sprintf("data keys %d", len(got.Data))
+	})
+	mustBeFenced(t, env.Client.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "app"}}, client.DryRunAll))
 }
 
-// TestPendingReplicaSets: with apps/replicasets declared, the deployment controller cannot create the
-// Deployment's ReplicaSet (documented in docs/design.md). Decision pending in the admission allowlist
-// (issue 21).
-func TestPendingReplicaSets(t *testing.T) {
+// TestReplicaSetsDeclared: with apps/replicasets declared, the deployment controller cannot create the
+// Deployment's ReplicaSet, and the policy says so: its ControllersRefused condition names the controller
+// and what breaks.
+func TestReplicaSetsDeclared(t *testing.T) {
 	h := newHolder(t, deployment("probe"), []rbacv1.PolicyRule{all("apps", "deployments", "deployments/status", "replicasets")},
 		fencingv1alpha1.FencedObjects{Group: "apps", Resource: "deployments"}, fencingv1alpha1.FencedObjects{Group: "apps", Resource: "replicasets"})
 	h.acquire(t)
@@ -166,7 +172,25 @@ func TestPendingReplicaSets(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(list.Items) != 0 {
-		t.Errorf("%d ReplicaSets exist: the decision of issue 21 landed? update this test", len(list.Items))
+		t.Errorf("%d ReplicaSets exist, want none: the deployment controller's create is refused", len(list.Items))
+	}
+	testenv.Eventually(t, "the policy's ControllersRefused condition names the deployment controller", func() (bool, string) {
+		var p fencingv1alpha1.FencingPolicy
+		if err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: h.ns, Name: "app"}, &p); err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(p.Status.Conditions, fencingv1alpha1.ConditionControllersRefused)
+		return c != nil && c.Status == metav1.ConditionTrue && strings.Contains(c.Message, "kube-system:deployment-controller") &&
+			strings.Contains(c.Message, "rollouts stall"), fmt.Sprint(c)
+	})
+}
+
+// mustBeFenced fails unless err is fencekit's refusal of a write without a token: the objects next to
+// the ones the cluster's controllers may write stay fenced.
+func mustBeFenced(t *testing.T, err error) {
+	t.Helper()
+	if !fencing.IsTokenMissing(err) {
+		t.Errorf("a write without a token next to the controller's: %v, want it refused for its missing token", errString(err))
 	}
 }
 
