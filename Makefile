@@ -61,7 +61,7 @@ verify: generate manifests lint importcheck ## Regenerate everything, lint, chec
 	@test -z "$$(git status --porcelain -- api config charts)" || { echo "untracked generated files:"; git status --porcelain -- api config charts; exit 1; }
 
 .PHONY: control-plane
-control-plane: ## Build (once) kube-apiserver and etcd from the Go module proxy into the cache.
+control-plane: ## Build (once) kube-apiserver, kube-controller-manager and etcd from the Go module proxy into the cache.
 	hack/control-plane.sh
 
 # A KUBEBUILDER_ASSETS set by the caller (environment or make variable) is used as is; otherwise the control
@@ -75,7 +75,7 @@ test: $(if $(KUBEBUILDER_ASSETS),,control-plane) vet ## Run every test (unit, en
 COMPAT_K8S_VERSION ?= 1.35.4
 
 .PHONY: test-compat
-test-compat: ## Run every test against the lowest supported kube-apiserver (COMPAT_K8S_VERSION, built on first use: 11-25 min).
+test-compat: ## Run every test against the lowest supported Kubernetes (COMPAT_K8S_VERSION: kube-apiserver and kube-controller-manager, built on first use: 15-30 min).
 	FENCEKIT_K8S_VERSION=$(COMPAT_K8S_VERSION) hack/control-plane.sh >/dev/null
 	KUBEBUILDER_ASSETS="$$(FENCEKIT_K8S_VERSION=$(COMPAT_K8S_VERSION) hack/control-plane.sh --path)" go test -count=1 -timeout $(TEST_TIMEOUT) ./...
 

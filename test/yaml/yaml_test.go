@@ -1,4 +1,4 @@
-// Package yaml applies every YAML of examples/ and docs/ (files, and Markdown code blocks marked yaml) to
+// Package yaml applies every YAML of examples/, docs/ and the READMEs (files, and Markdown code blocks marked yaml) to
 // the local control plane, so that an example a user copies is one the apiserver accepts.
 package yaml
 
@@ -87,7 +87,7 @@ func markdownBlocks(file string, b []byte) []snippet {
 func TestDocumentedYAMLIsAccepted(t *testing.T) {
 	operatortest.Start(t, env) // fencekit's webhooks check FencingPolicies and FencedResources too
 	ns := env.Namespace(t)
-	for _, s := range snippets(t, "examples", "docs") {
+	for _, s := range snippets(t, "examples", "docs", "README.md", "charts/fencekit/README.md") {
 		dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(s.text), 4096)
 		for i := 0; ; i++ {
 			var u unstructured.Unstructured
