@@ -93,6 +93,7 @@ func TestDeploymentRollsOut(t *testing.T) {
 		t.Fatalf("the holder's update of the template: %v", err)
 	}
 	rolledOut("2")
+	h.takeOver(t, d)
 }
 
 // TestGarbageCollection: the garbage collector deletes the fenced dependents of a fenced owner that the
@@ -143,10 +144,13 @@ func TestGarbageCollection(t *testing.T) {
 			}
 		})
 	}
+	// An orphaned dependent stays fenced.
+	h.takeOver(t, fencedConfigMap("dependent-orphan-0"))
 }
 
 // TestNamespaceTerminates: a namespace holding a FencedResource written at the holder's epoch, fenced
-// ConfigMaps and a live Lease finishes terminating: the namespace controller may empty it.
+// ConfigMaps and a live Lease (taken over at the next epoch, its objects raised) finishes terminating: the
+// namespace controller may empty it.
 func TestNamespaceTerminates(t *testing.T) {
 	h := newHolder(t, fencedConfigMap("probe"), []rbacv1.PolicyRule{all("", "configmaps")},
 		fencingv1alpha1.FencedObjects{Group: "", Resource: "configmaps", Selector: &metav1.LabelSelector{MatchLabels: fencedLabel}})
@@ -158,6 +162,7 @@ func TestNamespaceTerminates(t *testing.T) {
 	if _, err := fencing.NewWriter(h.worker.Client).Set(t.Context(), h.token, key, map[string]any{"v": 1}); err != nil {
 		t.Fatalf("the holder's write of FencedResource orders: %v", err)
 	}
+	h.takeOver(t, fencedConfigMap("fenced-0"))
 	h.worker.Renew(t, h.token)
 	start := time.Now()
 	if err := env.Client.Delete(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: h.ns}}); err != nil {

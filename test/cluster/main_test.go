@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -79,6 +80,8 @@ func newHolder(t *testing.T, probe client.Object, rules []rbacv1.PolicyRule, res
 	operatortest.Start(t, env)
 	h := &holder{ns: env.Namespace(t)}
 	h.worker = env.NewWorker(t, h.ns, "app")
+	// Fence-on-acquire (takeOver) lists the namespace's FencingPolicies.
+	rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{fencingv1alpha1.GroupVersion.Group}, Resources: []string{"fencingpolicies"}, Verbs: []string{"get", "list", "watch"}})
 	env.Grant(t, h.ns, "app-objects", rules, h.worker.User)
 	p := &fencingv1alpha1.FencingPolicy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "app"},
@@ -110,6 +113,50 @@ func (h *holder) create(t *testing.T, obj client.Object) {
 		err := h.c.Create(t.Context(), obj)
 		return err == nil, errString(err)
 	})
+}
+
+// writerAnnotation is what takeOver's writes set on the object: which replica wrote it last.
+const writerAnnotation = "test.fencekit.io/written-by"
+
+// takeOver shows a stale holder refused in the holder's namespace, with kube-controller-manager running: a
+// second replica of the holder's user acquires the Lease at the next epoch as an elector that declares
+// fence-on-acquire for objects does (fencing.FenceObjectsOnAcquire runs before its token is used) and
+// writes obj (the test's declared object, in the namespace); the replica it took over from then writes
+// obj presenting its old epoch. That write must be refused as stale and obj keep the new holder's write.
+// From then on the holder is the new replica, at the new epoch.
+func (h *holder) takeOver(t *testing.T, obj client.Object) {
+	t.Helper()
+	ctx := t.Context()
+	old := h.token
+	stale := fencing.NewClient(h.worker.Client, func() elector.Token { return old })
+	next := h.worker
+	next.Holder = fmt.Sprintf("app-%d", old.Epoch+1)
+	next.Fences = elector.Fences{Objects: true}
+	tok := next.Acquire(t, h.ns, lease, old.Epoch+1)
+	if err := fencing.FenceObjectsOnAcquire(next.Client, next.Client)(ctx, tok); err != nil {
+		t.Fatalf("%s's fence-on-acquire at epoch %d: %v", next.Holder, tok.Epoch, err)
+	}
+	h.worker, h.token = next, tok
+	obj.SetNamespace(h.ns)
+	key := client.ObjectKeyFromObject(obj)
+	writtenBy := func(holder string) client.Patch {
+		return client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, writerAnnotation, holder))
+	}
+	if err := h.c.Patch(ctx, obj.DeepCopyObject().(client.Object), writtenBy(next.Holder)); err != nil {
+		t.Fatalf("the new holder %s's write of %s at epoch %d: %v", next.Holder, key, tok.Epoch, err)
+	}
+	err := stale.Patch(ctx, obj.DeepCopyObject().(client.Object), writtenBy(old.Holder))
+	if !fencing.IsStale(err) {
+		t.Errorf("%s's write of %s at its old epoch %d after %s took over at %d: %v, want refused as stale",
+			old.Holder, key, old.Epoch, next.Holder, tok.Epoch, errString(err))
+	}
+	got := obj.DeepCopyObject().(client.Object)
+	if err := env.Client.Get(ctx, key, got); err != nil {
+		t.Fatal(err)
+	}
+	if by := got.GetAnnotations()[writerAnnotation]; by != next.Holder {
+		t.Errorf("%s was last written by %q, want the new holder %s", key, by, next.Holder)
+	}
 }
 
 func errString(err error) string {

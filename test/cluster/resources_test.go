@@ -46,6 +46,9 @@ func TestConfigMapsWithoutSelector(t *testing.T) {
 	})
 	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "app"}}
 	mustBeFenced(t, env.Client.Create(t.Context(), other, client.DryRunAll))
+	state := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "state"}, Data: map[string]string{"v": "1"}}
+	h.create(t, state)
+	h.takeOver(t, state)
 }
 
 // TestJobTTL: ttl-after-finished-controller deletes a finished Job whose TTL the holder set.
@@ -74,6 +77,10 @@ func TestJobTTL(t *testing.T) {
 		err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(job), &batchv1.Job{})
 		return apierrors.IsNotFound(err), errString(err)
 	})
+	// A suspended Job (no Pods, no deadline) to take over.
+	nightly := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "nightly"}, Spec: batchv1.JobSpec{Template: podTemplate(corev1.RestartPolicyNever), Suspend: ptr.To(true)}}
+	h.create(t, nightly)
+	h.takeOver(t, nightly)
 }
 
 // TestPersistentVolumeClaimBinding: persistent-volume-binder binds a declared claim to its volume (the
@@ -121,6 +128,7 @@ func TestPersistentVolumeClaimBinding(t *testing.T) {
 	}
 	bound.Labels = map[string]string{"rebound": "by-hand"}
 	mustBeFenced(t, env.Client.Update(t.Context(), &bound))
+	h.takeOver(t, pvc)
 }
 
 // TestServiceAccountTokenSecret: the tokens controller fills a declared ServiceAccount token Secret.
@@ -143,6 +151,7 @@ func TestServiceAccountTokenSecret(t *testing.T) {
 		return len(got.Data[corev1.ServiceAccountTokenKey]) > 0, fmt.Sprintf("data keys %d", len(got.Data))
 	})
 	mustBeFenced(t, env.Client.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "app"}}, client.DryRunAll))
+	h.takeOver(t, secret)
 }
 
 // TestReplicaSetsDeclared: with apps/replicasets declared, the deployment controller cannot create the
@@ -183,6 +192,7 @@ func TestReplicaSetsDeclared(t *testing.T) {
 		return c != nil && c.Status == metav1.ConditionTrue && strings.Contains(c.Message, "kube-system:deployment-controller") &&
 			strings.Contains(c.Message, "rollouts stall"), fmt.Sprint(c)
 	})
+	h.takeOver(t, d)
 }
 
 // mustBeFenced fails unless err is fencekit's refusal of a write without a token: the objects next to
