@@ -58,6 +58,27 @@ func replicaSets(t *testing.T, d *appsv1.Deployment) map[string]appsv1.ReplicaSe
 	return byRevision
 }
 
+// rolledOut waits until the deployment controller has rolled out revision of the Deployment key at
+// replicas: a ReplicaSet of that revision, status.observedGeneration at the generation, the revision
+// annotation (which 1.37 writes through deployments/status) and status.updatedReplicas; it returns the
+// Deployment as last read.
+func rolledOut(t *testing.T, key types.NamespacedName, revision string, replicas int32) appsv1.Deployment {
+	t.Helper()
+	var got appsv1.Deployment
+	testenv.EventuallyWithin(t, 60*time.Second, fmt.Sprintf("Deployment %s rolls out revision %s at %d replicas", key.Name, revision, replicas), func() (bool, string) {
+		if err := env.Client.Get(t.Context(), key, &got); err != nil {
+			return false, err.Error()
+		}
+		rss := replicaSets(t, &got)
+		_, ok := rss[revision]
+		s := fmt.Sprintf("generation %d, observedGeneration %d, revision %q, updatedReplicas %d, %d ReplicaSets",
+			got.Generation, got.Status.ObservedGeneration, got.Annotations["deployment.kubernetes.io/revision"], got.Status.UpdatedReplicas, len(rss))
+		return ok && got.Status.ObservedGeneration == got.Generation && got.Annotations["deployment.kubernetes.io/revision"] == revision &&
+			got.Status.UpdatedReplicas == replicas, s
+	})
+	return got
+}
+
 // TestDeploymentRollsOut: a Deployment declared in a FencingPolicy, written by the holder, is rolled out by
 // the deployment controller as without fencekit: a ReplicaSet per template, status.observedGeneration,
 // the revision annotation (which 1.37 writes through deployments/status).
@@ -67,22 +88,7 @@ func TestDeploymentRollsOut(t *testing.T) {
 	h.acquire(t)
 	d := deployment("web")
 	h.create(t, d)
-	rolledOut := func(revision string) {
-		t.Helper()
-		testenv.EventuallyWithin(t, 60*time.Second, "the Deployment rolls out revision "+revision, func() (bool, string) {
-			var got appsv1.Deployment
-			if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(d), &got); err != nil {
-				return false, err.Error()
-			}
-			rss := replicaSets(t, &got)
-			_, ok := rss[revision]
-			s := fmt.Sprintf("generation %d, observedGeneration %d, revision %q, updatedReplicas %d, %d ReplicaSets",
-				got.Generation, got.Status.ObservedGeneration, got.Annotations["deployment.kubernetes.io/revision"], got.Status.UpdatedReplicas, len(rss))
-			return ok && got.Status.ObservedGeneration == got.Generation && got.Annotations["deployment.kubernetes.io/revision"] == revision &&
-				got.Status.UpdatedReplicas == 1, s
-		})
-	}
-	rolledOut("1")
+	rolledOut(t, client.ObjectKeyFromObject(d), "1", 1)
 
 	var live appsv1.Deployment
 	if err := h.c.Get(t.Context(), client.ObjectKeyFromObject(d), &live); err != nil {
@@ -92,7 +98,7 @@ func TestDeploymentRollsOut(t *testing.T) {
 	if err := h.c.Update(t.Context(), &live); err != nil {
 		t.Fatalf("the holder's update of the template: %v", err)
 	}
-	rolledOut("2")
+	rolledOut(t, client.ObjectKeyFromObject(d), "2", 1)
 	h.takeOver(t, d)
 }
 

@@ -62,14 +62,22 @@ func run(m *testing.M) int {
 
 const lease = "app-writer"
 
-// holder is the holder of Lease lease in a fresh namespace: a user bound to the fencekit-elector role and
-// allowed rules, that acquired the Lease at epoch 1 and writes through fencing.NewClient.
+// holder is the holder of a Lease (lease, unless said otherwise) in a fresh namespace: a user bound to the
+// fencekit-elector role and allowed rules, that acquired the Lease at epoch 1 and writes through
+// fencing.NewClient.
 type holder struct {
-	ns     string
-	worker testenv.Worker
-	token  elector.Token
+	ns, lease string
+	worker    testenv.Worker
+	token     elector.Token
 	// c writes with the holder's token.
 	c client.Client
+}
+
+// holderOf is worker as the holder of Lease leaseName in ns at token (the zero Token: not yet).
+func holderOf(ns, leaseName string, worker testenv.Worker, token elector.Token) *holder {
+	h := &holder{ns: ns, lease: leaseName, worker: worker, token: token}
+	h.c = fencing.NewClient(worker.Client, func() elector.Token { return h.token })
+	return h
 }
 
 // newHolder starts the operator for t, creates a namespace, a FencingPolicy declaring resources for
@@ -78,8 +86,8 @@ type holder struct {
 func newHolder(t *testing.T, probe client.Object, rules []rbacv1.PolicyRule, resources ...fencingv1alpha1.FencedObjects) *holder {
 	t.Helper()
 	operatortest.Start(t, env)
-	h := &holder{ns: env.Namespace(t)}
-	h.worker = env.NewWorker(t, h.ns, "app")
+	ns := env.Namespace(t)
+	h := holderOf(ns, lease, env.NewWorker(t, ns, "app"), elector.Token{})
 	// Fence-on-acquire (takeOver) lists the namespace's FencingPolicies.
 	rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{fencingv1alpha1.GroupVersion.Group}, Resources: []string{"fencingpolicies"}, Verbs: []string{"get", "list", "watch"}})
 	env.Grant(t, h.ns, "app-objects", rules, h.worker.User)
@@ -95,14 +103,13 @@ func newHolder(t *testing.T, probe client.Object, rules []rbacv1.PolicyRule, res
 		err := env.Client.Create(t.Context(), probe.DeepCopyObject().(client.Object), client.DryRunAll)
 		return fencing.IsTokenMissing(err), errString(err)
 	})
-	h.c = fencing.NewClient(h.worker.Client, func() elector.Token { return h.token })
 	return h
 }
 
 // acquire makes the holder acquire the Lease at epoch 1; its writes through c carry that token from then on.
 func (h *holder) acquire(t *testing.T) {
 	t.Helper()
-	h.token = h.worker.Acquire(t, h.ns, lease, 1)
+	h.token = h.worker.Acquire(t, h.ns, h.lease, 1)
 }
 
 // create creates obj with the holder's token; RBAC granted a moment ago may not be in effect yet.
@@ -130,9 +137,9 @@ func (h *holder) takeOver(t *testing.T, obj client.Object) {
 	old := h.token
 	stale := fencing.NewClient(h.worker.Client, func() elector.Token { return old })
 	next := h.worker
-	next.Holder = fmt.Sprintf("app-%d", old.Epoch+1)
+	next.Holder = fmt.Sprintf("%s-%d", h.worker.User, old.Epoch+1)
 	next.Fences = elector.Fences{Objects: true}
-	tok := next.Acquire(t, h.ns, lease, old.Epoch+1)
+	tok := next.Acquire(t, h.ns, h.lease, old.Epoch+1)
 	if err := fencing.FenceObjectsOnAcquire(next.Client, next.Client)(ctx, tok); err != nil {
 		t.Fatalf("%s's fence-on-acquire at epoch %d: %v", next.Holder, tok.Epoch, err)
 	}
