@@ -26,11 +26,11 @@ const takeovers = 60
 // kube-controller-manager running.
 func TestStaleWritesThroughSecondAPIServer(t *testing.T) {
 	second := env.SecondAPIServer(t)
-	h := newHolder(t, fencedConfigMap("probe"), []rbacv1.PolicyRule{all("", "configmaps")},
+	h := NewHolder(t, env, FencedConfigMap("probe"), []rbacv1.PolicyRule{All("", "configmaps")},
 		fencingv1alpha1.FencedObjects{Group: "", Resource: "configmaps"})
 	ctx := t.Context()
-	key := env.Declare(t, h.ns, "orders", lease)
-	r := [2]testenv.Worker{h.worker, h.worker}
+	key := env.Declare(t, h.NS, "orders", AppLease)
+	r := [2]testenv.Worker{h.Worker, h.Worker}
 	r[0].Holder, r[1].Holder = "replica-0", "replica-1"
 	// Each replica's client through the second apiserver: the same user, another address.
 	var via2 [2]client.Client
@@ -43,21 +43,21 @@ func TestStaleWritesThroughSecondAPIServer(t *testing.T) {
 		}
 		via2[i] = c
 	}
-	cm := fencedConfigMap("state")
-	cm.Namespace = h.ns
-	tok := r[0].Acquire(t, h.ns, lease, 1)
+	cm := FencedConfigMap("state")
+	cm.Namespace = h.NS
+	tok := r[0].Acquire(t, h.NS, AppLease, 1)
 	testenv.Eventually(t, "replica-0 creates the ConfigMap at epoch 1", func() (bool, string) {
 		err := fencing.NewClient(r[0].Client, func() elector.Token { return tok }).Create(ctx, cm.DeepCopy())
-		return err == nil, errString(err)
+		return err == nil, ErrString(err)
 	})
 	refused := 0
 	for i := 1; i <= takeovers; i++ {
 		old, next := r[(i-1)%2], r[i%2]
 		oldTok := tok
-		tok = next.Acquire(t, h.ns, lease, int64(i+1))
+		tok = next.Acquire(t, h.NS, AppLease, int64(i+1))
 		_, err := fencing.NewWriter(via2[(i-1)%2]).Set(ctx, oldTok, key, map[string]any{"by": old.Holder, "epoch": oldTok.Epoch})
 		if !fencing.IsStale(err) {
-			t.Errorf("takeover %d: %s's FencedResource write at epoch %d through the second apiserver: %v, want refused as stale", i, old.Holder, oldTok.Epoch, errString(err))
+			t.Errorf("takeover %d: %s's FencedResource write at epoch %d through the second apiserver: %v, want refused as stale", i, old.Holder, oldTok.Epoch, ErrString(err))
 		} else {
 			refused++
 		}
@@ -68,7 +68,7 @@ func TestStaleWritesThroughSecondAPIServer(t *testing.T) {
 		}
 		live.Data = map[string]string{"by": old.Holder, "epoch": fmt.Sprint(oldTok.Epoch)}
 		if err := stale.Update(ctx, &live); !fencing.IsStale(err) {
-			t.Errorf("takeover %d: %s's ConfigMap update at epoch %d through the second apiserver: %v, want refused as stale", i, old.Holder, oldTok.Epoch, errString(err))
+			t.Errorf("takeover %d: %s's ConfigMap update at epoch %d through the second apiserver: %v, want refused as stale", i, old.Holder, oldTok.Epoch, ErrString(err))
 		} else {
 			refused++
 		}

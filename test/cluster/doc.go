@@ -6,9 +6,10 @@
 // and a live Lease finishes terminating, each resource a policy may declare gets the outcome docs/design.md
 // decides for it ("The cluster's own controllers"), and stale writes are refused through a second
 // kube-apiserver on the same etcd. Every test that declares a policy also shows a stale holder refused in
-// its namespace (holder.takeOver).
+// its namespace (Holder.TakeOver).
 //
 // One control plane and one kube-controller-manager serve the whole package; each test has its own
 // namespace and runs the operator itself. Under a single credential, kube-controller-manager runs in
-// package onecredential, on a control plane of its own. The suite takes about a minute on 2 cores.
+// package onecredential, on a control plane of its own; the package's non-test files (Holder, RolledOut,
+// the test objects) are the helpers both packages' tests use. The suite takes about a minute on 2 cores.
 package cluster

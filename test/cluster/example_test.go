@@ -37,8 +37,8 @@ import (
 // the ConfigMaps it reads and renders, the Deployments and their status, and reading the FencingPolicies
 // (fence-on-acquire lists them).
 var exampleRules = []rbacv1.PolicyRule{
-	all("", "configmaps"),
-	all("apps", "deployments", "deployments/status"),
+	All("", "configmaps"),
+	All("apps", "deployments", "deployments/status"),
 	{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"patch"}},
 	{APIGroups: []string{fencingv1alpha1.GroupVersion.Group}, Resources: []string{"fencingpolicies"}, Verbs: []string{"get", "list", "watch"}},
 }
@@ -62,7 +62,7 @@ func TestExampleControllerRollsOut(t *testing.T) {
 	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe", Labels: map[string]string{"example.fencekit.io/rendered": "true"}}}
 	testenv.Eventually(t, "the webhook refuses an unfenced write of a rendered ConfigMap", func() (bool, string) {
 		err := env.Client.Create(ctx, probe.DeepCopy(), client.DryRunAll)
-		return fencing.IsTokenMissing(err), errString(err)
+		return fencing.IsTokenMissing(err), ErrString(err)
 	})
 	bin, err := demo.BuildController(testenv.RepoRoot(), t.TempDir())
 	if err != nil {
@@ -77,8 +77,8 @@ func TestExampleControllerRollsOut(t *testing.T) {
 
 	web := types.NamespacedName{Namespace: ns, Name: "web"}
 	canary := types.NamespacedName{Namespace: ns, Name: "web-canary"}
-	rolledOut(t, canary, "1", 1)
-	rolledOut(t, web, "1", 2)
+	RolledOut(t, env, canary, "1", 1)
+	RolledOut(t, env, web, "1", 2)
 	testenv.EventuallyWithin(t, 60*time.Second, "the operator's Rendered condition is in Deployment web's status next to the deployment controller's", func() (bool, string) {
 		var d appsv1.Deployment
 		if err := env.Client.Get(ctx, web, &d); err != nil {
@@ -105,12 +105,12 @@ func TestExampleControllerRollsOut(t *testing.T) {
 	if err := env.Client.Update(ctx, src); err != nil {
 		t.Fatal(err)
 	}
-	if d := rolledOut(t, web, "1", 3); d.Annotations["example.fencekit.io/round"] != "2" {
+	if d := RolledOut(t, env, web, "1", 3); d.Annotations["example.fencekit.io/round"] != "2" {
 		t.Errorf("Deployment web's round is %q, want 2", d.Annotations["example.fencekit.io/round"])
 	}
 	testenv.EventuallyWithin(t, 60*time.Second, "the operator deletes the canary", func() (bool, string) {
 		err := env.Client.Get(ctx, canary, &appsv1.Deployment{})
-		return apierrors.IsNotFound(err), errString(err)
+		return apierrors.IsNotFound(err), ErrString(err)
 	})
 
 	stop()
@@ -126,8 +126,8 @@ func TestExampleControllerRollsOut(t *testing.T) {
 		t.Errorf("Lease %s is held by %q after the operator stopped, want it released", l.Name, *holder)
 	}
 	w.Holder = "configsync-a"
-	h := holderOf(ns, policy.Spec.LeaseName, w, elector.Token{Epoch: epoch, Lease: client.ObjectKeyFromObject(&l), Holder: w.Holder})
-	h.takeOver(t, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: web.Name}})
+	h := HolderOf(env, ns, policy.Spec.LeaseName, w, elector.Token{Epoch: epoch, Lease: client.ObjectKeyFromObject(&l), Holder: w.Holder})
+	h.TakeOver(t, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: web.Name}})
 }
 
 // examplePolicy is the FencingPolicy of examples/controller/config.yaml.

@@ -32,35 +32,35 @@ import (
 // holder deleted it, root-ca-cert-publisher recreates it (Pods that mount projected ServiceAccount tokens
 // need it).
 func TestConfigMapsWithoutSelector(t *testing.T) {
-	h := newHolder(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}, []rbacv1.PolicyRule{all("", "configmaps")},
+	h := NewHolder(t, env, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}, []rbacv1.PolicyRule{All("", "configmaps")},
 		fencingv1alpha1.FencedObjects{Group: "", Resource: "configmaps"})
-	h.acquire(t)
-	root := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "kube-root-ca.crt"}}
+	h.Acquire(t)
+	root := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: h.NS, Name: "kube-root-ca.crt"}}
 	testenv.Eventually(t, "the holder deletes kube-root-ca.crt", func() (bool, string) {
-		err := h.c.Delete(t.Context(), root.DeepCopy())
-		return err == nil, errString(err)
+		err := h.C.Delete(t.Context(), root.DeepCopy())
+		return err == nil, ErrString(err)
 	})
 	testenv.EventuallyWithin(t, 60*time.Second, "root-ca-cert-publisher recreates kube-root-ca.crt", func() (bool, string) {
 		err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(root), &corev1.ConfigMap{})
-		return err == nil, errString(err)
+		return err == nil, ErrString(err)
 	})
-	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "app"}}
+	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: h.NS, Name: "app"}}
 	mustBeFenced(t, env.Client.Create(t.Context(), other, client.DryRunAll))
 	state := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "state"}, Data: map[string]string{"v": "1"}}
-	h.create(t, state)
-	h.takeOver(t, state)
+	h.Create(t, state)
+	h.TakeOver(t, state)
 }
 
 // TestJobTTL: ttl-after-finished-controller deletes a finished Job whose TTL the holder set.
 func TestJobTTL(t *testing.T) {
 	probe := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: batchv1.JobSpec{Template: podTemplate(corev1.RestartPolicyNever)}}
-	h := newHolder(t, probe, []rbacv1.PolicyRule{all("batch", "jobs")}, fencingv1alpha1.FencedObjects{Group: "batch", Resource: "jobs"})
-	h.acquire(t)
+	h := NewHolder(t, env, probe, []rbacv1.PolicyRule{All("batch", "jobs")}, fencingv1alpha1.FencedObjects{Group: "batch", Resource: "jobs"})
+	h.Acquire(t)
 	// No kubelet runs its Pod: the deadline makes it finish (Failed, DeadlineExceeded) at once.
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "report"}, Spec: batchv1.JobSpec{
 		Template: podTemplate(corev1.RestartPolicyNever), ActiveDeadlineSeconds: ptr.To(int64(1)), TTLSecondsAfterFinished: ptr.To(int32(0)),
 	}}
-	h.create(t, job)
+	h.Create(t, job)
 	testenv.EventuallyWithin(t, 60*time.Second, "the Job finishes", func() (bool, string) {
 		var got batchv1.Job
 		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(job), &got); err != nil {
@@ -75,12 +75,12 @@ func TestJobTTL(t *testing.T) {
 	})
 	testenv.EventuallyWithin(t, 60*time.Second, "ttl-after-finished-controller deletes the finished Job", func() (bool, string) {
 		err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(job), &batchv1.Job{})
-		return apierrors.IsNotFound(err), errString(err)
+		return apierrors.IsNotFound(err), ErrString(err)
 	})
 	// A suspended Job (no Pods, no deadline) to take over.
 	nightly := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "nightly"}, Spec: batchv1.JobSpec{Template: podTemplate(corev1.RestartPolicyNever), Suspend: ptr.To(true)}}
-	h.create(t, nightly)
-	h.takeOver(t, nightly)
+	h.Create(t, nightly)
+	h.TakeOver(t, nightly)
 }
 
 // TestPersistentVolumeClaimBinding: persistent-volume-binder binds a declared claim to its volume (the
@@ -93,22 +93,22 @@ func TestPersistentVolumeClaimBinding(t *testing.T) {
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 		}}
 	}
-	h := newHolder(t, claim("probe"), []rbacv1.PolicyRule{all("", "persistentvolumeclaims")},
+	h := NewHolder(t, env, claim("probe"), []rbacv1.PolicyRule{All("", "persistentvolumeclaims")},
 		fencingv1alpha1.FencedObjects{Group: "", Resource: "persistentvolumeclaims"})
-	h.acquire(t)
-	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: h.ns + "-data"}, Spec: corev1.PersistentVolumeSpec{
+	h.Acquire(t)
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: h.NS + "-data"}, Spec: corev1.PersistentVolumeSpec{
 		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: class,
 		Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
 		PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-		PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + h.ns}},
-		ClaimRef:                      &corev1.ObjectReference{Namespace: h.ns, Name: "data"}, // this claim only
+		PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + h.NS}},
+		ClaimRef:                      &corev1.ObjectReference{Namespace: h.NS, Name: "data"}, // this claim only
 	}}
 	if err := env.Client.Create(t.Context(), pv); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(t.Context(), pv) })
 	pvc := claim("data")
-	h.create(t, pvc)
+	h.Create(t, pvc)
 	testenv.EventuallyWithin(t, 60*time.Second, "the PV and the claim are bound to each other", func() (bool, string) {
 		var gotPV corev1.PersistentVolume
 		var gotPVC corev1.PersistentVolumeClaim
@@ -128,21 +128,21 @@ func TestPersistentVolumeClaimBinding(t *testing.T) {
 	}
 	bound.Labels = map[string]string{"rebound": "by-hand"}
 	mustBeFenced(t, env.Client.Update(t.Context(), &bound))
-	h.takeOver(t, pvc)
+	h.TakeOver(t, pvc)
 }
 
 // TestServiceAccountTokenSecret: the tokens controller fills a declared ServiceAccount token Secret.
 func TestServiceAccountTokenSecret(t *testing.T) {
-	h := newHolder(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}, []rbacv1.PolicyRule{all("", "secrets")},
+	h := NewHolder(t, env, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}, []rbacv1.PolicyRule{All("", "secrets")},
 		fencingv1alpha1.FencedObjects{Group: "", Resource: "secrets"})
-	h.acquire(t)
+	h.Acquire(t)
 	testenv.Eventually(t, "the serviceaccount controller creates ServiceAccount default", func() (bool, string) {
-		err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: h.ns, Name: "default"}, &corev1.ServiceAccount{})
-		return err == nil, errString(err)
+		err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: h.NS, Name: "default"}, &corev1.ServiceAccount{})
+		return err == nil, ErrString(err)
 	})
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "default-token", Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}},
 		Type: corev1.SecretTypeServiceAccountToken}
-	h.create(t, secret)
+	h.Create(t, secret)
 	testenv.EventuallyWithin(t, 60*time.Second, "the tokens controller fills the token Secret", func() (bool, string) {
 		var got corev1.Secret
 		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(secret), &got); err != nil {
@@ -150,26 +150,26 @@ func TestServiceAccountTokenSecret(t *testing.T) {
 		}
 		return len(got.Data[corev1.ServiceAccountTokenKey]) > 0, fmt.Sprintf("data keys %d", len(got.Data))
 	})
-	mustBeFenced(t, env.Client.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "app"}}, client.DryRunAll))
-	h.takeOver(t, secret)
+	mustBeFenced(t, env.Client.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.NS, Name: "app"}}, client.DryRunAll))
+	h.TakeOver(t, secret)
 }
 
 // TestReplicaSetsDeclared: with apps/replicasets declared, the deployment controller cannot create the
 // Deployment's ReplicaSet, and the policy says so: its ControllersRefused condition names the controller
 // and what breaks.
 func TestReplicaSetsDeclared(t *testing.T) {
-	h := newHolder(t, deployment("probe"), []rbacv1.PolicyRule{all("apps", "deployments", "deployments/status", "replicasets")},
+	h := NewHolder(t, env, Deployment("probe"), []rbacv1.PolicyRule{All("apps", "deployments", "deployments/status", "replicasets")},
 		fencingv1alpha1.FencedObjects{Group: "apps", Resource: "deployments"}, fencingv1alpha1.FencedObjects{Group: "apps", Resource: "replicasets"})
-	h.acquire(t)
-	d := deployment("web")
-	h.create(t, d)
+	h.Acquire(t)
+	d := Deployment("web")
+	h.Create(t, d)
 	testenv.EventuallyWithin(t, 60*time.Second, "the Deployment's status says its ReplicaSet was refused", func() (bool, string) {
 		var got appsv1.Deployment
 		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(d), &got); err != nil {
 			return false, err.Error()
 		}
 		for _, c := range got.Status.Conditions {
-			if c.Reason == "ReplicaSetCreateError" && strings.Contains(c.Message, "ReplicaSet "+h.ns+"/web-") {
+			if c.Reason == "ReplicaSetCreateError" && strings.Contains(c.Message, "ReplicaSet "+h.NS+"/web-") {
 				t.Logf("Deployment condition %s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
 				return true, c.Message
 			}
@@ -177,7 +177,7 @@ func TestReplicaSetsDeclared(t *testing.T) {
 		return false, fmt.Sprintf("conditions %v", got.Status.Conditions)
 	})
 	var list appsv1.ReplicaSetList
-	if err := env.Client.List(t.Context(), &list, client.InNamespace(h.ns)); err != nil {
+	if err := env.Client.List(t.Context(), &list, client.InNamespace(h.NS)); err != nil {
 		t.Fatal(err)
 	}
 	if len(list.Items) != 0 {
@@ -185,14 +185,14 @@ func TestReplicaSetsDeclared(t *testing.T) {
 	}
 	testenv.Eventually(t, "the policy's ControllersRefused condition names the deployment controller", func() (bool, string) {
 		var p fencingv1alpha1.FencingPolicy
-		if err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: h.ns, Name: "app"}, &p); err != nil {
+		if err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: h.NS, Name: "app"}, &p); err != nil {
 			return false, err.Error()
 		}
 		c := meta.FindStatusCondition(p.Status.Conditions, fencingv1alpha1.ConditionControllersRefused)
 		return c != nil && c.Status == metav1.ConditionTrue && strings.Contains(c.Message, "kube-system:deployment-controller") &&
 			strings.Contains(c.Message, "rollouts stall"), fmt.Sprint(c)
 	})
-	h.takeOver(t, d)
+	h.TakeOver(t, d)
 }
 
 // mustBeFenced fails unless err is fencekit's refusal of a write without a token: the objects next to
@@ -200,7 +200,7 @@ func TestReplicaSetsDeclared(t *testing.T) {
 func mustBeFenced(t *testing.T, err error) {
 	t.Helper()
 	if !fencing.IsTokenMissing(err) {
-		t.Errorf("a write without a token next to the controller's: %v, want it refused for its missing token", errString(err))
+		t.Errorf("a write without a token next to the controller's: %v, want it refused for its missing token", ErrString(err))
 	}
 }
 
