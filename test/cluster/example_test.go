@@ -39,7 +39,6 @@ import (
 var exampleRules = []rbacv1.PolicyRule{
 	All("", "configmaps"),
 	All("apps", "deployments", "deployments/status"),
-	{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"patch"}},
 	{APIGroups: []string{fencingv1alpha1.GroupVersion.Group}, Resources: []string{"fencingpolicies"}, Verbs: []string{"get", "list", "watch"}},
 }
 
