@@ -110,6 +110,9 @@ func request(t *testing.T, c cases.Case) *admission.Request {
 		r.Class, r.Policy, r.CoveredBefore = admission.Object, "ns/app", true
 	}
 	if op == admission.Delete {
+		if c.Precondition {
+			r.DeletePrecondition = r.Old.GetResourceVersion()
+		}
 		return r
 	}
 	if e := c.Token.Epoch(); e != 0 {

@@ -24,6 +24,7 @@ const (
 	FieldFieldManager  = "fieldManager"
 	FieldManagedFields = "metadata.managedFields"
 	FieldFinalizers    = "metadata.finalizers"
+	FieldPrecondition  = "preconditions.resourceVersion"
 )
 
 // Need says what a caller must read before the rule can decide.
@@ -141,9 +142,12 @@ func decideFree(r *Request) Verdict {
 		fenced = append(fenced, p)
 	}
 	if len(fenced) > 0 {
+		if named := withoutIdentity(fenced); len(named) > 0 {
+			fenced = named // a create's name and namespace say nothing the object's name does not
+		}
 		return refuse(r.tokenMissing(fenced[0].String(), "this write changes "+listPaths(fenced, 8)))
 	}
-	changes, added, freeOnly, err := ownershipChanges(r.Old, r.New, free)
+	changes, added, freeOnly, freeBytes, grewFree, err := ownershipChanges(r.Old, r.New, free)
 	if err != nil {
 		return refuse(r.errAt(FieldManagedFields, fencing.ReasonInvalid, 0, 0, "%s: %v", r.what(), err))
 	}
@@ -160,6 +164,11 @@ func decideFree(r *Request) Verdict {
 			"%s: this write without a fencing token adds finalizers, leaving %d on the object, over the bound of %d for writes without the token",
 			r.what(), len(r.New.GetFinalizers()), MaxFreeFinalizers))
 	}
+	if grewFree && freeBytes > MaxFreeManagedFieldsBytes {
+		return refuse(r.errAt(FieldManagedFields, fencing.ReasonInvalid, 0, 0,
+			"%s: this write without a fencing token grows the managedFields entries that own only free fields to %d bytes, over the bound of %d bytes",
+			r.what(), freeBytes, MaxFreeManagedFieldsBytes))
+	}
 	if added && freeOnly > MaxFreeManagers {
 		return refuse(r.errAt(FieldManagedFields, fencing.ReasonInvalid, 0, 0,
 			"%s: this write without a fencing token adds a managedFields entry, leaving %d entries that own only free fields, over the bound of %d",
@@ -173,6 +182,18 @@ func decideFree(r *Request) Verdict {
 		}
 	}
 	return admit
+}
+
+// withoutIdentity is ps without metadata.name, generateName and namespace.
+func withoutIdentity(ps []Path) []Path {
+	var out []Path
+	for _, p := range ps {
+		if len(p) == 2 && p.under("metadata") && (p[1] == "name" || p[1] == "generateName" || p[1] == "namespace") {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // withEpoch returns o with spec.epoch set to 0 where it is absent, as the API type reads it.
@@ -347,11 +368,9 @@ func (r *Request) record(l *Lease, epoch int64) *fencing.Error {
 		r.what(), epoch, got, key)
 }
 
-// marker holds the deletion marker to one delete: a write that sets it sets the presented epoch, and a
-// write of the object after it removes it. A marker the holder wrote and then wrote past would otherwise
-// let a stale replica of the same user, whose DELETE carries no token, delete the object for the rest of
-// the epoch. A marker of an earlier epoch may stay: no delete can use it (decideDelete wants the Lease's
-// current epoch, and epochs only grow).
+// marker holds a deletion marker the write sets to the presented epoch. What makes a marker authorise one
+// delete is the delete's precondition (decideDelete): a marker left by a DELETE that did not happen, or
+// written before any policy covered the object, authorises nothing by itself.
 func (r *Request) marker(l *Lease, epoch int64) *fencing.Error {
 	if r.foreign() || r.New == nil {
 		return nil
@@ -359,39 +378,11 @@ func (r *Request) marker(l *Lease, epoch int64) *fencing.Error {
 	key := fencingv1alpha1.DeleteAtEpochAnnotation
 	stored, storedSet := annotationOK(r.Old, key)
 	got, set := annotationOK(r.New, key)
-	want := strconv.FormatInt(epoch, 10)
-	switch {
-	case !set:
-		return nil
-	case !storedSet || got != stored:
-		if got != want {
-			return r.errAt(FieldDeleteAtEpoch, fencing.ReasonInvalid, epoch, l.Epoch,
-				"%s: the deletion marker %s=%q must be the presented epoch %d", r.what(), key, got, epoch)
-		}
-		return nil // this write sets the marker
-	case got != want:
-		return nil
-	case r.Subresource == "" && r.onlyMarker():
-		return nil
-	case r.Subresource == "":
+	if want := strconv.FormatInt(epoch, 10); set && (!storedSet || got != stored) && got != want {
 		return r.errAt(FieldDeleteAtEpoch, fencing.ReasonInvalid, epoch, l.Epoch,
-			"%s: the deletion marker %s=%q of an earlier write is still set: a marker authorises one delete, so a write after it must remove it (set it to null) or be that delete",
-			r.what(), key, got)
+			"%s: the deletion marker %s=%q must be the presented epoch %d", r.what(), key, got, epoch)
 	}
-	return r.errAt(FieldDeleteAtEpoch, fencing.ReasonInvalid, epoch, l.Epoch,
-		"%s: the deletion marker %s=%q is set: a marker authorises one delete, and a %s write cannot remove it; remove it with a write of the object first, or delete the object",
-		r.what(), key, got, r.Subresource)
-}
-
-// onlyMarker reports whether the write changes nothing but what the apiserver keeps (it re-sends the
-// marker as stored).
-func (r *Request) onlyMarker() bool {
-	for _, p := range changedPaths(r.Old.Object, r.New.Object) {
-		if !allowlist[0].frees(r, p) {
-			return false
-		}
-	}
-	return true
+	return nil
 }
 
 // decideDelete decides a DELETE. Anyone (with RBAC) may delete once the Lease is missing, released or
@@ -399,9 +390,12 @@ func (r *Request) onlyMarker() bool {
 // fenced, so the owners whose absence makes it delete are the holder's); the namespace controller in a
 // terminating namespace; a delete of an object whose deletion was already admitted, and the cluster's own
 // controllers deleting Pods (covered objects); and the acquiring user, only if the stored deletion marker is
-// the Lease's current epoch. A DELETE carries no token, so the holder writes the marker with its token
-// first (pkg/fencing does), and removes it with its next write (marker): a stale replica of the same user
-// holds an older epoch and cannot write the current marker.
+// the Lease's current epoch and the delete carries the stored resourceVersion as its precondition. A
+// DELETE carries no token, so the holder writes the marker with its token first, then deletes with that
+// write's resourceVersion as the precondition (pkg/fencing's Writer and NewClient do both): a stale
+// replica of the same user holds an older epoch and cannot write the current marker, and a bare DELETE
+// (kubectl, a stale replica's plain client) names no resourceVersion, so a marker left in place by a
+// delete that did not happen, or written before any policy covered the object, is no use to it.
 func decideDelete(r *Request, l *Lease, now time.Time) Verdict {
 	switch {
 	case r.User.breakGlass(), r.User.is(GarbageCollectorUser):
@@ -445,6 +439,14 @@ func decideDelete(r *Request, l *Lease, now time.Time) Verdict {
 		return refuse(r.errAt(FieldDeleteAtEpoch, fencing.ReasonStale, markerEpoch, l.Epoch,
 			"%s: stale deletion marker %s=%q: lease %s is at epoch %d, held by %s",
 			what, fencingv1alpha1.DeleteAtEpochAnnotation, marker, r.LeaseName, l.Epoch, l.Holder))
+	case r.DeletePrecondition == "" || r.DeletePrecondition != r.Old.GetResourceVersion():
+		got := "none"
+		if r.DeletePrecondition != "" {
+			got = strconv.Quote(r.DeletePrecondition)
+		}
+		return refuse(r.errAt(FieldPrecondition, fencing.ReasonTokenMissing, stored, l.Epoch,
+			"%s %s lease %s, held by %s at epoch %d: a DELETE carries no fencing token, so it must name the resourceVersion %s of the holder's marker write as its precondition (pkg/fencing's Writer.Delete and NewClient do); this one names %s",
+			what, r.boundTo(), r.LeaseName, l.Holder, l.Epoch, r.Old.GetResourceVersion(), got))
 	}
 	return admit
 }

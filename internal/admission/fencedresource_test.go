@@ -317,8 +317,11 @@ func TestFencedResourceWrite(t *testing.T) {
 			want: at("metadata.ownerReferences", refusal(fencing.ReasonTokenMissing, 0, 0,
 				"FencedResource ns/orders: this write changes metadata.ownerReferences but presents no fencing token (no field manager): only the holder of lease orders-writer may change them, and it must send the write with fieldManager=fencing.fencekit.io/epoch=<your epoch> (pkg/fencing's Writer does)")),
 		},
-		"a create with an owner reference and no data is free": {
+		// An owner deletes: one the creator controls would let it have the garbage collector delete the data
+		// the holder writes into the resource later.
+		"a create with an owner reference needs the token": {
 			fr: resource{owners: []metav1.OwnerReference{ghostOwner}}, req: otherUser,
+			want: at("metadata.ownerReferences", refusal(fencing.ReasonTokenMissing, 0, 0, "")),
 		},
 		"finalizers and labels are free": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", labels: map[string]string{"x": "y"}}, req: otherUser,

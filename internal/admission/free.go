@@ -23,6 +23,10 @@ const (
 	// MaxFreeMetadataBytes bounds a FencedResource's labels and annotations (their JSON) after a write
 	// without the token that grows them.
 	MaxFreeMetadataBytes = 64 * 1024
+	// MaxFreeManagedFieldsBytes bounds the managedFields entries that own nothing but free fields (their
+	// fieldsV1, as JSON) after a write without the token that grows them: server-side apply lets any number
+	// of managers co-own the same free fields, each entry listing them all again.
+	MaxFreeManagedFieldsBytes = 2 * MaxFreeMetadataBytes
 )
 
 // freeRule is one entry of the allowlist: a field a write may change without presenting the token, for
@@ -64,15 +68,15 @@ var allowlist = []freeRule{{
 		case r.Operation == Create:
 			epoch, _, _ := unstructured.NestedInt64(r.New.Object, "spec", "epoch")
 			return p.under("metadata", "name") || p.under("metadata", "generateName") || p.under("metadata", "namespace") ||
-				p.under("metadata", "ownerReferences") || (p.under("spec", "epoch") && epoch == 0)
+				(p.under("spec", "epoch") && epoch == 0)
 		}
 		return false
 	},
 	why: "a FencedResource's data is spec.data, its epoch spec.epoch, its writer and deletion marker " +
 		"fencekit's annotations; fencekit reads no other label or annotation, its Lease (spec.leaseName) is " +
 		"immutable (the CRD's CEL rule), and a create holds no data and epoch 0: declaring is free, writing is fenced. " +
-		"Owner references are free on create only (an owner deletes: on update they are fenced). Labels and " +
-		"annotations are bounded by MaxFreeMetadataBytes",
+		"Owner references are fenced, on create too: an owner deletes, and one the creator controls would let it " +
+		"have the garbage collector delete the holder's data. Labels and annotations are bounded by MaxFreeMetadataBytes",
 }, {
 	name: "cluster controllers' status",
 	frees: func(r *Request, p Path) bool {

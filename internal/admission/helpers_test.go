@@ -64,8 +64,10 @@ func checkWrite(old, fr *fencingv1alpha1.FencedResource, lease *coordinationv1.L
 
 // checkDelete decides the delete of fr in namespace ns (nil: not read, or it does not exist).
 func checkDelete(fr *fencingv1alpha1.FencedResource, lease *coordinationv1.Lease, ns *corev1.Namespace, req requester) *fencing.Error {
+	fr = fr.DeepCopy()
+	fr.ResourceVersion = "7"
 	r := frRequest(admission.Delete, fr, nil, req)
-	r.FieldManager = ""
+	r.FieldManager, r.DeletePrecondition = "", "7" // as pkg/fencing's Writer.Delete names its marker write
 	r.NamespaceTerminating = ns != nil && (ns.DeletionTimestamp != nil || ns.Status.Phase == corev1.NamespaceTerminating)
 	return decideOnQuorum(r, lease)
 }
@@ -93,6 +95,7 @@ func checkObjectWrite(w objectWrite, lease *coordinationv1.Lease, req requester)
 func checkObjectDelete(old *unstructured.Unstructured, lease *coordinationv1.Lease, req requester) *fencing.Error {
 	r := write(old, nil, "").request(req)
 	r.Operation, r.New, r.CoveredAfter = admission.Delete, nil, false
+	r.DeletePrecondition = old.GetResourceVersion() // as pkg/fencing's NewClient names its marker write
 	return decideOnQuorum(r, lease)
 }
 

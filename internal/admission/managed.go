@@ -16,6 +16,7 @@ import (
 type entry struct {
 	manager, operation, subresource, apiVersion string
 	fields                                      *fieldpath.Set
+	size                                        int // bytes of its fieldsV1
 }
 
 // id names the entry as the apiserver tells entries apart.
@@ -58,6 +59,7 @@ func entries(u *unstructured.Unstructured) (map[string]entry, error) {
 			if err != nil {
 				return nil, err
 			}
+			e.size = len(b)
 			set := fieldpath.NewSet()
 			if err := set.FromJSON(bytes.NewReader(b)); err != nil {
 				return nil, fmt.Errorf("managedFields[%d] (manager %q): %w", i, e.manager, err)
@@ -99,15 +101,26 @@ type ownershipChange struct {
 //   - an added entry may not be an epoch manager's.
 //
 // added reports whether the write added an entry; freeOnly counts the entries after the write that own
-// nothing but free paths (bounded by MaxFreeManagers).
-func ownershipChanges(old, new *unstructured.Unstructured, free func(Path) bool) (changes []ownershipChange, added bool, freeOnly int, err error) {
+// nothing but free paths (bounded by MaxFreeManagers), freeBytes their size (bounded by
+// MaxFreeManagedFieldsBytes: server-side apply lets many of them co-own the same free fields), and grew
+// whether the write made that size grow.
+func ownershipChanges(old, new *unstructured.Unstructured, free func(Path) bool) (changes []ownershipChange, added bool, freeOnly, freeBytes int, grew bool, err error) {
 	before, err := entries(old)
 	if err != nil {
-		return nil, false, 0, fmt.Errorf("reading the stored object's managedFields: %w", err)
+		return nil, false, 0, 0, false, fmt.Errorf("reading the stored object's managedFields: %w", err)
 	}
 	after, err := entries(new)
 	if err != nil {
-		return nil, false, 0, fmt.Errorf("reading the written object's managedFields: %w", err)
+		return nil, false, 0, 0, false, fmt.Errorf("reading the written object's managedFields: %w", err)
+	}
+	freeSize := func(es map[string]entry) int {
+		n := 0
+		for _, e := range es {
+			if !e.epochManager() && onlyFree(e.fields, free) {
+				n += e.size
+			}
+		}
+		return n
 	}
 	outside := func(e entry, s *fieldpath.Set, why string) {
 		s.Iterate(func(p fieldpath.Path) {
@@ -140,7 +153,8 @@ func ownershipChanges(old, new *unstructured.Unstructured, free func(Path) bool)
 			outside(b, b.fields, "removes the entry that owns")
 		}
 	}
-	return changes, added, freeOnly, nil
+	freeBytes = freeSize(after)
+	return changes, added, freeOnly, freeBytes, freeBytes > freeSize(before), nil
 }
 
 func onlyFree(s *fieldpath.Set, free func(Path) bool) bool {

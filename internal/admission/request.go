@@ -106,6 +106,9 @@ type Request struct {
 	// its labels before and after the write (objects only; a create is not covered before, a delete not
 	// after).
 	CoveredBefore, CoveredAfter bool
+	// DeletePrecondition is the resourceVersion a DELETE names as its precondition (DeleteOptions), "" for
+	// none.
+	DeletePrecondition string
 	// NamespaceTerminating is whether the namespace is being deleted; read only for the namespace
 	// controller's deletes (ReadsNamespace).
 	NamespaceTerminating bool

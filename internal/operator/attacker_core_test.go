@@ -1,6 +1,7 @@
 package operator_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
@@ -47,6 +49,175 @@ func TestCoreAttacks(t *testing.T) {
 	a := startCopyAttack(t)
 	ctx := t.Context()
 	objects := elector.Fences{Objects: true}
+
+	// CLOSED (found by this review): a policy that names Leases under another spelling ("" group, or the
+	// singular) was admitted, since the RESTMapper resolved it; fence-on-acquire then listed the Leases and
+	// "raised" their epoch annotation, which is the Lease's own epoch, and every acquisition failed. The
+	// policy webhook now takes a resource only as the apiserver serves it: exact group, plural name.
+	t.Run("a policy that covers Leases under another spelling", func(t *testing.T) {
+		for _, res := range []fencingv1alpha1.FencedObjects{{Group: "", Resource: "leases"}, {Group: "coordination.k8s.io", Resource: "lease"}} {
+			ns := env.Namespace(t)
+			holder := newWorker(t, ns, "app-operator")
+			holder.Fences = objects
+			grantPolicies(t, ns, holder.User)
+			env.Grant(t, ns, "lease-patcher", []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"patch"}}}, holder.User)
+			holder.Acquire(t, ns, "l", 1)
+			p := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "leases"},
+				Spec: fencingv1alpha1.FencingPolicySpec{LeaseName: "l", Resources: []fencingv1alpha1.FencedObjects{res}}}
+			if err := env.Client.Create(ctx, p); err != nil {
+				continue // refused: safe
+			}
+			tok := holder.Acquire(t, ns, "l", 2)
+			var err error
+			eventually(t, "fence-on-acquire is decided (RBAC granted)", func() (bool, string) {
+				err = fencing.FenceObjectsOnAcquire(holder.Client, holder.Client)(ctx, tok)
+				return err == nil || !isForbiddenByRBAC(err), errString(err)
+			})
+			if err != nil {
+				t.Errorf("policy %+v admitted, and fence-on-acquire at epoch 2 fails: %v", res, err)
+			}
+		}
+	})
+
+	// CLOSED (found by this review): a policy naming a resource in a spelling the webhook rule never
+	// matches (singular, or the core group for an apps resource) was admitted and fenced nothing.
+	t.Run("a policy names a resource the webhook rule never matches", func(t *testing.T) {
+		ns := env.Namespace(t)
+		for i, res := range []fencingv1alpha1.FencedObjects{{Resource: "configmap"}, {Group: "", Resource: "deployments"}} {
+			p := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("p%d", i)},
+				Spec: fencingv1alpha1.FencingPolicySpec{LeaseName: appLease, Resources: []fencingv1alpha1.FencedObjects{res}}}
+			if err := env.Client.Create(ctx, p); err == nil {
+				t.Errorf("FencingPolicy naming %q in group %q admitted: its webhook rule matches no request", res.Resource, res.Group)
+			}
+		}
+	})
+
+	// CLOSED (found by this review): a deletion marker seeded before coverage at the Lease's next epoch made
+	// that acquisition's raise fail. The raise now removes any marker.
+	t.Run("a seeded deletion marker at the next epoch", func(t *testing.T) {
+		ns := env.Namespace(t)
+		holder := newWorker(t, ns, "app-operator")
+		holder.Fences = objects
+		grantObjects(t, ns, holder.User, "editor")
+		grantPolicies(t, ns, holder.User)
+		editor := userClient(t, "editor")
+		seeded := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "seeded",
+			Annotations: map[string]string{fencingv1alpha1.DeleteAtEpochAnnotation: "2"}}, Data: map[string]string{"v": "seeded"}}
+		eventually(t, "the editor seeds the marker", func() (bool, string) { err := editor.Create(ctx, seeded.DeepCopy()); return err == nil, errString(err) })
+		declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"})
+		t1 := holder.Acquire(t, ns, appLease, 1)
+		if err := fencing.FenceObjectsOnAcquire(holder.Client, holder.Client)(ctx, t1); err != nil {
+			t.Fatal(err)
+		}
+		t2 := holder.Acquire(t, ns, appLease, 2)
+		if err := fencing.FenceObjectsOnAcquire(holder.Client, holder.Client)(ctx, t2); err != nil {
+			t.Errorf("fence-on-acquire at epoch 2 over a marker seeded before coverage: %v", err)
+		}
+	})
+
+	// CLOSED (found by this review): a deletion marker seeded before coverage at the Lease's current epoch
+	// let a stale replica's bare DELETE through, and made the holder's server-side apply fail. A delete under
+	// a live Lease now also carries the stored resourceVersion as its precondition (pkg/fencing's clients
+	// send the marker write's), which no bare DELETE does; a write may keep a marker.
+	t.Run("a seeded deletion marker at the current epoch", func(t *testing.T) {
+		ns := env.Namespace(t)
+		r1, r2 := replicas(t, ns)
+		grantObjects(t, ns, r1.User, "editor")
+		editor := userClient(t, "editor")
+		r1.Acquire(t, ns, appLease, 1)
+		t2 := r2.Acquire(t, ns, appLease, 2)
+		for _, name := range []string{"del", "apply"} {
+			seeded := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+				Annotations: map[string]string{fencingv1alpha1.DeleteAtEpochAnnotation: "2"}}, Data: map[string]string{"v": "seeded"}}
+			eventually(t, "the editor seeds the marker", func() (bool, string) { err := editor.Create(ctx, seeded.DeepCopy()); return err == nil, errString(err) })
+		}
+		declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"})
+		mustContain(t, "a stale replica's bare DELETE on a seeded marker",
+			r1.Client.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "del"}}), nil, "ConfigMap "+ns+"/del")
+		hc := fencing.NewClient(r2.Client, tokenOf(t2))
+		if err := hc.Apply(ctx, corev1ac.ConfigMap("apply", ns).WithData(map[string]string{"v": "holder"})); err != nil {
+			t.Errorf("the holder's server-side apply over a seeded marker: %v", err)
+		}
+	})
+
+	// CLOSED (found by this review): 16 tokenless appliers co-owning the same 64 KiB of a FencedResource's
+	// annotations put 1 MB of managedFields on it, and the holder's apply of data within MaxDataBytes then
+	// failed ("etcdserver: request is too large"). The bytes of the entries that own only free fields are
+	// bounded too.
+	t.Run("free managers co-own the free metadata", func(t *testing.T) {
+		ns := env.Namespace(t)
+		holder := newWorker(t, ns, "app-operator")
+		grantFencedResources(t, ns, "editor")
+		editor := userClient(t, "editor")
+		padded, control := declare(t, ns, "padded", "l"), declare(t, ns, "control", "l")
+		prefix := strings.Repeat("a", 60) + "." + strings.Repeat("b", 60) + "." + strings.Repeat("c", 60) + "." + strings.Repeat("d", 60)
+		ann := map[string]string{}
+		for i := 0; ; i++ {
+			k := fmt.Sprintf("%s/k%04d%s", prefix, i, strings.Repeat("x", 50))
+			ann[k] = ""
+			if b, _ := json.Marshal(ann); len(b) > admission.MaxFreeMetadataBytes-2048 {
+				delete(ann, k)
+				break
+			}
+		}
+		body, _ := json.Marshal(map[string]any{"apiVersion": fencingv1alpha1.GroupVersion.String(), "kind": "FencedResource",
+			"metadata": map[string]any{"name": padded.Name, "namespace": ns, "annotations": ann}})
+		for i := range admission.MaxFreeManagers {
+			fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: padded.Name}}
+			var err error
+			eventually(t, "an applier's write is decided", func() (bool, string) {
+				err = editor.Patch(ctx, fr, client.RawPatch(types.ApplyPatchType, body), client.FieldOwner(fmt.Sprintf("padder-%02d", i)))
+				return err == nil || !isForbiddenByRBAC(err), errString(err)
+			})
+			if err != nil {
+				break
+			}
+		}
+		nested := map[string]any{}
+		for i := 0; ; i++ {
+			k := fmt.Sprintf("key-%05d-%s", i, strings.Repeat("k", 20))
+			nested[k] = 1
+			if b, _ := json.Marshal(nested); len(b) > fencingv1alpha1.MaxDataBytes-64 {
+				delete(nested, k)
+				break
+			}
+		}
+		holder.LeaseDuration = 10 * time.Minute
+		tok := holder.Acquire(t, ns, "l", 1)
+		apply := func(key types.NamespacedName) error {
+			body, _ := json.Marshal(map[string]any{"apiVersion": fencingv1alpha1.GroupVersion.String(), "kind": "FencedResource",
+				"metadata": map[string]any{"name": key.Name, "namespace": ns, "annotations": map[string]string{fencingv1alpha1.WriterAnnotation: tok.Holder}},
+				"spec":     map[string]any{"leaseName": "l", "epoch": tok.Epoch, "data": map[string]any{"n": nested}}})
+			return holder.Client.Patch(ctx, &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.Name}},
+				client.RawPatch(types.ApplyPatchType, body), client.FieldOwner(tok.FieldManager()), client.ForceOwnership)
+		}
+		if err := apply(control); err != nil {
+			t.Fatal(err)
+		}
+		if err := apply(padded); err != nil {
+			t.Errorf("the holder's apply within MaxDataBytes after 16 tokenless appliers: %v", err)
+		}
+	})
+
+	// CLOSED (found by this review, not run by it): owner references were free on a FencedResource's
+	// create, so an editor could declare one owned by an object it controls, let the holder write data into
+	// it, then delete the owner: the garbage collector, which is exempt, deleted the holder's data while the
+	// Lease was live. They need the token on create too.
+	t.Run("an editor creates a FencedResource owned by an object it controls", func(t *testing.T) {
+		ns := env.Namespace(t)
+		env.Grant(t, ns, "fr-creator", []rbacv1.PolicyRule{{APIGroups: []string{"fencing.fencekit.io"}, Resources: []string{"fencedresources"},
+			Verbs: []string{"create"}}}, "editor")
+		editor := userClient(t, "editor")
+		fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owned",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "editors", UID: "00000000-0000-0000-0000-0000000000ee"}}},
+			Spec: fencingv1alpha1.FencedResourceSpec{LeaseName: "l"}}
+		var err error
+		eventually(t, "the editor's create is decided (RBAC granted)", func() (bool, string) {
+			err = editor.Create(ctx, fr.DeepCopy())
+			return err == nil || !isForbiddenByRBAC(err), errString(err)
+		})
+		mustContain(t, "an editor's create of a FencedResource with an owner", err, fencing.IsTokenMissing, "FencedResource "+ns+"/owned", "metadata.ownerReferences")
+	})
 
 	// HOLDS: a user with RBAC on FencingPolicies only declares a policy that covers Leases. Were it
 	// admitted, every Lease write would go through the object webhook too, and the epoch record of the

@@ -101,7 +101,12 @@ func TestCases(t *testing.T) {
 			w := actor(c.Actor)
 			switch {
 			case c.Op == admission.Delete:
-				err = w.Delete(t.Context(), obj.DeepCopy())
+				var opts []client.DeleteOption
+				if c.Precondition {
+					rv := read(t, obj).GetResourceVersion()
+					opts = append(opts, client.Preconditions{ResourceVersion: &rv})
+				}
+				err = w.Delete(t.Context(), obj.DeepCopy(), opts...)
 			default:
 				p := stamp(c.Patch(read(t, obj).Object), presented)
 				var opts []client.PatchOption

@@ -211,7 +211,8 @@ func TestFreeWritesAreBounded(t *testing.T) {
 
 // TestDeletionMarkerAuthorisesOneDelete: the holder wrote the deletion marker (as NewClient's Delete does
 // first), its DELETE did not happen, and it kept writing. A stale replica of the same user, whose DELETE
-// carries no token, must not be able to delete the object for the rest of the epoch.
+// carries no token, must not be able to delete the object for the rest of the epoch: a delete names the
+// marker write's resourceVersion as its precondition, which a bare DELETE does not.
 func TestDeletionMarkerAuthorisesOneDelete(t *testing.T) {
 	startOperator(t)
 	ctx := t.Context()
@@ -229,24 +230,27 @@ func TestDeletionMarkerAuthorisesOneDelete(t *testing.T) {
 		client.RawPatch(types.MergePatchType, []byte(marker)), client.FieldOwner(tok.FieldManager())); err != nil {
 		t.Fatalf("the holder's marker write: %v", err)
 	}
-	// A write that keeps the marker is refused: the marker authorises the delete right after it only.
-	mustContain(t, "the holder's raw write that keeps the marker",
-		r1.Client.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}},
-			client.RawPatch(types.MergePatchType, []byte(`{"data":{"v":"2"}}`)), client.FieldOwner(tok.FieldManager())),
-		func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonInvalid },
-		"ConfigMap "+ns+"/app: the deletion marker fencing.fencekit.io/delete-at-epoch=\"1\" of an earlier write is still set")
+	// The holder keeps writing, by hand, leaving the marker in place: a bare DELETE of the same user (a
+	// stale replica's, kubectl's) names no resourceVersion, so the marker alone does not let it through.
+	if err := r1.Client.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}},
+		client.RawPatch(types.MergePatchType, []byte(`{"data":{"v":"2"}}`)), client.FieldOwner(tok.FieldManager())); err != nil {
+		t.Fatalf("the holder's raw write that keeps the marker: %v", err)
+	}
+	bare := func() error {
+		return r1.Client.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}})
+	}
+	mustContain(t, "a bare DELETE of the holder's user after the holder wrote past its marker", bare(),
+		fencing.IsTokenMissing, "ConfigMap "+ns+"/app is fenced by lease "+appLease, "must name the resourceVersion", "this one names none")
 	// NewClient's writes remove it.
-	if err := patchConfigMap(t, hc, ns, "app", `{"data":{"v":"2"}}`); err != nil {
-		t.Fatalf("the holder's write after its marker: %v", err)
+	if err := patchConfigMap(t, hc, ns, "app", `{"data":{"v":"3"}}`); err != nil {
+		t.Fatalf("the holder's NewClient write after its marker: %v", err)
 	}
 	if m, set := readConfigMap(t, ns, "app").Annotations[fencingv1alpha1.DeleteAtEpochAnnotation]; set {
-		t.Errorf("the marker %q is still set after the holder's next write", m)
+		t.Errorf("the marker %q is still set after the holder's NewClient write", m)
 	}
-	mustContain(t, "a stale replica's bare DELETE after the holder wrote past its marker",
-		r1.Client.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}),
-		fencing.IsTokenMissing, "ConfigMap "+ns+"/app is fenced by lease "+appLease)
-	if got := readConfigMap(t, ns, "app").Data["v"]; got != "2" {
-		t.Errorf("the ConfigMap holds %q, want the holder's 2", got)
+	mustContain(t, "a bare DELETE after the marker is gone", bare(), fencing.IsTokenMissing, "ConfigMap "+ns+"/app is fenced by lease "+appLease)
+	if got := readConfigMap(t, ns, "app").Data["v"]; got != "3" {
+		t.Errorf("the ConfigMap holds %q, want the holder's 3", got)
 	}
 	if err := hc.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}); err != nil {
 		t.Errorf("the holder's own NewClient delete: %v", err)

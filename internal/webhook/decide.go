@@ -160,7 +160,7 @@ func decodeRequest(req admission.Request, class core.Class) (*core.Request, erro
 			r.Name = r.New.GetGenerateName() + "*" // a create with generateName
 		}
 	}
-	if r.FieldManager, err = fieldManager(req); err != nil {
+	if r.FieldManager, r.DeletePrecondition, err = requestOptions(req); err != nil {
 		return nil, fmt.Errorf("%s %s/%s: %w", r.Kind, r.Namespace, r.Name, err)
 	}
 	return r, nil
@@ -211,19 +211,29 @@ func decodeObject(raw []byte, rawData bool) (map[string]any, error) {
 	return m, nil
 }
 
-// fieldManager is the request's field manager, where a fenced write presents its token: the options of a
-// CREATE (CreateOptions), an UPDATE (UpdateOptions) or a PATCH (PatchOptions; admission sees it as UPDATE).
-func fieldManager(req admission.Request) (string, error) {
-	if len(req.Options.Raw) == 0 || req.Operation == admissionv1.Delete {
-		return "", nil
+// requestOptions reads the request's options: the field manager, where a fenced write presents its token
+// (CreateOptions, UpdateOptions, PatchOptions; admission sees a PATCH as UPDATE), and a DELETE's
+// precondition resourceVersion (DeleteOptions).
+func requestOptions(req admission.Request) (fieldManager, precondition string, err error) {
+	if len(req.Options.Raw) == 0 {
+		return "", "", nil
 	}
 	var opts struct {
-		FieldManager string `json:"fieldManager"`
+		FieldManager  string `json:"fieldManager"`
+		Preconditions *struct {
+			ResourceVersion *string `json:"resourceVersion"`
+		} `json:"preconditions"`
 	}
 	if err := json.Unmarshal(req.Options.Raw, &opts); err != nil {
-		return "", fmt.Errorf("decoding the request's options: %w", err)
+		return "", "", fmt.Errorf("decoding the request's options: %w", err)
 	}
-	return opts.FieldManager, nil
+	if req.Operation == admissionv1.Delete {
+		if opts.Preconditions != nil && opts.Preconditions.ResourceVersion != nil {
+			precondition = *opts.Preconditions.ResourceVersion
+		}
+		return "", precondition, nil
+	}
+	return opts.FieldManager, "", nil
 }
 
 func badRequest(err error) admission.Response { return admission.Errored(http.StatusBadRequest, err) }

@@ -74,9 +74,13 @@ func (v *PolicyValidator) validate(ctx context.Context, p *fencingv1alpha1.Fenci
 	return apierrors.NewInvalid(fencingv1alpha1.GroupVersion.WithKind("FencingPolicy").GroupKind(), p.Name, errs)
 }
 
-// namespaced resolves group/resource with the manager's RESTMapper (discovery, refreshed on a miss).
+// namespaced resolves group/resource with the manager's RESTMapper (discovery, refreshed on a miss), and
+// knows it only as the apiserver serves it: that exact group and plural name. The mapper also resolves a
+// singular, or a resource of any group when the group is empty, but the webhook rules the operator writes
+// and the rule's coverage compare names exactly: such a policy would fence nothing, or fence-on-acquire
+// would write objects of another kind (Leases) than the webhook guards.
 func (v *PolicyValidator) namespaced(group, resource string) (known, isNamespaced bool, err error) {
-	gvk, err := v.mapper.KindFor(schema.GroupVersionResource{Group: group, Resource: resource})
+	gvrs, err := v.mapper.ResourcesFor(schema.GroupVersionResource{Group: group, Resource: resource})
 	var noMatch *meta.NoResourceMatchError
 	switch {
 	case meta.IsNoMatchError(err), errors.As(err, &noMatch):
@@ -84,9 +88,19 @@ func (v *PolicyValidator) namespaced(group, resource string) (known, isNamespace
 	case err != nil:
 		return false, false, err
 	}
-	mapping, err := v.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
-		return false, false, err
+	for _, gvr := range gvrs {
+		if gvr.Group != group || gvr.Resource != resource {
+			continue
+		}
+		gvk, err := v.mapper.KindFor(gvr)
+		if err != nil {
+			return false, false, err
+		}
+		mapping, err := v.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return false, false, err
+		}
+		return true, mapping.Scope.Name() == meta.RESTScopeNameNamespace, nil
 	}
-	return true, mapping.Scope.Name() == meta.RESTScopeNameNamespace, nil
+	return false, false, nil
 }

@@ -101,6 +101,9 @@ type Case struct {
 	Op          admission.Operation
 	Subresource string
 	Patch       func(stored map[string]any) map[string]any
+	// Precondition makes a DELETE name the stored resourceVersion as its precondition, as pkg/fencing's
+	// Writer.Delete and NewClient do after their marker write.
+	Precondition bool
 	// Raw sends the patch with the token but unstamped, as a hand-made write (kubectl with the token as its
 	// field manager) would.
 	Raw bool
