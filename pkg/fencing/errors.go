@@ -151,10 +151,3 @@ func IsFenced(err error) bool { return ReasonOf(err) != "" }
 func errorf(reason Reason, resource, lease string, epoch, leaseEpoch int64, format string, args ...any) *Error {
 	return &Error{Reason: reason, Resource: resource, Lease: lease, Epoch: epoch, LeaseEpoch: leaseEpoch, Message: fmt.Sprintf(format, args...)}
 }
-
-// errorAt is errorf for a refusal about field (see Error.Field).
-func errorAt(field string, reason Reason, resource, lease string, epoch, leaseEpoch int64, format string, args ...any) *Error {
-	e := errorf(reason, resource, lease, epoch, leaseEpoch, format, args...)
-	e.Field = field
-	return e
-}
