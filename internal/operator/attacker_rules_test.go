@@ -255,4 +255,3 @@ func TestRuleChangeAttacks(t *testing.T) {
 		}), nil)
 	})
 }
-
