@@ -1,0 +1,52 @@
+package model
+
+// Check is one exhaustive spin run of fencekit.pml.
+type Check struct {
+	// Name names the run in reports and test names.
+	Name string
+	// About says what the run is, for the report.
+	About string
+	// Defines are the -D flags (without -D) the model is compiled with.
+	Defines []string
+	// Refute is true if spin must find a violation: a mutation, or a residual docs/design.md accepts.
+	Refute bool
+	// Property is the property a refuting run must violate ("P1", "P2", "P3"); empty: any.
+	Property string
+	// Full marks a run of `make model-full` only (minutes of its own); Slow one that `make model` runs
+	// but the package's test (make test) leaves out.
+	Full, Slow bool
+}
+
+// Bound is the highest epoch an acquisition may issue in every check (MAXE in the model): two terms, so
+// that an epoch and a later one exist, and a Lease deleted and created again takes the second.
+const Bound = 2
+
+// Checks are the runs, the design's first.
+var Checks = []Check{
+	{Name: "design", About: "the design: 3 electors that fence on acquire, 2 objects, tokenless actors seeding records",
+		Defines: []string{"NO_LEASE_DELETER"}, Slow: true},
+	{Name: "design-recreate", About: "the design with a user who deletes the Lease (electors create it again, seeded): 2 electors",
+		Defines: []string{"NH=2"}, Slow: true},
+	{Name: "design-no-fence", About: "the design with one elector that fences nothing and declares nothing",
+		Defines: []string{"CONFIG_B"}},
+	{Name: "design-widen", About: "the design with a namespace admin who widens the policy once",
+		Defines: []string{"NO_LEASE_DELETER", "WIDEN"}, Full: true},
+	{Name: "design-deletes", About: "the design with deletes: holder A's deletion marker and DELETE, tokenless deletes once the Lease has no live holder",
+		Defines: []string{"DELETES", "NO_LEASE_DELETER", "NO_SEEDS"}, Full: true},
+	{Name: "a-copy-decides-label-out", About: "mutation (a): the copy decides a write that labels the object out (today's admitOnCache checks coverage before the write only)",
+		Defines: []string{"NO_LEASE_DELETER", "MUT_COPY_LABEL_OUT"}, Refute: true, Property: "P1"},
+	{Name: "b-copy-without-declaration", About: "mutation (b): the copy is used without the Lease's fence-on-acquire declaration",
+		Defines: []string{"CONFIG_B", "MUT_COPY_NO_DECLARATION"}, Refute: true, Property: "P1"},
+	{Name: "c-copy-without-record-check", About: "mutation (c): the copy admits without the stored record being the presented epoch",
+		Defines: []string{"NO_LEASE_DELETER", "MUT_COPY_NO_RECORD"}, Refute: true, Property: "P1"},
+	{Name: "d-fence-skips-equal-record", About: "mutation (d): fence-on-acquire leaves an object already at the new epoch alone (today's raiseObject)",
+		Defines: []string{"NO_LEASE_DELETER", "WIDEN", "MUT_FENCE_SKIPS_EQUAL"}, Refute: true, Property: "P1"},
+	{Name: "e-record-above-refuses", About: "mutation (e): today's record rule, a stored record above the presented epoch refuses (and fails a raise)",
+		Defines: []string{"NO_LEASE_DELETER", "MUT_TODAY_RECORD_RULE"}, Refute: true, Property: "P3"},
+	{Name: "f-delete-without-retry", About: "today's fencing.NewClient Delete: no retry when a free write lands between the marker and the DELETE",
+		Defines: []string{"DELETES", "NO_LEASE_DELETER", "NO_SEEDS", "NO_DELETE_RETRY"}, Refute: true, Property: "P3"},
+	{Name: "residual-late-entry", About: "residual (docs/design.md, not covered): P1 without its exception for an object that enters the coverage by a write committed after the fence listed",
+		Defines: []string{"NO_LEASE_DELETER", "STRICT_ENTRY"}, Refute: true, Property: "P1"},
+	{Name: "residual-recreate", About: "residual (docs/design.md, not covered): the Lease deleted and created again by an elector that declares nothing, the copy lagging",
+		Defines: []string{"CONFIG_B", "RESIDUAL_RECREATE"}, Refute: true, Property: "P1", Slow: true},
+}
