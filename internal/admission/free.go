@@ -113,7 +113,8 @@ var allowlist = []freeRule{{
 }, {
 	name: "the volume binder's binding of a claim",
 	frees: func(r *Request, p Path) bool {
-		if r.Class != Object || r.Kind != "PersistentVolumeClaim" || r.Subresource != "" || !r.User.is(VolumeBinderUser) {
+		if r.Class != Object || r.Kind != "PersistentVolumeClaim" || r.Operation != Update || r.Old == nil || r.Subresource != "" ||
+			!r.User.is(VolumeBinderUser) {
 			return false
 		}
 		if slices.Equal(p, Path{"spec", "volumeName"}) {
@@ -133,13 +134,22 @@ var allowlist = []freeRule{{
 			r.Old == nil || secretType(r.Old) != "kubernetes.io/service-account-token" {
 			return false
 		}
-		return len(p) == 2 && p.under("data") && slices.Contains([]string{"token", "ca.crt", "namespace"}, p[1]) ||
-			len(p) == 3 && p.under("metadata", "annotations") && strings.HasPrefix(p[2], "kubernetes.io/service-account.")
+		if len(p) == 2 && p.under("data") && slices.Contains([]string{"token", "ca.crt", "namespace"}, p[1]) {
+			return true
+		}
+		// The ServiceAccount's uid, which the controller records once; never its name, which the holder
+		// chose (it says whose token the Secret holds).
+		_, had := r.Old.GetAnnotations()[uidAnnotation]
+		return !had && slices.Equal(p, Path{"metadata", "annotations", uidAnnotation})
 	},
 	why: "a Secret of type kubernetes.io/service-account-token (a type that cannot change) is filled by the " +
-		"token controller with a token it mints for the ServiceAccount the Secret names; nobody else can write " +
-		"those keys without the token, and the Secret's other data stays the holder's",
+		"token controller with a token it mints for the ServiceAccount the Secret names (and that ServiceAccount's " +
+		"uid, once); nobody else can write those keys without the token, and the Secret's other data, and the " +
+		"ServiceAccount it names, stay the holder's",
 }}
+
+// uidAnnotation is where the token controller records the uid of a token Secret's ServiceAccount.
+const uidAnnotation = "kubernetes.io/service-account.uid"
 
 // secretType is a Secret's type.
 func secretType(u *unstructured.Unstructured) string {
