@@ -15,6 +15,8 @@ type Check struct {
 	// Full marks a run of `make model-full` only (minutes of its own); Slow one that `make model` runs
 	// but the package's test (make test) leaves out.
 	Full, Slow bool
+	// MemoryMB, if set, replaces the default bound on pan's state store (MemoryMB).
+	MemoryMB int
 }
 
 // Bound is the highest epoch an acquisition may issue in every check (MAXE in the model): two terms, so
@@ -32,7 +34,7 @@ var Checks = []Check{
 	{Name: "design-widen", About: "the design with a namespace admin who widens the policy once",
 		Defines: []string{"NO_LEASE_DELETER", "WIDEN"}, Full: true},
 	{Name: "design-deletes", About: "the design with deletes: holder A's deletion marker and DELETE, tokenless deletes once the Lease has no live holder",
-		Defines: []string{"DELETES", "NO_LEASE_DELETER", "NO_SEEDS"}, Full: true},
+		Defines: []string{"DELETES", "NO_LEASE_DELETER", "NO_SEEDS"}, Full: true, MemoryMB: 14000},
 	{Name: "a-copy-decides-label-out", About: "mutation (a): the copy decides a write that labels the object out (today's admitOnCache checks coverage before the write only)",
 		Defines: []string{"NO_LEASE_DELETER", "MUT_COPY_LABEL_OUT"}, Refute: true, Property: "P1"},
 	{Name: "b-copy-without-declaration", About: "mutation (b): the copy is used without the Lease's fence-on-acquire declaration",

@@ -144,7 +144,7 @@ bool lockout;         /* a tokenless actor's record failed an acquisition (P3) *
 /* words of the story a trail prints (underscores become spaces) */
 mtype = { at, deleted_at, released_at, expired_at, exists, absent, labelled_in, labelled_out,
           with_deletion_marker, no_marker, declares_fence_on_acquire, declares_nothing_and_fences_nothing,
-          o0_and_o1, o0, o1, none, held, without_a_live_holder, writes, creates }
+          o0_and_o1, o0, o1, none, held, without_a_live_holder, writes, creates, declaring_fence_on_acquire, declaring_nothing }
 
 /* The webhook's decision for a write presenting t (internal/admission Decide on the adapter's inputs):
  * the copy may admit an update of the object itself, covered before and after, at the stored record,
@@ -161,8 +161,8 @@ inline decide() {
      :: kind == UPD && COV(o) && COPY_COVERED_AFTER && COPY_RECORD &&
         c_ex && c_ep == t && c_held && COPY_DECLARED ->
         tag = !(l_ex && l_ep == t);
-        printf("    webhook: its copy shows the Lease at epoch %d, held, declaring (the Lease itself: %e epoch %d): admitted on the copy\n",
-               c_ep, (l_ex -> at : deleted_at), l_ep);
+        printf("    webhook: its copy shows the Lease at epoch %d, held, %e (the Lease itself: %e epoch %d): admitted on the copy\n",
+               c_ep, (c_fen -> declaring_fence_on_acquire : declaring_nothing), (l_ex -> at : deleted_at), l_ep);
         /* P1 (read): the copy never admits a write presenting t after a higher epoch was handed out */
         assert(t >= handedAll || late[o])
      :: else ->
@@ -216,6 +216,8 @@ inline objwrite(me) {
      atomic {
        if
        :: o_ver[o] & me ->
+          printf("    apiserver commits o%d: record %d, %e, %e\n", o, t, (nlab -> labelled_in : labelled_out),
+                 (nmark != 0 -> with_deletion_marker : no_marker));
           gov = COV(o) || nlab || wide;
           entering = !COV(o) && (nlab || wide);
           if
@@ -253,8 +255,6 @@ inline objwrite(me) {
           if :: t >= handedF && !entering -> late[o] = 0 :: else -> skip fi;
           o_ex[o] = 1; o_rec[o] = t; o_lab[o] = nlab; o_mark[o] = nmark; OTHER(o, 0);
           if :: nmark != 0 -> o_ver[o] = me :: else -> o_ver[o] = 0 fi;
-          printf("    apiserver commits o%d: record %d, %e, %e\n", o, t, (nlab -> labelled_in : labelled_out),
-                 (nmark != 0 -> with_deletion_marker : no_marker));
           res = DONE; break
        :: else -> printf("    apiserver: o%d changed since it was read: the compare-and-swap fails, retry\n", o)
        fi
@@ -312,6 +312,7 @@ proctype Elector(byte h) {
         if
         :: ok ->
            atomic {
+             printf("holder %c is handed its token, epoch %d\n", 'A' + h, myep);
              if
              :: myep > handedF ->
                 /* P1 (order): every write the copy admitted after the Lease moved on was written over
@@ -323,8 +324,7 @@ proctype Elector(byte h) {
              :: else -> skip   /* handed out after a later epoch was: its token is stale on arrival */
              fi;
              if :: myep > handedAll -> handedAll = myep :: else -> skip fi;
-             tok[h] = myep;
-             printf("holder %c is handed its token, epoch %d\n", 'A' + h, myep)
+             tok[h] = myep
            }
         :: else ->
            atomic {
@@ -402,10 +402,11 @@ again:
            atomic {
              if
              :: o_ver[o] & WBIT(h) ->
+                printf("    apiserver deletes o%d\n", o);
                 /* P1 for deletes: none admitted on the marker of an epoch below one handed out commits */
                 if :: gov && mark != 0 && mark < handedF -> assert(late[o]) :: else -> skip fi;
                 o_ex[o] = 0; o_rec[o] = 0; o_lab[o] = 0; o_mark[o] = 0; o_ver[o] = 0; OTHER(o, 0); owe[o] = 0;
-                printf("    apiserver deletes o%d\n", o); res = DONE; break
+                res = DONE; break
              :: else -> skip
              fi
            }

@@ -73,7 +73,11 @@ func Run(ctx context.Context, c Check, maxEpoch int) (Result, error) {
 	if _, err := run(ctx, dir, "spin", append(append([]string{"-a"}, defs...), "fencekit.pml")...); err != nil {
 		return res, err
 	}
-	cc := []string{"-O2", "-DSAFETY", "-DNOBOUNDCHECK", "-DCOLLAPSE", "-DMEMLIM=" + strconv.Itoa(MemoryMB)}
+	mem := MemoryMB
+	if c.MemoryMB != 0 {
+		mem = c.MemoryMB
+	}
+	cc := []string{"-O2", "-DSAFETY", "-DNOBOUNDCHECK", "-DCOLLAPSE", "-DMEMLIM=" + strconv.Itoa(mem)}
 	if c.Refute {
 		cc = append(cc, "-DBFS") // breadth first: the shortest counterexample, the shortest story
 	}
@@ -119,7 +123,7 @@ func tail(s string) string {
 
 var (
 	reSummary = regexp.MustCompile(`depth reached (\d+), errors: (\d+)`)
-	reStates  = regexp.MustCompile(`(\d+) states, stored`)
+	reStates  = regexp.MustCompile(`([0-9.e+]+) states, stored`)
 	reTrans   = regexp.MustCompile(`([0-9.e+]+) transitions \(= (?:stored\+matched|visited\+matched)\)`)
 	reElapsed = regexp.MustCompile(`pan: elapsed time ([0-9.e+]+) seconds`)
 )
@@ -131,8 +135,10 @@ func parseStats(out string, res *Result) error {
 	}
 	res.Depth, _ = strconv.ParseInt(m[1], 10, 64)
 	res.Violated = m[2] != "0"
-	if m := reStates.FindStringSubmatch(out); m != nil { // BFS prints "states, stored" too
-		res.States, _ = strconv.ParseInt(m[1], 10, 64)
+	if m := reStates.FindStringSubmatch(out); m != nil { // pan prints 1.0156562e+08 past 10^8
+		if f, err := strconv.ParseFloat(m[1], 64); err == nil {
+			res.States = int64(f)
+		}
 	}
 	if m := reTrans.FindStringSubmatch(out); m != nil {
 		if f, err := strconv.ParseFloat(m[1], 64); err == nil {
