@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
@@ -153,11 +154,15 @@ func (c *fencedClient) Delete(ctx context.Context, obj client.Object, opts ...cl
 	if err != nil {
 		return err
 	}
-	if err := c.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, marker), client.FieldOwner(t.FieldManager())); err != nil {
-		return err
-	}
-	rv, uid := obj.GetResourceVersion(), obj.GetUID()
-	err = c.Client.Delete(ctx, obj, append(opts, client.Preconditions{ResourceVersion: &rv, UID: &uid})...)
+	// A write that lands between the marker and the DELETE (a free one: another user's finalizer) makes the
+	// precondition fail with a conflict: write the marker again and retry, as Writer.Delete does.
+	err = retry.RetryOnConflict(conflictRetry, func() error {
+		if err := c.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, marker), client.FieldOwner(t.FieldManager())); err != nil {
+			return err
+		}
+		rv, uid := obj.GetResourceVersion(), obj.GetUID()
+		return c.Client.Delete(ctx, obj, append(opts, client.Preconditions{ResourceVersion: &rv, UID: &uid})...)
+	})
 	if err != nil && !apierrors.IsNotFound(err) {
 		// The marker authorises this delete only: remove it (best effort; the next write must anyway).
 		disarm := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, fencingv1alpha1.DeleteAtEpochAnnotation)
