@@ -45,7 +45,7 @@ var Checks = []Check{
 		Defines: []string{"NO_LEASE_DELETER", "WIDEN", "MUT_FENCE_SKIPS_EQUAL"}, Refute: true, Property: "P1"},
 	{Name: "e-record-above-refuses", About: "mutation (e): today's record rule, a stored record above the presented epoch refuses (and fails a raise)",
 		Defines: []string{"NO_LEASE_DELETER", "MUT_TODAY_RECORD_RULE"}, Refute: true, Property: "P3"},
-	{Name: "f-delete-without-retry", About: "today's fencing.NewClient Delete: no retry when a free write lands between the marker and the DELETE",
+	{Name: "f-delete-without-retry", About: "fencing.NewClient's Delete before 0ad150f: no retry when a free write lands between the marker and the DELETE",
 		Defines: []string{"DELETES", "NO_LEASE_DELETER", "NO_SEEDS", "NO_DELETE_RETRY"}, Refute: true, Property: "P3"},
 	{Name: "residual-late-entry", About: "residual (docs/design.md, not covered): P1 without its exception for an object that enters the coverage by a write committed after the fence listed",
 		Defines: []string{"NO_LEASE_DELETER", "STRICT_ENTRY"}, Refute: true, Property: "P1"},
