@@ -249,7 +249,3 @@ func statusResponse(err error) admission.Response {
 	resp.Result = &status.ErrStatus
 	return resp
 }
-
-func unstructuredString(o map[string]any, fields ...string) (string, bool, error) {
-	return unstructured.NestedString(o, fields...)
-}

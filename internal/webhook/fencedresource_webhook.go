@@ -3,6 +3,8 @@ package webhook
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -50,7 +52,7 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 		bound = r.Old
 	}
 	if bound != nil {
-		r.LeaseName, _, _ = unstructuredString(bound.Object, "spec", "leaseName")
+		r.LeaseName, _, _ = unstructured.NestedString(bound.Object, "spec", "leaseName")
 	}
 	verdict, err := v.decide(ctx, r)
 	return v.respond(ctx, req, r, verdict, err)
