@@ -2,8 +2,10 @@ package admission
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -153,6 +155,16 @@ func ownershipChanges(old, new *unstructured.Unstructured, free func(Path) bool)
 			outside(b, b.fields, "removes the entry that owns")
 		}
 	}
+	// The most specific change first, in a fixed order: the refusal names the same field every time.
+	slices.SortStableFunc(changes, func(x, y ownershipChange) int {
+		if c := cmp.Compare(len(y.path), len(x.path)); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(x.path.String(), y.path.String()); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.entry.id(), y.entry.id())
+	})
 	freeBytes = freeSize(after)
 	return changes, added, freeOnly, freeBytes, freeBytes > freeSize(before), nil
 }
