@@ -1,0 +1,85 @@
+package operator_test
+
+import (
+	"net/http"
+	"sync/atomic"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/pkg/fencing"
+)
+
+// beforeFirst is a RoundTripper that runs hook once, just before it sends the first request that match
+// selects: the moment between two requests of one call, where another user's write can land.
+type beforeFirst struct {
+	next  http.RoundTripper
+	match func(*http.Request) bool
+	hook  func()
+	seen  atomic.Int32
+}
+
+func (b *beforeFirst) RoundTrip(req *http.Request) (*http.Response, error) {
+	if b.match(req) && b.seen.Add(1) == 1 {
+		b.hook()
+	}
+	return b.next.RoundTrip(req)
+}
+
+// TestDeleteSurvivesAFreeWriteBeforeIt: NewClient's Delete writes the deletion marker, then sends the
+// DELETE with the marker write's resourceVersion as its precondition. A write without the token that the
+// rule admits (another user adds a finalizer and removes it) can land between the two; the precondition
+// then fails with a conflict. A non-holder must not be able to make the holder's delete fail this way:
+// NewClient writes the marker again and retries, and the object is deleted.
+func TestDeleteSurvivesAFreeWriteBeforeIt(t *testing.T) {
+	startOperator(t)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	holder := newWorker(t, ns, "app-operator")
+	grantObjects(t, ns, holder.User, "editor")
+	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"})
+	tok := holder.Acquire(t, ns, appLease, 1)
+	if err := fencing.NewClient(holder.Client, tokenOf(tok)).Create(ctx,
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}, Data: map[string]string{"v": "1"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	editor := userClient(t, "editor")
+	intrude := func() {
+		// Two free writes: a finalizer in, and out again (the object must stay deletable).
+		for _, p := range []string{`{"metadata":{"finalizers":["example.com/hold"]}}`, `{"metadata":{"finalizers":null}}`} {
+			if err := patchConfigMap(t, editor, ns, "app", p); err != nil {
+				t.Errorf("the editor's free write %s: %v", p, err)
+			}
+		}
+	}
+	deletes := &beforeFirst{
+		match: func(r *http.Request) bool { return r.Method == http.MethodDelete },
+		hook:  intrude,
+	}
+	cfg := rest.CopyConfig(holder.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { deletes.next = rt; return deletes })
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	err = fencing.NewClient(c, tokenOf(tok)).Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}})
+	if err != nil {
+		t.Fatalf("the holder's delete, with a free write between its marker and its DELETE: %v", err)
+	}
+	if n := deletes.seen.Load(); n != 2 {
+		t.Errorf("the holder sent %d DELETEs, want 2 (the first refused by its precondition, the retry admitted)", n)
+	}
+	var cm corev1.ConfigMap
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "app"}, &cm); !apierrors.IsNotFound(err) {
+		t.Errorf("after the holder's delete the ConfigMap is still there (err %v, finalizers %v, deletionTimestamp %v)",
+			err, cm.Finalizers, cm.DeletionTimestamp)
+	}
+}
