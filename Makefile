@@ -116,11 +116,11 @@ build: ## Build the manager, the fencekit CLI and the kubectl plugin (kubectl-fe
 
 .PHONY: run
 run: control-plane manifests build ## Start the local control plane, install the CRDs and admission, run the manager against it.
-	bin/fencekit devcluster --manager bin/manager
+	go run ./cmd/fencekit-dev devcluster --manager bin/manager
 
 .PHONY: demo
 demo: control-plane ## The paused lock holder, fenced and unfenced, on a local control plane (DEMO_ARGS=--quick for short timings).
-	go run ./cmd/fencekit demo $(DEMO_ARGS)
+	go run ./cmd/fencekit-dev demo $(DEMO_ARGS)
 
 .PHONY: docker-build
 docker-build: ## Build the operator image (needs a container engine; CI runs the same go build without one).

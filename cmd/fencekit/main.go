@@ -1,26 +1,23 @@
 // Command fencekit is the fencekit CLI:
 //
-//	fencekit devcluster   start a local control plane with fencekit installed and run the operator against it
-//	fencekit demo         the paused lock holder, fenced and unfenced
 //	fencekit run          run a command only while leading a Lease, with the fencing token in its environment
 //	fencekit elect        the token sidecar: elect on a Lease and serve the token over localhost HTTP and a file
 //	fencekit selftest     the Helm chart's `helm test`: a stale write refused by the webhook, a current one admitted
 //
-// It only parses flags and wires; the work is done in internal/devcluster, internal/demo and internal/leadrun.
+// It only parses flags and wires; the work is done in internal/leadrun.
 package main
 
 import (
 	"fmt"
 	"os"
+
+	"github.com/fencekit/fencekit/internal/version"
 )
 
 func usage() {
 	fmt.Fprint(os.Stderr, `Usage: fencekit <command> [flags]
 
 Commands:
-  devcluster   start a local control plane with fencekit's CRDs and admission installed, run the operator
-               against it and print the kubeconfig path; Ctrl-C stops everything
-  demo         show the paused lock holder: a stale write rejected by fencekit, and accepted without it
   run          run a command only while leading a Lease (fencekit run --lease NAME -- CMD ARGS...), with
                FENCEKIT_EPOCH in its environment; SIGTERM at the safe-work deadline or on lost leadership
   elect        the token sidecar: elect on a Lease and serve the current token on localhost (--serve) and in
@@ -40,10 +37,6 @@ func main() {
 	}
 	var err error
 	switch os.Args[1] {
-	case "devcluster":
-		err = runDevcluster(os.Args[2:])
-	case "demo":
-		err = runDemo(os.Args[2:])
 	case "run":
 		err = runCommand(os.Args[2:])
 	case "elect":
@@ -51,7 +44,7 @@ func main() {
 	case "selftest":
 		err = runSelftest(os.Args[2:])
 	case "version":
-		printVersion()
+		fmt.Printf("fencekit %s (%s)\n", version.Version, version.Commit)
 	case "-h", "--help", "help":
 		usage()
 	default:

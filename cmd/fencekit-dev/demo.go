@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -19,14 +18,15 @@ import (
 )
 
 func runDemo(args []string) error {
-	fs := flag.NewFlagSet("demo", flag.ExitOnError)
+	fs := newFlagSet("demo", "fencekit-dev demo [--scenario paused-holder|postgres|controller] [--quick] [flags]",
+		"Show the paused lock holder: a stale write refused by fencekit, and accepted without it.")
 	quick := fs.Bool("quick", false, "Short timings (4s lease, 6s pause) instead of the design's (15s lease, 20s pause).")
 	leaseDuration := fs.Duration("lease-duration", 0, "Lease duration (default 15s, or 4s with --quick); the renew deadline and retry period scale with it.")
 	pause := fs.Duration("pause", 0, "How long W1 stays stopped (default 20s, or 6s with --quick); must exceed the lease duration.")
 	kubeconfig := fs.String("kubeconfig", "", "Run against this cluster, where fencekit was installed with Helm, instead of a local control plane.")
 	repo := fs.String("repo", ".", "The fencekit repository (examples/worker and config/).")
-	scenario := fs.String("scenario", string(demo.PausedHolder), "paused-holder (the default: a worker writing a FencedResource; a ConfigMap unfenced), postgres (a psql script under `fencekit run` updating a PostgreSQL row, fenced by a fence column; the same row without it unfenced) or controller (examples/controller, a controller-runtime operator fenced with managed.Fence and a FencingPolicy). postgres and controller run on the local control plane only.")
-	if err := fs.Parse(args); err != nil {
+	scenario := fs.String("scenario", string(demo.PausedHolder), "paused-holder (the default: a worker writing a FencedResource; a ConfigMap unfenced), postgres (a psql script under 'fencekit run' updating a PostgreSQL row, fenced by a fence column; the same row without it unfenced) or controller (examples/controller, a controller-runtime operator fenced with managed.Fence and a FencingPolicy). postgres and controller run on the local control plane only.")
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	s := demo.DefaultSettings()

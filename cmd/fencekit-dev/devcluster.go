@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,16 +11,14 @@ import (
 	"syscall"
 
 	"github.com/fencekit/fencekit/internal/devcluster"
-	"github.com/fencekit/fencekit/internal/version"
 )
 
-func printVersion() { fmt.Printf("fencekit %s (%s)\n", version.Version, version.Commit) }
-
 func runDevcluster(args []string) error {
-	fs := flag.NewFlagSet("devcluster", flag.ExitOnError)
+	fs := newFlagSet("devcluster", "fencekit-dev devcluster [--repo DIR] [--manager BIN]",
+		"Start a local control plane with fencekit's CRDs and admission installed, run the operator against it and\nprint the kubeconfig path; Ctrl-C stops everything.")
 	repo := fs.String("repo", ".", "The fencekit repository (for config/).")
 	manager := fs.String("manager", "bin/manager", "The manager binary to run against the control plane; empty runs none.")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	root, err := filepath.Abs(*repo)
