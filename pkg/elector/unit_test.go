@@ -168,12 +168,12 @@ func TestNextEpoch(t *testing.T) {
 		"garbage: own RV":       {lease: lease("a", i32(15), ann("x7")), want: epochChoice{epoch: 500, seed: `annotation fencing.fencekit.io/epoch="x7" is not a decimal int64`}},
 		"leading zero: own RV":  {lease: lease("a", i32(15), ann("07")), want: epochChoice{epoch: 500, seed: `annotation fencing.fencekit.io/epoch="07" is not a decimal int64`}},
 		"zero: own RV":          {lease: lease("a", i32(15), ann("0")), want: epochChoice{epoch: 500, seed: `annotation fencing.fencekit.io/epoch="0" is below 1`}},
-		// Issue #10: nobody guarded the annotation of an unlabelled Lease.
+		// Nobody guards the annotation of an unlabelled Lease.
 		"unlabelled at an old epoch: own RV": {lease: unlabelled(lease("", i32(1), ann("1"))), floor: 3,
 			want: epochChoice{epoch: 500, seed: "the Lease lacks the label fencing.fencekit.io/fenced=true, so no policy guarded its annotation fencing.fencekit.io/epoch"}},
 		"unlabelled above its own RV": {lease: unlabelled(lease("", i32(1), ann("600"))),
 			wantErr: prefix + "the next epoch 500 is not above 600, the epoch in its annotation fencing.fencekit.io/epoch; an admin must repair the Lease"},
-		// Issue #10: the epoch space is bounded, and nothing overflows.
+		// The epoch space is bounded, and nothing overflows.
 		"MaxEpoch - 1 + 1": {lease: lease("a", i32(15), ann("9007199254740990")), want: epochChoice{epoch: MaxEpoch}},
 		"at MaxEpoch": {lease: lease("a", i32(15), ann("9007199254740991")),
 			wantErr: "elector: no epoch can be issued safely: lease ns/lock is at epoch 9007199254740991; the next epoch 9007199254740992 would exceed the highest epoch 9007199254740991"},
