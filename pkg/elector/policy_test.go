@@ -80,9 +80,9 @@ func TestElectorsUnderLeasePolicy(t *testing.T) {
 	h.check(t)
 }
 
-// Issue #10: an admin deleted a live Lease and recreated it unlabelled at an old epoch; an elector then
-// issued epoch 2 after a higher one. Nobody guarded that annotation: the elector seeds the next epoch from
-// the Lease's resourceVersion, above every epoch issued before.
+// An admin deletes a live Lease and recreates it unlabelled at an old epoch. Nobody guards that
+// annotation, so the elector does not continue it: it seeds the next epoch from the Lease's
+// resourceVersion, above every epoch issued before.
 func TestUnlabelledLeaseEpochIsNotTrusted(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
@@ -123,7 +123,7 @@ func TestUnlabelledLeaseEpochIsNotTrusted(t *testing.T) {
 	h.check(t)
 }
 
-// Issue #10: the epoch space is bounded. A Lease at MaxEpoch (written by an admin: the policy refuses any
+// The epoch space is bounded. A Lease at MaxEpoch (written by an admin: the policy refuses any
 // epoch above it, and an acquisition can only add one) cannot be acquired: the elector fails closed and
 // says why, with the numbers. It runs as an admin here, so that no policy stands in for it.
 func TestExhaustedEpochFailsClosed(t *testing.T) {
@@ -151,9 +151,9 @@ func TestExhaustedEpochFailsClosed(t *testing.T) {
 	}
 }
 
-// Issue #10: an elector that had seen epoch 2^63-1 (written before epochs were bounded) computed the next
-// epoch as the highest seen + 1 and wrote -9223372036854775808. It now refuses to issue an epoch at or
-// below one it has seen, and never computes past the bound.
+// An elector that has seen epoch 2^63-1 (written by hand) must not compute the next epoch as the
+// highest seen + 1 (which would wrap to -9223372036854775808): it refuses to issue an epoch at or below
+// one it has seen, and never computes past the bound.
 func TestSeenMaxInt64DoesNotOverflow(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
