@@ -38,8 +38,8 @@ func parseEpoch(l *coordinationv1.Lease) (int64, error) {
 
 // trustedEpoch is the epoch of l that the next acquisition may continue from (+1). fencekit's Lease policy
 // guards only Leases labelled fencing.fencekit.io/fenced=true, so the annotation of an unlabelled Lease
-// proves nothing: anyone who could write the Lease could have written any number there (issue #10: an
-// admin recreated a live Lease unlabelled at an old epoch, and an elector then issued epoch 2 after 3).
+// proves nothing: anyone who could write the Lease could have written any number there (an admin who
+// recreates a live Lease unlabelled at an old epoch would otherwise have the next epoch reissued).
 // An epoch above MaxEpoch is not continued either.
 func trustedEpoch(l *coordinationv1.Lease) (int64, error) {
 	if l.Labels[FencedLabel] != "true" {
