@@ -14,7 +14,7 @@ import (
 	"github.com/fencekit/fencekit/pkg/elector"
 )
 
-// Second attacker review of the Lease policy (issue #14): a Lease becomes fenced only without
+// The Lease policy's owner rule: a Lease becomes fenced only without
 // ownerReferences. Another workload with the fencekit-elector role (which may create Leases) creates the
 // elector's Lease before it first runs, unlabelled, owned by an object whose deletion it controls; before
 // the policy refused it, the elector's first acquisition labelled the Lease with that owner, and deleting
