@@ -16,11 +16,11 @@ import (
 
 // The Lease policy's owner rule: a Lease becomes fenced only without
 // ownerReferences. Another workload with the fencekit-elector role (which may create Leases) creates the
-// elector's Lease before it first runs, unlabelled, owned by an object whose deletion it controls; before
-// the policy refused it, the elector's first acquisition labelled the Lease with that owner, and deleting
-// the owner would have the garbage collector delete the fenced Lease. The elector is refused instead, says
+// elector's Lease before it first runs, unlabelled, owned by an object whose deletion it controls; without
+// the rule, the elector's first acquisition would label the Lease with that owner, and deleting the
+// owner would have the garbage collector delete the fenced Lease. The elector is refused instead, says
 // why in its log (the Lease, the owners, how to remove them), takes nothing, and acquires once they are
-// gone. A fenced Lease that already has owners (set by break glass) is renewed and released as before:
+// gone. A fenced Lease that already has owners (set by break glass) is renewed and released:
 // the elector writes them back as it read them.
 func TestOwnedUnlabelledLeaseIsNotFenced(t *testing.T) {
 	t.Parallel()
