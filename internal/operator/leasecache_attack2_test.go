@@ -14,7 +14,7 @@ import (
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
-// Second attacker review of the webhooks' copy of the Lease (TestLeaseCacheAttacks has the first): the
+// Attacks on the webhooks' copy of the Lease (TestLeaseCacheAttacks has the others): the
 // FencedResource fences that are not spec.data, the deletion marker and ownerReferences, written on the
 // fast path while the copy is stalled across a takeover by a replica of the same user (the case the
 // marker exists for: the policy cannot tell two replicas of one user apart).
