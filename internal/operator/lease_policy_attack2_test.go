@@ -18,9 +18,9 @@ import (
 	"github.com/fencekit/fencekit/pkg/elector"
 )
 
-// Second attacker review of the Lease policy's rules on the fence-on-acquire declaration and on
-// ownerReferences (TestLeasePolicyFences has the first). Each subtest says whether it is a hole the policy
-// now closes or a check that holds.
+// Attacks on the Lease policy's rules on the fence-on-acquire declaration and on ownerReferences
+// (TestLeasePolicyFences has the others). Each subtest says whether the policy refuses it, or whether it
+// is a residual asserted as it stands.
 
 // acquireOwned writes, as w, the acquisition pkg/elector writes on the Lease as last read: an unlabelled Lease
 // is acquired at its resourceVersion (the seed) and labelled, everything else it carries is kept.
