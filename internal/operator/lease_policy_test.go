@@ -77,24 +77,24 @@ func TestLeasePolicy(t *testing.T) {
 		want    string // "" admits
 	}{
 		{"the acquirer renews, presenting its epoch", a, renew, "3", ""},
-		// Issue #10: a write that leaves the epoch out inherits it from storage; only the request proves it.
+		// A write that leaves the epoch out inherits it from storage; only the request proves it.
 		{"the acquirer renews without presenting its epoch", a, renew, "",
 			"fenced lease l: a write that acquires, renews or releases it at epoch 3 " + presentThree + ` (this request sent "")`},
 		{"the acquirer renews presenting an older epoch", a, renew, "2", presentThree + ` (this request sent "fencing.fencekit.io/epoch=2")`},
 		{"another user renews", b, renew, "3", "only worker-a-user, which acquired epoch 3, may renew or release it; worker-b-user may not"},
 		{"another user releases", b, func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("") }, "3",
 			"only worker-a-user, which acquired epoch 3, may renew or release it"},
-		// Issue #10: a stale replica sharing the acquirer's ServiceAccount takes over the current epoch.
+		// A stale replica sharing the acquirer's ServiceAccount tries to take over the current epoch.
 		{"a replica of the acquirer's user names itself holder at the current epoch", a,
 			func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("worker-a-2") }, "3",
 			`fenced lease l: under epoch 3 spec.holderIdentity may only stay "worker-a" or become "" (release), not "worker-a-2"; another holder needs an acquisition at epoch 4`},
 		{"the epoch goes down", a, func(l *coordinationv1.Lease) { l.Annotations[elector.EpochAnnotation] = "2" }, "2",
 			"fenced lease l: epoch may not go down, from 3 to 2"},
-		// Issue #10: epochs are bounded, and one acquisition cannot skip ahead.
+		// Epochs are bounded, and one acquisition cannot skip ahead.
 		{"an acquisition that skips epochs", b, acquire(b, "5"), "5", "fenced lease l: an acquisition of epoch 3 must take epoch 4, not 5"},
 		{"an acquisition at the highest int64", b, acquire(b, "9223372036854775807"), "9223372036854775807", notAnEpoch("9223372036854775807")},
 		{"an acquisition one above MaxEpoch", b, acquire(b, "9007199254740992"), "9007199254740992", notAnEpoch("9007199254740992")},
-		// Issue #10: these said only "type conversion error".
+		// These name the value and the rule, not "type conversion error".
 		{"a non-numeric epoch", b, acquire(b, "4a"), "4a", notAnEpoch("4a")},
 		{"an epoch with a leading zero", b, acquire(b, "04"), "04", notAnEpoch("04")},
 		{"a negative epoch", b, acquire(b, "-4"), "-4", notAnEpoch("-4")},
@@ -177,8 +177,8 @@ func TestLeasePolicyCreate(t *testing.T) {
 		`fenced lease top: annotation fencing.fencekit.io/epoch="9007199254740992" is not an epoch`)
 }
 
-// TestLeasePolicyUntrustedEpoch: issue #10's unlabelled Lease. An admin deleted a live Lease and recreated
-// it unlabelled at an old epoch; nobody guarded that annotation, so the acquisition that labels the Lease
+// TestLeasePolicyUntrustedEpoch: an unlabelled Lease. An admin deletes a live Lease and recreates it
+// unlabelled at an old epoch; nobody guarded that annotation, so the acquisition that labels the Lease
 // must take its resourceVersion (above every epoch ever issued, as pkg/elector seeds it), not epoch+1. The
 // same holds for a labelled Lease whose epoch is not valid.
 func TestLeasePolicyUntrustedEpoch(t *testing.T) {
