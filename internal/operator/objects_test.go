@@ -22,7 +22,7 @@ import (
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
-// The attacks of issue #12: ordinary objects (ConfigMaps, Deployments and their status) declared by a
+// Attacks on ordinary objects (ConfigMaps, Deployments and their status) declared by a
 // FencingPolicy, on the real apiserver with the operator's generated webhook configuration.
 
 const appLease = "app-writer"
