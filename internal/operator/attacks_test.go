@@ -20,7 +20,8 @@ import (
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
-// The attacks of issue #10, each on the real apiserver with the operator's webhook.
+// Attacks on FencedResources and their Lease (stale replicas, big integers, unlabelled Leases, a resource
+// ahead of its Lease, deletion), each on the real apiserver with the operator's webhook.
 
 // replicas returns two lease contenders that are replicas of one Deployment: one ServiceAccount (the same
 // user, "orders-sa"), two holder identities.
