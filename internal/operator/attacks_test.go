@@ -161,8 +161,8 @@ func applyData(t *testing.T, c client.Client, key types.NamespacedName, data, fi
 }
 
 // TestBigIntegers: integers above 2^53 are compared and kept exactly. A non-holder's change of
-// 9007199254740993 to 9007199254740992 (equal as float64) used to skip every check; the holder's
-// Writer.Update of another key used to write 9007199254740992 back.
+// 9007199254740993 to 9007199254740992 (equal as float64) is a change, and the holder's Writer.Update of
+// another key writes 9007199254740993 back, not 9007199254740992.
 func TestBigIntegers(t *testing.T) {
 	startOperator(t)
 	ctx := t.Context()
