@@ -23,8 +23,8 @@ import (
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
-// An independent attacker's review of the admission core (internal/admission and its webhook adapters),
-// on the real apiserver. Each subtest says what it tries and that the check holds.
+// Attacks on the admission core (internal/admission and its webhook adapters), on the real apiserver.
+// Each subtest says what it tries and which check stops it.
 
 // acquireErr is Worker.Acquire returning the error instead of failing the test.
 func acquireErr(t *testing.T, w worker, ns, name string, epoch int64) error {
@@ -50,10 +50,10 @@ func TestCoreAttacks(t *testing.T) {
 	ctx := t.Context()
 	objects := elector.Fences{Objects: true}
 
-	// CLOSED (found by this review): a policy that names Leases under another spelling ("" group, or the
-	// singular) was admitted, since the RESTMapper resolved it; fence-on-acquire then listed the Leases and
-	// "raised" their epoch annotation, which is the Lease's own epoch, and every acquisition failed. The
-	// policy webhook now takes a resource only as the apiserver serves it: exact group, plural name.
+	// A policy that names Leases under another spelling ("" group, or the singular) would resolve through
+	// the RESTMapper; fence-on-acquire would then list the Leases and "raise" their epoch annotation, which
+	// is the Lease's own epoch, and every acquisition would fail. The policy webhook takes a resource only
+	// as the apiserver serves it: exact group, plural name.
 	t.Run("a policy that covers Leases under another spelling", func(t *testing.T) {
 		for _, res := range []fencingv1alpha1.FencedObjects{{Group: "", Resource: "leases"}, {Group: "coordination.k8s.io", Resource: "lease"}} {
 			ns := env.Namespace(t)
@@ -79,8 +79,8 @@ func TestCoreAttacks(t *testing.T) {
 		}
 	})
 
-	// CLOSED (found by this review): a policy naming a resource in a spelling the webhook rule never
-	// matches (singular, or the core group for an apps resource) was admitted and fenced nothing.
+	// A policy naming a resource in a spelling the webhook rule never matches (singular, or the core group
+	// for an apps resource) would fence nothing: it is refused.
 	t.Run("a policy names a resource the webhook rule never matches", func(t *testing.T) {
 		ns := env.Namespace(t)
 		for i, res := range []fencingv1alpha1.FencedObjects{{Resource: "configmap"}, {Group: "", Resource: "deployments"}} {
@@ -92,8 +92,8 @@ func TestCoreAttacks(t *testing.T) {
 		}
 	})
 
-	// CLOSED (found by this review): a deletion marker seeded before coverage at the Lease's next epoch made
-	// that acquisition's raise fail. The raise now removes any marker.
+	// A deletion marker seeded before coverage at the Lease's next epoch must not make that acquisition's
+	// raise fail: the raise removes any marker.
 	t.Run("a seeded deletion marker at the next epoch", func(t *testing.T) {
 		ns := env.Namespace(t)
 		holder := newWorker(t, ns, "app-operator")
@@ -115,10 +115,10 @@ func TestCoreAttacks(t *testing.T) {
 		}
 	})
 
-	// CLOSED (found by this review): a deletion marker seeded before coverage at the Lease's current epoch
-	// let a stale replica's bare DELETE through, and made the holder's server-side apply fail. A delete under
-	// a live Lease now also carries the stored resourceVersion as its precondition (pkg/fencing's clients
-	// send the marker write's), which no bare DELETE does; a write may keep a marker.
+	// A deletion marker seeded before coverage at the Lease's current epoch must neither let a stale
+	// replica's bare DELETE through nor make the holder's server-side apply fail. A delete under a live
+	// Lease also carries the stored resourceVersion as its precondition (pkg/fencing's clients send the
+	// marker write's), which no bare DELETE does; a write may keep a marker.
 	t.Run("a seeded deletion marker at the current epoch", func(t *testing.T) {
 		ns := env.Namespace(t)
 		r1, r2 := replicas(t, ns)
@@ -140,10 +140,9 @@ func TestCoreAttacks(t *testing.T) {
 		}
 	})
 
-	// CLOSED (found by this review): 16 tokenless appliers co-owning the same 64 KiB of a FencedResource's
-	// annotations put 1 MB of managedFields on it, and the holder's apply of data within MaxDataBytes then
-	// failed ("etcdserver: request is too large"). The bytes of the entries that own only free fields are
-	// bounded too.
+	// 16 tokenless appliers co-owning the same 64 KiB of a FencedResource's annotations would put 1 MB
+	// of managedFields on it, and the holder's apply of data within MaxDataBytes would then fail
+	// ("etcdserver: request is too large"). The bytes of the entries that own only free fields are bounded.
 	t.Run("free managers co-own the free metadata", func(t *testing.T) {
 		ns := env.Namespace(t)
 		holder := newWorker(t, ns, "app-operator")
@@ -199,10 +198,10 @@ func TestCoreAttacks(t *testing.T) {
 		}
 	})
 
-	// CLOSED (found by this review, not run by it): owner references were free on a FencedResource's
-	// create, so an editor could declare one owned by an object it controls, let the holder write data into
-	// it, then delete the owner: the garbage collector, which is exempt, deleted the holder's data while the
-	// Lease was live. They need the token on create too.
+	// If owner references were free on a FencedResource's create, an editor could declare one owned by an
+	// object it controls, let the holder write data into it, then delete the owner: the garbage collector,
+	// which is exempt, would delete the holder's data while the Lease is live. They need the token on
+	// create too.
 	t.Run("an editor creates a FencedResource owned by an object it controls", func(t *testing.T) {
 		ns := env.Namespace(t)
 		env.Grant(t, ns, "fr-creator", []rbacv1.PolicyRule{{APIGroups: []string{"fencing.fencekit.io"}, Resources: []string{"fencedresources"},
