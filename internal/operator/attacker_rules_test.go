@@ -19,9 +19,8 @@ import (
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
-// An independent attacker's review of the per-resource controller exemptions, the delete precondition
-// and the kube-root-ca.crt exclusion, on the real apiserver. Each subtest says what it tries and that the
-// check holds.
+// Attacks on the per-resource controller exemptions, the delete precondition and the kube-root-ca.crt
+// exclusion, on the real apiserver. Each subtest says what it tries and which check stops it.
 
 // grantRuleObjects lets users write the resources these attacks use, so that refusals are fencekit's.
 func grantRuleObjects(t *testing.T, ns string, users ...string) {
@@ -60,9 +59,9 @@ func TestRuleChangeAttacks(t *testing.T) {
 	startOperator(t)
 	ctx := t.Context()
 
-	// CLOSED (found by the second review): a create of a covered claim by the volume binder (or
-	// kube-controller-manager's one credential, as the StatefulSet controller creates claims) made the
-	// binder's rule read a stored object that a create has not: the webhook panicked, a 500.
+	// A create of a covered claim by the volume binder (or kube-controller-manager's one credential, as
+	// the StatefulSet controller creates claims) has no stored object for the binder's rule to read: it is
+	// refused, not a webhook panic (a 500).
 	t.Run("the binder's or kube-controller-manager's create of a covered claim is refused, not a 500", func(t *testing.T) {
 		ns := env.Namespace(t)
 		const kcm = admission.ControllerManagerUser
@@ -76,8 +75,8 @@ func TestRuleChangeAttacks(t *testing.T) {
 		}
 	})
 
-	// CLOSED (found by the second review): the token controller's exemption took every
-	// kubernetes.io/service-account.* annotation, the ServiceAccount's name too, which the holder chose.
+	// The token controller's exemption must not take every kubernetes.io/service-account.* annotation:
+	// the ServiceAccount's name is the holder's choice.
 	t.Run("the token controller cannot rename a token Secret's ServiceAccount", func(t *testing.T) {
 		ns := env.Namespace(t)
 		holder := newWorker(t, ns, "app-operator")
@@ -101,7 +100,7 @@ func TestRuleChangeAttacks(t *testing.T) {
 		}
 	})
 
-	// RESIDUAL (documented in docs/design.md, "The admission rule"): while the holder's marker at the
+	// RESIDUAL (documented in docs/design/residuals.md): while the holder's marker at the
 	// current epoch is in place (its DELETE never went out), a stale replica of the same user that deletes
 	// naming the resourceVersion it read itself is admitted: admission cannot tell that precondition from
 	// the holder's. It deletes only an object the current holder had marked for deletion; the next raise
@@ -131,7 +130,7 @@ func TestRuleChangeAttacks(t *testing.T) {
 		}
 		rv := seen.ResourceVersion
 		if err := r1.Client.Delete(ctx, &seen, client.Preconditions{ResourceVersion: &rv}); err != nil {
-			t.Fatalf("the residual no longer holds (refused: %v): update docs/design.md and this test", err)
+			t.Fatalf("the residual no longer holds (refused: %v): update docs/design/residuals.md and this test", err)
 		}
 	})
 
