@@ -100,7 +100,8 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 			Port:    opts.WebhookPort,
 			CertDir: opts.WebhookCertDir,
 			// kube-apiserver keeps its connections to a webhook alive over HTTP/1.1 too, and the call is
-			// cheaper here (docs/benchmarks.md, lever 6).
+			// cheaper here (docs/facts.md, "What a read costs inside an admission webhook": 0.85-0.91 ms a
+			// call against 1.23 ms over HTTP/2).
 			TLSOpts: []func(*tls.Config){http1Only},
 		})
 	}
