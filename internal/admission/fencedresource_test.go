@@ -236,7 +236,7 @@ func TestFencedResourceWrite(t *testing.T) {
 			old: &written, fr: resource{epoch: 6, data: `{"v":"fixed"}`, writer: "worker-b"}, lease: leaseAt("6"),
 			req: tok(requester{Username: "kubernetes-admin", Groups: []string{"system:masters"}}, 6),
 		},
-		// Issue #10: the token is in the request, never inherited from the stored object.
+		// The token is in the request, never inherited from the stored object.
 		"a stale replica of the holder's user changes data without a token": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":"stale"}`, writer: "worker-b"}, lease: leaseAt("6"), req: holderUser,
 			want: at(admission.FieldData, refusal(fencing.ReasonTokenMissing, 0, 0,
