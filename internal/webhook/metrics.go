@@ -15,8 +15,8 @@ const (
 // writes: kube-apiserver runs admission for a write a second time when its first attempt worked on a stale
 // copy of the object from its watch cache (a status write a moment earlier), so one refused write can count
 // twice. Dry-run requests (sideEffects: None) are not counted. Refusals made inside the apiserver (the
-// CRD's epoch rule, the Lease policy) never reach a webhook: see docs/design.md, "Observability of
-// refusals", for where they are counted.
+// CRD's epoch rule, the Lease policy) never reach a webhook: see docs/design/observability.md for
+// where they are counted.
 var admissionRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "fencekit_webhook_admission_refusals_total",
 	Help: "Admission requests refused by a fencekit webhook (webhook: fencedresources or objects), by namespace, lease and fencing reason. " +
