@@ -20,8 +20,8 @@ import (
 // The admission rule may let it *admit* a write, and only one that fence-on-acquire makes safe to decide
 // from a copy that lags (internal/admission, copyEligible and copyMayAdmit). Every other decision, and
 // every refusal, is made on a quorum read of the Lease.
-// The reason a lagging copy is safe there is written once, at copyEligible; docs/design.md ("Which Lease
-// read decides a write") says what the copy does not cover.
+// The reason a lagging copy is safe there is written once, at copyEligible; docs/design/lease-reads.md and
+// docs/design/residuals.md say what the copy does not cover.
 type LeaseCache struct {
 	informer cache.SharedIndexInformer
 	lister   coordinationlisters.LeaseLister
