@@ -30,7 +30,7 @@ const (
 	// writes it in each acquisition from Config.PostAcquireFences. Once a fenced Lease declares a kind, the
 	// Lease policy refuses every write that drops it, so every later acquisition fences that kind too; this
 	// is what lets fencekit's admission decide a write at the Lease's current epoch from its watch-fed
-	// copy of the Lease (docs/design.md, "Which Lease read decides a write").
+	// copy of the Lease (docs/design/lease-reads.md).
 	FencesAnnotation = "fencing.fencekit.io/fences"
 )
 
