@@ -76,7 +76,7 @@ type Config struct {
 	// FencedResources with pkg/fencing's FenceOnAcquire, Objects with FenceObjectsOnAcquire. fencekit's
 	// admission then decides a write that presents the Lease's current epoch, to a resource or object of a
 	// declared kind still at that epoch, from its watch-fed copy of the Lease instead of a quorum read of
-	// the Lease per write (docs/design.md, "Which Lease read decides a write"). Declare only what the hook
+	// the Lease per write (docs/design/lease-reads.md). Declare only what the hook
 	// really raises: the promise outlives this elector, since the Lease policy refuses any later
 	// acquisition that drops a declared kind (every later holder must fence it too). Requires PostAcquire.
 	// Default: nothing declared, every fenced write reads the Lease from etcd.
