@@ -310,7 +310,7 @@ func apiserverCounter(t *testing.T, name string, labels ...string) float64 {
 }
 
 // TestRefusalsInsideTheApiserverAreCounted: the refusals no fencekit component sees, by the CRD's epoch
-// rule and by the Lease policy, move the kube-apiserver's own counters that docs/design.md points to:
+// rule and by the Lease policy, move the kube-apiserver's own counters that docs/design/observability.md points to:
 // apiserver_request_total{resource="fencedresources",code="422"} and
 // apiserver_validating_admission_policy_check_total{policy="fencekit-fenced-leases",enforcement_action="deny"}.
 func TestRefusalsInsideTheApiserverAreCounted(t *testing.T) {
