@@ -1,5 +1,5 @@
 // Package operatortest runs fencekit's operator in a test process, on a control plane started by
-// internal/testenv. It is on the operator's side of the import rules (docs/design.md): only the tests of
+// internal/testenv. It is on the operator's side of the import rules (docs/design/imports.md): only the tests of
 // the operator, its controllers and the end-to-end suites use it; the public packages' tests use
 // internal/testenv alone.
 package operatortest
