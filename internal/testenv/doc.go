@@ -4,7 +4,7 @@
 // helpers: users and workers, declarations, polling.
 //
 // It never starts the operator, so that the public packages' tests (api/, pkg/) can use it without linking
-// the operator (docs/design.md's import rules, checked by hack/importcheck). Tests that need the running
+// the operator (docs/design/imports.md, checked by hack/importcheck). Tests that need the running
 // operator start it with internal/operator/operatortest.
 //
 // The binaries come from hack/control-plane.sh, which builds them from the Go module proxy on first use and
