@@ -9,7 +9,7 @@ import (
 )
 
 // The writer's refusal counter against the running operator: the webhook must be there for the second
-// mechanism, so the test lives on the operator's side of the import rules (docs/design.md).
+// mechanism, so the test lives on the operator's side of the import rules (docs/design/imports.md).
 
 // writerRefusals reads fencekit_writer_refusals_total{lease,mechanism,reason} from controller-runtime's
 // registry.
