@@ -22,7 +22,7 @@ import (
 )
 
 // The tests of pkg/fencing's writer and fence hook against the running operator (its webhook admits the
-// writes): they live on the operator's side of the import rules (docs/design.md), not in pkg/fencing.
+// writes): they live on the operator's side of the import rules (docs/design/imports.md), not in pkg/fencing.
 
 // process is one process's worth of fencekit: its own user, an elector with fence-on-acquire, a fenced writer.
 type process struct {
