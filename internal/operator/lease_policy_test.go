@@ -288,7 +288,7 @@ func TestLeasePolicyFences(t *testing.T) {
 			wantPolicy(t, tc.as.Client.Update(ctx, l, token(tc.present)...), tc.want)
 		})
 	}
-	// Break glass may drop it (docs/design.md says what that costs).
+	// Break glass may drop it (docs/design/residuals.md says what that costs).
 	l := readLease(t, ns, "l")
 	delete(l.Annotations, elector.FencesAnnotation)
 	if err := env.Client.Update(ctx, l); err != nil {
