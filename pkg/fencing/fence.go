@@ -102,7 +102,7 @@ func fenceClient(cfg *rest.Config) (client.Client, error) {
 // A resource already at the token's epoch is left alone (this acquisition fenced it already). A resource
 // *above* it fails the acquisition: it has admitted an epoch the Lease never issued after this one (an
 // admin's edit, or a Lease deleted and recreated by hand with a lower epoch), so no holder of this Lease can
-// write it, and reporting leadership would hand out a token the resource refuses. docs/design.md says how
+// write it, and reporting leadership would hand out a token the resource refuses. docs/design/repair.md says how
 // to repair it.
 func raise(ctx context.Context, c client.Client, fr *fencingv1alpha1.FencedResource, token elector.Token) error {
 	switch {
