@@ -1,4 +1,4 @@
-// Command importcheck fails when fencekit's import rules (docs/design.md, "Which way the imports run") are
+// Command importcheck fails when fencekit's import rules (docs/design/imports.md) are
 // broken, in the build of each package (go list -deps) or in its test build (go list -test -deps), and names
 // the import chain that breaks them. make verify runs it from the repository's root:
 //
