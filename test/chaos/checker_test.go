@@ -194,7 +194,7 @@ func TestCheckIllegalHistories(t *testing.T) {
 }
 
 // TestCheckLateAdmission: a write admitted against the Lease at epoch 5 and stored after the acquisition
-// of epoch 6, but before fence-on-acquire raised the resource, is legal (docs/design.md, mechanism 2).
+// of epoch 6, but before fence-on-acquire raised the resource, is legal (docs/design/lease-reads.md).
 func TestCheckLateAdmission(t *testing.T) {
 	h := legal()
 	h.Versions = []Version{
