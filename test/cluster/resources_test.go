@@ -24,7 +24,7 @@ import (
 )
 
 // The tests below declare a resource that one of the cluster's own controllers writes, with the real
-// kube-controller-manager running, and assert the outcome docs/design.md ("The cluster's own controllers")
+// kube-controller-manager running, and assert the outcome docs/design/cluster-controllers.md
 // decides for it: the controller works (its write is on internal/admission's allowlist), or the policy
 // says, in a warning and its ControllersRefused condition, which controller it refuses and what breaks.
 
