@@ -29,7 +29,7 @@ import (
 
 // waitForOperatorPolicies waits until the apiserver enforces the chart's policies on the operator's
 // ServiceAccount op: an admission policy takes effect a moment after it is created (the apiserver loads it
-// from an informer; docs/design.md, "The operator's permissions"). It probes with dry runs that each policy
+// from an informer; docs/design/rbac.md). It probes with dry runs that each policy
 // refuses and RBAC allows, so the probes change nothing.
 func waitForOperatorPolicies(t *testing.T, op identity, release, objectsVWC string) {
 	t.Helper()
