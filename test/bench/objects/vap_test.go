@@ -20,7 +20,7 @@ import (
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
-// vapAlternative declares, for ConfigMaps of ns, the alternative design docs/design.md weighs against the
+// vapAlternative declares, for ConfigMaps of ns, the alternative docs/decisions/0014 weighs against the
 // webhook: a ValidatingAdmissionPolicy whose param is the Lease. It checks the token in the request against
 // the Lease's epoch as the policy's informer sees it, the acquirer, and the epoch record. (It cannot check
 // that the Lease is live: CEL in admission has no clock.)
@@ -85,7 +85,7 @@ func fastHolder(b *testing.B, ns, name string) testenv.Worker {
 	return w
 }
 
-// BenchmarkStaleWriteRightAfterAcquisition measures what docs/design.md says of the two mechanisms: the
+// BenchmarkStaleWriteRightAfterAcquisition measures what docs/decisions/0014 says of the two mechanisms: the
 // webhook reads the Lease with a quorum read, a VAP reads it from an informer. Each round acquires the
 // Lease at the next epoch and, at once (no poll), writes with the previous epoch's token, as a paused
 // holder that resumes just after the takeover would. It reports how many of those stale writes each
