@@ -1,5 +1,5 @@
 /*
- * fencekit.pml: fencekit's protocol (docs/design.md, the admission core of internal/admission) as a
+ * fencekit.pml: fencekit's protocol (docs/design/, the admission core of internal/admission) as a
  * Promela model, checked exhaustively by spin. docs/model.md states the properties, maps each action
  * to the Go function or CEL rule it stands for, and lists the mutations (-D flags) the model must refute.
  *
