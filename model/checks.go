@@ -8,7 +8,7 @@ type Check struct {
 	About string
 	// Defines are the -D flags (without -D) the model is compiled with.
 	Defines []string
-	// Refute is true if spin must find a violation: a mutation, or a residual docs/design.md accepts.
+	// Refute is true if spin must find a violation: a mutation, or a residual docs/design/residuals.md accepts.
 	Refute bool
 	// Property is the property a refuting run must violate ("P1", "P2", "P3"); empty: any.
 	Property string
@@ -47,8 +47,8 @@ var Checks = []Check{
 		Defines: []string{"NO_LEASE_DELETER", "MUT_TODAY_RECORD_RULE"}, Refute: true, Property: "P3"},
 	{Name: "f-delete-without-retry", About: "fencing.NewClient's Delete before 0ad150f: no retry when a free write lands between the marker and the DELETE",
 		Defines: []string{"DELETES", "NO_LEASE_DELETER", "NO_SEEDS", "NO_DELETE_RETRY"}, Refute: true, Property: "P3"},
-	{Name: "residual-late-entry", About: "residual (docs/design.md, not covered): P1 without its exception for an object that enters the coverage by a write committed after the fence listed",
+	{Name: "residual-late-entry", About: "residual (docs/design/residuals.md, not covered): P1 without its exception for an object that enters the coverage by a write committed after the fence listed",
 		Defines: []string{"NO_LEASE_DELETER", "STRICT_ENTRY"}, Refute: true, Property: "P1"},
-	{Name: "residual-recreate", About: "residual (docs/design.md, not covered): the Lease deleted and created again by an elector that declares nothing, the copy lagging",
+	{Name: "residual-recreate", About: "residual (docs/design/residuals.md, not covered): the Lease deleted and created again by an elector that declares nothing, the copy lagging",
 		Defines: []string{"CONFIG_B", "RESIDUAL_RECREATE"}, Refute: true, Property: "P1", Slow: true},
 }
