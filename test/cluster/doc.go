@@ -3,8 +3,8 @@
 // control plane, with fencekit's operator, webhook and Lease policy installed. It asserts what a user
 // would see: Deployments declared in a FencingPolicy roll out (examples/controller's too, run as its own
 // process), the garbage collector deletes and orphans fenced objects, a namespace holding fenced objects
-// and a live Lease finishes terminating, each resource a policy may declare gets the outcome docs/design/cluster-controllers.md
-// decides for it, and stale writes are refused through a second
+// and a live Lease finishes terminating, each resource a policy may declare gets the outcome
+// docs/design/cluster-controllers.md decides for it, and stale writes are refused through a second
 // kube-apiserver on the same etcd. Every test that declares a policy also shows a stale holder refused in
 // its namespace (Holder.TakeOver).
 //
