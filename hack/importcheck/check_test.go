@@ -40,6 +40,7 @@ func TestCheck(t *testing.T) {
 	rules := []rule{
 		{Subjects: []string{"pkg/..."}, May: []string{"pkg/..."}, Why: "library"},
 		{Subjects: []string{"pkg/..."}, Tests: true, May: []string{"pkg/...", "internal/testenv"}, Why: "library tests"},
+		{Subjects: []string{"pkg/e"}, May: []string{"pkg/..."}, Never: []string{"sigs.k8s.io/controller-runtime/..."}, Why: "generic"},
 	}
 	cases := map[string]struct {
 		graph *graph
@@ -69,6 +70,14 @@ func TestCheck(t *testing.T) {
 				"pkg/a_test [pkg/a.test]: pkg/a, internal/testenv",
 				"internal/testenv: pkg/a, std/k8s.io/client-go",
 			),
+		},
+		"the elector reaches controller-runtime through another module": {
+			graph: graphOf("pkg/e: std/k8s.io/client-go", "std/k8s.io/client-go: std/sigs.k8s.io/controller-runtime/pkg/metrics",
+				"std/sigs.k8s.io/controller-runtime/pkg/metrics:"),
+			want: []string{"the build of pkg/e reaches sigs.k8s.io/controller-runtime/pkg/metrics: pkg/e -> k8s.io/client-go -> sigs.k8s.io/controller-runtime/pkg/metrics"},
+		},
+		"the elector reaches client-go only": {
+			graph: graphOf("pkg/e: std/k8s.io/client-go", "std/k8s.io/client-go: std/fmt", "std/fmt:"),
 		},
 		"the operator may import the library": {
 			graph: graphOf("internal/operator: pkg/a", "pkg/a:"),

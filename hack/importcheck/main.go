@@ -139,19 +139,29 @@ func check(g *graph, rules []rule) []string {
 			if isTest {
 				build = "test build"
 			}
-			for _, chain := range g.refused(id, r.May) {
+			for _, chain := range g.refused(id, r.May, r.Never) {
 				out = append(out, fmt.Sprintf("import rule broken: the %s of %s reaches %s: %s\n  rule: %s may reach only %s: %s",
 					build, root, g.short(chain[len(chain)-1]), g.chain(chain),
-					strings.Join(r.Subjects, ", "), strings.Join(r.May, ", "), r.Why))
+					strings.Join(r.Subjects, ", "), limits(r), r.Why))
 			}
 		}
 	}
 	return out
 }
 
+// limits says what a rule lets its subjects reach.
+func limits(r rule) string {
+	s := strings.Join(r.May, ", ")
+	if len(r.Never) > 0 {
+		s += " and never " + strings.Join(r.Never, ", ")
+	}
+	return s
+}
+
 // refused walks the imports from id breadth first, without going past a refused package, and returns the
-// shortest chain to each refused package of the module it reaches.
-func (g *graph) refused(id string, may []string) [][]string {
+// shortest chain to each refused package it reaches: a package of the module not in may, or, when never is
+// set, a package outside the module matching never (then the walk goes through other modules too).
+func (g *graph) refused(id string, may, never []string) [][]string {
 	parent := map[string]string{id: ""}
 	queue := []string{id}
 	var found [][]string
@@ -169,9 +179,16 @@ func (g *graph) refused(id string, may []string) [][]string {
 			parent[imp] = cur
 			r, inModule := g.rel(imp)
 			if !inModule {
-				continue // outside the module: not checked, and it cannot import the module back
+				if len(never) == 0 {
+					continue // outside the module: not checked, and it cannot import the module back
+				}
+				path, _, _ := strings.Cut(imp, " ")
+				if !matchesAny(path, never) {
+					queue = append(queue, imp)
+					continue
+				}
 			}
-			if !matchesAny(r, may) {
+			if !inModule || !matchesAny(r, may) {
 				var chain []string
 				for at := imp; at != ""; at = parent[at] {
 					chain = append([]string{at}, chain...)

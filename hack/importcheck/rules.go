@@ -12,6 +12,9 @@ type rule struct {
 	// May are the packages the subjects may reach, directly or not; any other of the module's packages is
 	// refused.
 	May []string
+	// Never are packages outside the module ("sigs.k8s.io/controller-runtime/...") the subjects may not
+	// reach, directly or through other modules.
+	Never []string
 	// Why is the reason, printed with a breach.
 	Why string
 }
@@ -33,6 +36,12 @@ var rules = []rule{
 		Why:      "pkg/elector is generic (Leases, epochs, deadlines): it knows nothing of FencedResource or pkg/fencing",
 	},
 	{
+		Subjects: []string{"pkg/elector"},
+		May:      []string{"pkg/elector"},
+		Never:    []string{"sigs.k8s.io/controller-runtime/..."},
+		Why:      "a client-go program embeds pkg/elector without linking controller-runtime (package managed is the bridge)",
+	},
+	{
 		Subjects: []string{"pkg/..."},
 		May:      []string{"api/...", "pkg/..."},
 		Why:      "a user who embeds pkg/ pulls in pkg/ and api/ only, never the operator or internal/",
@@ -43,6 +52,12 @@ var rules = []rule{
 		May:      append([]string{"api/...", "pkg/..."}, controlPlane...),
 		Why: "the public packages' tests use a control plane with the CRDs and policies (internal/testenv), " +
 			"never the operator's code: tests that need the running operator live on its side (internal/operator)",
+	},
+	{
+		Subjects: []string{"examples/..."},
+		May:      []string{"api/...", "pkg/..."},
+		Why: "a user copies an example out of the repository into a module of their own, where only the " +
+			"public packages can be imported (test/snippets builds such a copy)",
 	},
 	{
 		Subjects: controlPlane,

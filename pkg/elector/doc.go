@@ -47,8 +47,10 @@
 // Build an Elector with New (a Config with the Lease, a client and callbacks; zero values take the
 // defaults 15s/10s/2s, 1% drift, 2s margin) and call Run. The client needs get, list, watch, create and
 // update on Leases, create and patch on Events, and create on SelfSubjectReviews (granted to every
-// authenticated user by default). Many electors in one process share their metrics, told apart by the
-// lease label; give them one client with a raised rate limit (client-go's default is 5 requests/s).
+// authenticated user by default). The fencekit_elector_* metrics go to the prometheus.Registerer given with
+// WithMetricsRegisterer (prometheus.DefaultRegisterer for promhttp.Handler()), and nowhere without it; the
+// package does not link controller-runtime. Many electors in one process share their metrics, told apart by
+// the lease label; give them one client with a raised rate limit (client-go's default is 5 requests/s).
 // Package managed runs an elector inside a controller-runtime manager: leader-only runnables start while
 // it leads, webhooks serve on every replica.
 package elector

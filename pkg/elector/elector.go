@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 type leaseClient = coordinationv1client.LeaseInterface
@@ -30,12 +29,11 @@ type Elector struct {
 	lease types.NamespacedName
 	clock clock.WithTicker
 
-	log           logr.Logger
-	logSet        bool
-	registerer    prometheus.Registerer
-	registererSet bool
-	recorder      events.EventRecorder
-	metrics       *metrics
+	log        logr.Logger
+	logSet     bool
+	registerer prometheus.Registerer
+	recorder   events.EventRecorder
+	metrics    *metrics
 
 	running atomic.Bool
 	// rand draws the retry jitter, in [0, 1).
@@ -61,9 +59,6 @@ func New(cfg Config, opts ...Option) (*Elector, error) {
 	}
 	for _, opt := range opts {
 		opt(e)
-	}
-	if !e.registererSet {
-		e.registerer = ctrlmetrics.Registry
 	}
 	m, err := newMetrics(e.registerer)
 	if err != nil {

@@ -14,10 +14,12 @@ type Option func(*Elector)
 // k8s.io/utils/clock/testing.FakeClock.
 func WithClock(c clock.WithTicker) Option { return func(e *Elector) { e.clock = c } }
 
-// WithMetricsRegisterer sets where the fencekit_elector_* metrics are registered (default: controller-runtime's
-// metrics.Registry). Registering the same collectors from many electors is safe: they share them.
+// WithMetricsRegisterer registers the fencekit_elector_* metrics with r: prometheus.DefaultRegisterer for a
+// client-go program serving promhttp.Handler(), controller-runtime's metrics.Registry in a manager (package
+// managed passes it). Default: none, the metrics are kept but registered nowhere (pkg/elector chooses no
+// registry for its caller). Registering the same collectors from many electors is safe: they share them.
 func WithMetricsRegisterer(r prometheus.Registerer) Option {
-	return func(e *Elector) { e.registerer = r; e.registererSet = true }
+	return func(e *Elector) { e.registerer = r }
 }
 
 // WithEventRecorder sets the recorder (events.k8s.io/v1, as controller-runtime's mgr.GetEventRecorder

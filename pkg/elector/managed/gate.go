@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/fencekit/fencekit/pkg/elector"
 )
@@ -30,7 +31,8 @@ var (
 
 // NewGate builds the elector from cfg and opts (see elector.New) and a Gate around it. A manager starts
 // the gate with a context that carries no logger, so pass elector.WithLogger(mgr.GetLogger()) for the
-// elector to log through the manager's logger (Fence does). The gate chains
+// elector to log through the manager's logger (Fence does). The elector's metrics go to controller-runtime's
+// metrics.Registry, which the manager serves, unless opts set elector.WithMetricsRegisterer. The gate chains
 // cfg.OnStartedLeading and cfg.OnStoppedLeading: they still run, and the leader-only runnables start
 // alongside OnStartedLeading with the same leadership context.
 func NewGate(cfg elector.Config, opts ...elector.Option) (*Gate, error) {
@@ -39,6 +41,7 @@ func NewGate(cfg elector.Config, opts ...elector.Option) (*Gate, error) {
 	cfg.OnStartedLeading = func(ctx context.Context, t elector.Token) {
 		g.lead(ctx, t, userStarted)
 	}
+	opts = append([]elector.Option{elector.WithMetricsRegisterer(ctrlmetrics.Registry)}, opts...)
 	e, err := elector.New(cfg, opts...)
 	if err != nil {
 		return nil, err
