@@ -1,5 +1,4 @@
-// Package fencing is what a lease holder uses to write FencedResources safely, and what fencekit's
-// admission uses to decide whether a write is fenced.
+// Package fencing is what a lease holder uses to write FencedResources and fenced objects safely.
 //
 // A FencedResource admits a write that sets or changes a fenced field (spec.data, spec.epoch, the writer
 // annotation, the deletion marker, owner references) only if the request itself presents the bound
@@ -27,6 +26,6 @@
 // through the deletion marker; it fails with ErrNoToken, without sending, once the token is gone.
 // FenceObjectsOnAcquireForConfig is their fence-on-acquire hook.
 //
-// CheckWrite and CheckDelete (FencedResources), CheckObjectWrite and CheckObjectDelete (declared objects) and
-// ValidatePolicy are the admission decisions themselves, as pure functions.
+// The admission decisions themselves are internal/admission.Decide and ValidatePolicy, pure functions that
+// fencekit's webhooks call (docs/design/admission.md).
 package fencing
