@@ -14,7 +14,7 @@
 // a Lease without a valid epoch, including a new one and one that lacks the fenced label, whose annotation
 // nobody guarded, is seeded from a storage resourceVersion, which on Kubernetes >= 1.35 is a comparable
 // integer above the resourceVersion of every earlier write and hence above every earlier epoch; see
-// docs/design.md.) Epochs stay within [1, MaxEpoch]: rather than exceed it, or issue an epoch at or below
+// docs/design/epochs.md.) Epochs stay within [1, MaxEpoch]: rather than exceed it, or issue an epoch at or below
 // one it has seen under the name, the elector does not acquire and logs why (ErrNoEpoch). Every Lease
 // write presents its epoch in the request, as its field manager (see FieldManagerFor), as fencekit's
 // Lease policy requires.
