@@ -23,7 +23,7 @@ type rule struct {
 // its operator (internal/procfs reads /proc for them), what the tests of the public packages may use.
 var controlPlane = []string{"internal/testenv", "internal/devcluster", "internal/scheme", "internal/pgtest", "internal/procfs"}
 
-// rules are docs/design.md's import rules.
+// rules are the import rules of docs/design/imports.md.
 var rules = []rule{
 	{
 		Subjects: []string{"api/..."},
