@@ -23,7 +23,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, b)
 	}
 	if len(breaches) > 0 {
-		fmt.Fprintf(os.Stderr, "importcheck: %d import rule(s) broken (docs/design.md, \"Which way the imports run\")\n", len(breaches))
+		fmt.Fprintf(os.Stderr, "importcheck: %d import rule(s) broken (docs/design/imports.md)\n", len(breaches))
 		os.Exit(1)
 	}
 }
