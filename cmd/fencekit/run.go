@@ -3,145 +3,127 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/fencekit/fencekit/internal/leadrun"
-	"github.com/fencekit/fencekit/pkg/elector"
-	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
-// electorFlags are the flags `fencekit run` and `fencekit elect` share.
-type electorFlags struct {
-	kubeconfig, namespace, lease, identity string
-	cfg                                    elector.Config
-	fenceOnAcquire                         bool
+// logger is fencekit's log: JSON lines on stderr, without stack traces (an error is one line). client-go's
+// own logs (klog) go there too.
+func logger() logr.Logger {
+	log := zap.New(zap.WriteTo(os.Stderr), zap.StacktraceLevel(zapcore.PanicLevel))
+	klog.SetLogger(log)
+	return log
 }
 
-func (f *electorFlags) register(fs *flag.FlagSet) {
-	ns := os.Getenv("POD_NAMESPACE")
-	if ns == "" {
-		ns = "default"
-	}
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the pod's ServiceAccount).")
-	fs.StringVar(&f.namespace, "namespace", ns, "Namespace of the Lease (default: $POD_NAMESPACE, else default).")
-	fs.StringVar(&f.lease, "lease", "", "Name of the Lease to elect on (required).")
-	fs.StringVar(&f.identity, "identity", "", "Holder identity (default: $POD_NAME or the hostname, plus a random suffix).")
-	fs.DurationVar(&f.cfg.LeaseDuration, "lease-duration", elector.DefaultLeaseDuration, "Lease duration.")
-	fs.DurationVar(&f.cfg.RenewDeadline, "renew-deadline", elector.DefaultRenewDeadline, "Renew deadline.")
-	fs.DurationVar(&f.cfg.RetryPeriod, "retry-period", elector.DefaultRetryPeriod, "Retry period.")
-	fs.DurationVar(&f.cfg.SafetyMargin, "safety-margin", elector.DefaultSafetyMargin, "Safety margin of the safe-work deadline.")
-	fs.BoolVar(&f.fenceOnAcquire, "fence-on-acquire", true, "Raise the FencedResources bound to the Lease to the new epoch before leading, and declare it on the Lease (annotation fencing.fencekit.io/fences), which lets fencekit's webhook admit writes without a quorum read; once a Lease declares it, an elector with --fence-on-acquire=false cannot take it.")
+// signalContext ends at SIGTERM or Ctrl-C and carries the logger.
+func signalContext() (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	return ctrl.LoggerInto(ctx, logger()), stop
 }
 
-// config builds the elector's configuration from the flags.
-func (f *electorFlags) config() (elector.Config, error) {
-	if f.lease == "" {
-		return elector.Config{}, errors.New("--lease is required")
+// electionError gives the election's failures before leading their exit status.
+func electionError(err error) error {
+	var pe *leadrun.PermanentError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &pe):
+		return withCode(exitConfig, err)
+	case errors.Is(err, leadrun.ErrNotAcquired):
+		return withCode(exitNotAcquired, err)
 	}
-	var rc *rest.Config
-	var err error
-	if f.kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", f.kubeconfig)
-	} else {
-		rc, err = ctrl.GetConfig()
-	}
-	if err != nil {
-		return elector.Config{}, fmt.Errorf("finding the cluster: %w", err)
-	}
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return elector.Config{}, err
-	}
-	cfg := f.cfg
-	cfg.Client, cfg.Namespace, cfg.Name, cfg.Identity = cs, f.namespace, f.lease, f.identity
-	if f.fenceOnAcquire {
-		// Its own client, without rc's client-side rate limit (client-go's 5 QPS when --kubeconfig is
-		// given): 100 bound resources must be fenced within the PostAcquire timeout.
-		cfg.PostAcquire, err = fencing.FenceOnAcquireForConfig(rc)
-		if err != nil {
-			return elector.Config{}, err
-		}
-		// Declared on the Lease: fencekit's webhook then admits the workload's writes at the current epoch
-		// from its copy of the Lease, without a quorum read per write.
-		cfg.PostAcquireFences = elector.Fences{FencedResources: true}
-	}
-	return cfg, nil
+	return withCode(exitFailed, err)
 }
 
-// runCommand is `fencekit run [flags] -- CMD ARGS...`.
-func runCommand(args []string) error {
-	fs := flag.NewFlagSet("run", flag.ExitOnError)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: fencekit run --lease NAME [flags] -- CMD [ARGS...]
-
-Waits until this process leads the Lease, then runs CMD with the fencing token in its environment:
+func newRunCommand() *cobra.Command {
+	var f electorFlags
+	grace := leadrun.DefaultGrace
+	c := &cobra.Command{
+		Use:   "run --lease NAME [flags] -- CMD [ARGS...]",
+		Short: "Run a command only while leading a Lease, with the fencing token in its environment",
+		Long: `Waits until this process leads the Lease, then runs CMD with the fencing token in its environment:
 FENCEKIT_EPOCH (present it on every write), FENCEKIT_LEASE, FENCEKIT_HOLDER and FENCEKIT_FIELD_MANAGER
-(kubectl --field-manager for fenced Kubernetes writes). CMD gets SIGTERM when the safe-work deadline passes
-or leadership is lost, and SIGKILL after --grace. Exits with CMD's status (128+N if signal N ended it) and
-releases the Lease.
+(kubectl --field-manager for fenced Kubernetes writes). CMD's whole process tree (its process group and
+every descendant, setsid ones included) gets SIGTERM when the safe-work deadline passes or leadership is
+lost, and SIGKILL after --grace; what CMD leaves running when it exits is stopped the same way. Exits with
+CMD's status (128+N if signal N ended it) and releases the Lease.
 
-Flags:
-`)
-		fs.PrintDefaults()
+fencekit's own failures exit 64 (usage), 75 (not acquired within --timeout), 78 (setup: no cluster, or
+the apiserver refuses the election permanently) or 1; see docs/run.md.`,
+		Example: `  fencekit run --lease orders-writer -- ./sync-orders.sh
+  fencekit run --lease orders-writer --timeout 30s -- sh -c 'psql -v epoch="$FENCEKIT_EPOCH" -f sync.sql'`,
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return errors.New("no command given: fencekit run --lease NAME [flags] -- CMD [ARGS...]")
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			cfg, err := f.config(c.Flags())
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			err = leadrun.Run(ctx, cfg, leadrun.Command{Args: args, Grace: grace, AcquireTimeout: f.timeout, Subreaper: true})
+			var ee *leadrun.ExitError
+			if errors.As(err, &ee) {
+				return withCode(ee.Code, ee)
+			}
+			return electionError(err)
+		},
 	}
-	var f electorFlags
-	f.register(fs)
-	grace := fs.Duration("grace", leadrun.DefaultGrace, "Time CMD has to exit after SIGTERM before SIGKILL.")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() == 0 {
-		fs.Usage()
-		return errors.New("no command given after --")
-	}
-	cfg, err := f.config()
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx = ctrl.LoggerInto(ctx, zap.New(zap.WriteTo(os.Stderr)))
-	err = leadrun.Run(ctx, cfg, leadrun.Command{Args: fs.Args(), Grace: *grace})
-	var ee *leadrun.ExitError
-	if errors.As(err, &ee) {
-		fmt.Fprintf(os.Stderr, "fencekit run: %v\n", ee)
-		os.Exit(ee.Code)
-	}
-	return err
+	c.Flags().SetInterspersed(false) // flags after CMD are CMD's
+	f.register(c.Flags())
+	c.Flags().DurationVar(&grace, "grace", leadrun.DefaultGrace, "Time CMD's process tree has to exit after SIGTERM before SIGKILL.")
+	return c
 }
 
-// runElect is `fencekit elect --serve ADDR`: the token sidecar.
-func runElect(args []string) error {
-	fs := flag.NewFlagSet("elect", flag.ExitOnError)
+func newElectCommand() *cobra.Command {
 	var f electorFlags
-	f.register(fs)
-	serve := fs.String("serve", "127.0.0.1:8379", "Address to serve the token on: GET /token (JSON; ?watch=EPOCH long-polls a change), /readyz (200 while leading), /healthz.")
-	tokenFile := fs.String("token-file", "", "File rewritten with the token (JSON) at every change; empty for none.")
-	if err := fs.Parse(args); err != nil {
-		return err
+	var serve, tokenFile string
+	c := &cobra.Command{
+		Use:   "elect --lease NAME [--serve ADDR] [--token-file PATH] [flags]",
+		Short: "The token sidecar: elect on a Lease and serve the fencing token over HTTP and in a file",
+		Long: `Elects on the Lease for as long as it runs and publishes the current token to the pod's other
+containers: on --serve (GET /token, JSON: 200 while leading, 503 when not; ?watch=EPOCH long-polls a
+change), in --token-file, GET /leader (200 while leading), GET /readyz (200 while the election runs and
+the apiserver answers it, whoever leads: a rolling update does not stall on it) and GET /healthz.
+
+fencekit's own failures exit 64 (usage), 75 (not acquired within --timeout), 78 (setup: no cluster, an
+address that cannot be listened on, or the apiserver refuses the election permanently) or 1; see
+docs/run.md.`,
+		Example: `  fencekit elect --lease orders-writer --serve :8379 --token-file /var/run/fencekit/token.json`,
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg, err := f.config(c.Flags())
+			if err != nil {
+				return err
+			}
+			l, err := net.Listen("tcp", serve)
+			if err != nil {
+				return withCode(exitConfig, fmt.Errorf("--serve %s: %w", serve, err))
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			s := &leadrun.Sidecar{TokenFile: tokenFile, AcquireTimeout: f.timeout}
+			return electionError(s.Run(ctx, cfg, l))
+		},
 	}
-	cfg, err := f.config()
-	if err != nil {
-		return err
-	}
-	l, err := net.Listen("tcp", *serve)
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx = ctrl.LoggerInto(ctx, zap.New(zap.WriteTo(os.Stderr)))
-	s := &leadrun.Sidecar{TokenFile: *tokenFile}
-	return s.Run(ctx, cfg, l)
+	f.register(c.Flags())
+	c.Flags().StringVar(&serve, "serve", "127.0.0.1:8379", "Address to serve on: GET /token, /leader, /readyz, /healthz.")
+	c.Flags().StringVar(&tokenFile, "token-file", "", "File rewritten with the token (JSON) at every change; empty for none.")
+	return c
 }

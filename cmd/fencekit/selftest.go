@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"time"
 
+	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -17,41 +17,58 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fencekit/fencekit/internal/leadrun"
 	fkscheme "github.com/fencekit/fencekit/internal/scheme"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
-// runSelftest is `fencekit selftest`, the chart's `helm test`: as the pod's ServiceAccount (bound to the
-// elector role), it elects twice on --lease and writes --resource (bound to that Lease) with both tokens.
-// The write with the previous epoch must be refused by fencekit's admission webhook as stale, the write
-// with the current epoch admitted and stored. It exits non-zero, naming the step, if any of that fails.
-func runSelftest(args []string) error {
-	fs := flag.NewFlagSet("selftest", flag.ExitOnError)
-	kubeconfig := fs.String("kubeconfig", "", "Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the pod's ServiceAccount).")
-	namespace := fs.String("namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the Lease and the FencedResource (default: $POD_NAMESPACE).")
-	lease := fs.String("lease", "", "Lease to elect on (required).")
-	resource := fs.String("resource", "", "FencedResource bound to --lease, to write (required).")
-	timeout := fs.Duration("timeout", time.Minute, "Time the whole check may take.")
-	if err := fs.Parse(args); err != nil {
-		return err
+// newSelftestCommand is `fencekit selftest`, the chart's `helm test`: as the pod's ServiceAccount (bound
+// to the elector role), it elects twice on --lease and writes --resource (bound to that Lease) with both
+// tokens. The write with the previous epoch must be refused by fencekit's admission webhook as stale, the
+// write with the current epoch admitted and stored. It exits non-zero, naming the step, if any of that fails.
+func newSelftestCommand() *cobra.Command {
+	var kubeconfig, namespace, lease, resource string
+	var timeout time.Duration
+	c := &cobra.Command{
+		Use:   "selftest --namespace NS --lease NAME --resource NAME [flags]",
+		Short: "Check an installation (the chart's helm test): a stale write refused by the webhook, a current one admitted",
+		Long: `Elects twice on --lease and writes --resource (a FencedResource bound to that Lease) with both tokens:
+the write with the previous epoch must be refused by fencekit's admission webhook as stale, the write with
+the current epoch admitted and stored. Exits 1, naming the step, if any of that fails.`,
+		Example: `  fencekit selftest --namespace fencekit-test --lease selftest --resource selftest`,
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := noNegativeDurations(c.Flags()); err != nil {
+				return withCode(exitUsage, err)
+			}
+			if namespace == "" || resource == "" {
+				return withCode(exitUsage, errors.New("--namespace, --lease and --resource are required"))
+			}
+			if err := leadrun.ValidateLease(namespace, lease); err != nil {
+				return withCode(exitUsage, err)
+			}
+			var rc *rest.Config
+			var err error
+			if kubeconfig != "" {
+				rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+			} else {
+				rc, err = ctrl.GetConfig()
+			}
+			if err != nil {
+				return withCode(exitConfig, fmt.Errorf("finding the cluster: %w", err))
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			return withCode(exitFailed, selftest(ctx, rc, types.NamespacedName{Namespace: namespace, Name: resource}, lease))
+		},
 	}
-	if *namespace == "" || *lease == "" || *resource == "" {
-		return errors.New("--namespace, --lease and --resource are required")
-	}
-	var rc *rest.Config
-	var err error
-	if *kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", *kubeconfig)
-	} else {
-		rc, err = ctrl.GetConfig()
-	}
-	if err != nil {
-		return fmt.Errorf("finding the cluster: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	return selftest(ctx, rc, types.NamespacedName{Namespace: *namespace, Name: *resource}, *lease)
+	c.Flags().StringVar(&kubeconfig, "kubeconfig", "", "Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the pod's ServiceAccount).")
+	c.Flags().StringVar(&namespace, "namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the Lease and the FencedResource (default: $POD_NAMESPACE).")
+	c.Flags().StringVar(&lease, "lease", "", "Lease to elect on (required).")
+	c.Flags().StringVar(&resource, "resource", "", "FencedResource bound to --lease, to write (required).")
+	c.Flags().DurationVar(&timeout, "timeout", time.Minute, "Time the whole check may take.")
+	return c
 }
 
 func selftest(ctx context.Context, rc *rest.Config, key types.NamespacedName, lease string) error {

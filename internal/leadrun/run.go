@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/sys/unix"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/fencekit/fencekit/pkg/elector"
 )
@@ -29,6 +32,14 @@ type Command struct {
 	Stdout, Stderr io.Writer
 	// Grace is how long the command has to exit after SIGTERM before SIGKILL. Default DefaultGrace.
 	Grace time.Duration
+	// AcquireTimeout bounds the wait for leadership: Run returns an error wrapping ErrNotAcquired when it
+	// has not led within it. 0 waits for ever.
+	AcquireTimeout time.Duration
+	// Subreaper makes this process a child subreaper (prctl PR_SET_CHILD_SUBREAPER) for the whole run, so
+	// that a descendant of the command that left its session (setsid) and lost its parent is re-parented
+	// here, and stopped with the rest of the tree. Set it only in a process that starts no other child
+	// processes (fencekit run): every process below this one is then taken for the command's.
+	Subreaper bool
 }
 
 // ExitError is returned by Run when the command did not exit with status 0: Code is what `fencekit run`
@@ -46,9 +57,14 @@ func (e *ExitError) Error() string {
 // Run competes for the Lease with cfg (whose OnStartedLeading it sets) and, once it leads, runs cmd with
 // the token in its environment (Environ). It returns when the command has exited: nil for status 0, an
 // *ExitError otherwise. When leadership ends first (the safe-work deadline passed, leadership was lost),
-// the command gets SIGTERM and, after cmd.Grace, SIGKILL; its process group is signalled, so that the
-// children of a shell script stop too. When ctx ends first, the command is stopped the same way and the
-// Lease released. Run starts the command at most once.
+// the command's process tree (its process group and every descendant: Command.Subreaper adds those that
+// left with setsid) gets SIGTERM and, after cmd.Grace, SIGKILL. When the command exits on its own, what
+// it left running is stopped the same way, before the Lease is released. When ctx ends first, the command
+// is stopped the same way and the Lease released. Run starts the command at most once.
+//
+// Before leading, Run gives up with a *PermanentError when the apiserver answers PermanentAttempts
+// requests in a row with a permanent error (IsPermanent), and with an error wrapping ErrNotAcquired when
+// cmd.AcquireTimeout passes.
 func Run(ctx context.Context, cfg elector.Config, cmd Command, opts ...elector.Option) error {
 	if len(cmd.Args) == 0 {
 		return errors.New("leadrun: no command to run")
@@ -56,14 +72,20 @@ func Run(ctx context.Context, cfg elector.Config, cmd Command, opts ...elector.O
 	if cmd.Grace <= 0 {
 		cmd.Grace = DefaultGrace
 	}
+	if cmd.Subreaper {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			return fmt.Errorf("becoming a child subreaper: %w", err)
+		}
+	}
 	log := logr.FromContextOrDiscard(ctx)
-	runCtx, stopElector := context.WithCancel(ctx)
-	defer stopElector()
+	runCtx, api, stopElector := guard(ctx, &cfg, cmd.AcquireTimeout)
+	defer stopElector(nil)
 	done := make(chan error, 1)
 	cfg.OnStartedLeading = func(lctx context.Context, t elector.Token) {
+		api.setLeading(true)
 		err := runWhileLeading(lctx, log, cmd, t)
 		done <- err
-		stopElector() // the command is over: release the Lease and return
+		stopElector(nil) // the command is over: release the Lease and return
 		<-lctx.Done()
 	}
 	e, err := elector.New(cfg, opts...)
@@ -77,11 +99,51 @@ func Run(ctx context.Context, cfg elector.Config, cmd Command, opts ...elector.O
 	case err := <-done:
 		return err
 	default:
-		return fmt.Errorf("stopped before leading lease %s/%s: %w", cfg.Namespace, cfg.Name, context.Cause(ctx))
 	}
+	if err := gaveUp(runCtx); err != nil {
+		return err
+	}
+	return fmt.Errorf("stopped before leading lease %s/%s: %w", cfg.Namespace, cfg.Name, context.Cause(ctx))
 }
 
-// runWhileLeading starts cmd with t and stops it when lctx ends.
+// guard sets cfg's client to one whose answers are followed and returns the context to run the elector
+// with: it ends with a *PermanentError after PermanentAttempts permanent errors in a row while not leading,
+// with ErrNotAcquired when timeout (if positive) passes before the first leadership, and with stop.
+func guard(ctx context.Context, cfg *elector.Config, timeout time.Duration) (context.Context, *apiState, context.CancelCauseFunc) {
+	runCtx, cancel := context.WithCancelCause(ctx)
+	lease := cfg.Namespace + "/" + cfg.Name
+	api := &apiState{lease: lease, giveUp: cancel}
+	cs := cfg.Client
+	cfg.Client = api.observe(cs)
+	if timeout <= 0 {
+		return runCtx, api, cancel
+	}
+	timer := time.AfterFunc(timeout, func() {
+		if api.everLed() {
+			return
+		}
+		holder := ""
+		rctx, done := context.WithTimeout(runCtx, 2*time.Second)
+		defer done()
+		if l, err := cs.CoordinationV1().Leases(cfg.Namespace).Get(rctx, cfg.Name, metav1.GetOptions{}); err == nil && ptr.Deref(l.Spec.HolderIdentity, "") != "" {
+			holder = fmt.Sprintf(" (held by %q)", *l.Spec.HolderIdentity)
+		}
+		cancel(fmt.Errorf("%w: not leading Lease %s%s after --timeout %s", ErrNotAcquired, lease, holder, timeout))
+	})
+	return runCtx, api, func(cause error) { timer.Stop(); cancel(cause) }
+}
+
+// gaveUp is the reason guard's context ended, if guard ended it.
+func gaveUp(runCtx context.Context) error {
+	cause := context.Cause(runCtx)
+	var pe *PermanentError
+	if errors.As(cause, &pe) || errors.Is(cause, ErrNotAcquired) {
+		return cause
+	}
+	return nil
+}
+
+// runWhileLeading starts cmd with t and stops its process tree when lctx ends or after it exits.
 func runWhileLeading(lctx context.Context, log logr.Logger, cmd Command, t elector.Token) error {
 	c := exec.Command(cmd.Args[0], cmd.Args[1:]...)
 	c.Env = append(append(os.Environ(), cmd.Env...), Environ(t)...)
@@ -91,27 +153,59 @@ func runWhileLeading(lctx context.Context, log logr.Logger, cmd Command, t elect
 		return &ExitError{Code: 127, Why: fmt.Sprintf("starting %q: %v", cmd.Args[0], err)}
 	}
 	log.Info("Started the command", "token", t.String(), "pid", c.Process.Pid)
+	tr := &tree{root: c.Process.Pid, cmd: c.Process.Pid}
+	if cmd.Subreaper {
+		tr.root, tr.reap = os.Getpid(), true
+	}
 	exited := make(chan error, 1)
 	go func() { exited <- c.Wait() }()
 
-	var why string
+	var waitErr error
+	ended := false
+	why := "it exited on its own"
 	select {
-	case err := <-exited:
-		return exitError(err, "it exited on its own")
+	case waitErr = <-exited:
+		ended = true
+		if len(tr.alive()) == 0 {
+			return exitError(waitErr, why)
+		}
+		log.Info("Stopping what the command left running", "token", t.String())
 	case <-lctx.Done():
 		why = fmt.Sprintf("leadership ended (%v)", context.Cause(lctx))
+		log.Info("Stopping the command", "token", t.String(), "reason", why)
 	}
-	log.Info("Stopping the command", "token", t.String(), "reason", why)
-	signalGroup(c.Process.Pid, syscall.SIGTERM)
-	timer := time.NewTimer(cmd.Grace)
-	defer timer.Stop()
-	select {
-	case err := <-exited:
-		return exitError(err, "stopped with SIGTERM: "+why)
-	case <-timer.C:
+	tr.signal(syscall.SIGTERM)
+	grace := time.NewTimer(cmd.Grace)
+	defer grace.Stop()
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
+	for !ended || len(tr.alive()) > 0 {
+		select {
+		case waitErr = <-exited:
+			ended = true
+		case <-poll.C:
+		case <-grace.C:
+			return killTree(tr, exited, ended, waitErr, fmt.Sprintf("killed with SIGKILL %s after SIGTERM: %s", cmd.Grace, why))
+		}
 	}
-	signalGroup(c.Process.Pid, syscall.SIGKILL)
-	return exitError(<-exited, fmt.Sprintf("killed with SIGKILL %s after SIGTERM: %s", cmd.Grace, why))
+	if why == "it exited on its own" {
+		return exitError(waitErr, why)
+	}
+	return exitError(waitErr, "stopped with SIGTERM: "+why)
+}
+
+// killTree sends SIGKILL to the tree until nothing of it runs, and returns the command's result.
+func killTree(tr *tree, exited <-chan error, ended bool, waitErr error, why string) error {
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
+	for tr.signal(syscall.SIGKILL) > 0 || !ended {
+		select {
+		case waitErr = <-exited:
+			ended = true
+		case <-poll.C:
+		}
+	}
+	return exitError(waitErr, why)
 }
 
 // exitError turns the command's Wait error into Run's result.
@@ -131,11 +225,6 @@ func exitError(err error, why string) error {
 		return nil
 	}
 	return &ExitError{Code: code, Why: why}
-}
-
-// signalGroup signals the process group led by pid; a group that is gone already is not an error.
-func signalGroup(pid int, sig syscall.Signal) {
-	_ = syscall.Kill(-pid, sig)
 }
 
 func orDefault(r, def io.Reader) io.Reader {

@@ -35,11 +35,19 @@ type State struct {
 // maxWatch bounds a long poll of GET /token?watch=EPOCH.
 const maxWatch = 30 * time.Second
 
-// Sidecar elects on a Lease and publishes the current token to the pod's other containers: over HTTP on a
-// loopback address and in a file. Its readiness (GET /readyz) is leadership. It runs nothing itself.
+// Sidecar elects on a Lease and publishes the current token to the pod's other containers: over HTTP and
+// in a file. Its readiness (GET /readyz) says that it works: the election runs and the apiserver answers
+// it. Leadership has its own endpoint (GET /leader), so that a rolling update, whose new pods must turn
+// ready while the old leader still holds the Lease, does not stall. It runs nothing itself.
 type Sidecar struct {
 	// TokenFile, if set, is rewritten (atomically, by rename) with the State as JSON at every change.
 	TokenFile string
+	// AcquireTimeout bounds the wait for the first leadership: Run returns an error wrapping
+	// ErrNotAcquired when it has not led within it. 0 waits for ever.
+	AcquireTimeout time.Duration
+
+	api     *apiState
+	running bool // the elector runs
 
 	mu      sync.Mutex
 	token   elector.Token
@@ -72,29 +80,42 @@ func (s *Sidecar) set(t elector.Token) {
 	s.mu.Unlock()
 }
 
-// Run elects with cfg (whose OnStartedLeading and OnStoppedLeading it sets) and serves on listener until
-// ctx ends. The token file and the HTTP answers follow each acquisition and the end of each leadership.
+// Run elects with cfg (whose OnStartedLeading it sets) and serves on listener until ctx ends. The token
+// file and the HTTP answers follow each acquisition and the end of each leadership. While not leading, it
+// gives up with a *PermanentError when the apiserver answers PermanentAttempts requests in a row with a
+// permanent error (IsPermanent), and with an error wrapping ErrNotAcquired when AcquireTimeout passes
+// before the first leadership.
 func (s *Sidecar) Run(ctx context.Context, cfg elector.Config, listener net.Listener, opts ...elector.Option) error {
 	log := logr.FromContextOrDiscard(ctx)
+	runCtx, api, stop := guard(ctx, &cfg, s.AcquireTimeout)
+	defer stop(nil)
 	cfg.OnStartedLeading = func(lctx context.Context, t elector.Token) {
+		api.setLeading(true)
 		s.set(t)
 		s.writeFile(log)
 		<-lctx.Done()
 		s.set(elector.Token{})
 		s.writeFile(log)
+		api.setLeading(false)
 	}
 	e, err := elector.New(cfg, opts...)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
-	s.e = e
+	s.e, s.api, s.running = e, api, true
 	s.mu.Unlock()
 	s.writeFile(log)
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(listener) }()
-	runErr := e.Run(ctx)
+	runErr := e.Run(runCtx)
+	s.mu.Lock()
+	s.running = false
+	s.mu.Unlock()
+	if runErr == nil {
+		runErr = gaveUp(runCtx)
+	}
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)
@@ -104,9 +125,25 @@ func (s *Sidecar) Run(ctx context.Context, cfg elector.Config, listener net.List
 	return runErr
 }
 
+// ready reports whether the election runs and the last request it sent to the apiserver was answered as
+// a working election's are (success, a conflict, a missing Lease), and why not.
+func (s *Sidecar) ready() (bool, string) {
+	s.mu.Lock()
+	running, api := s.running, s.api
+	s.mu.Unlock()
+	switch {
+	case !running:
+		return false, "the election does not run"
+	case !api.ready():
+		return false, "the apiserver has not answered the election's last request"
+	}
+	return true, ""
+}
+
 // Handler serves GET /token (the State as JSON: 200 while leading, 503 when not; with ?watch=EPOCH it
-// waits, up to 30 s, until the epoch differs from EPOCH, 0 meaning "not leading"), GET /readyz (200 while
-// leading) and GET /healthz (200).
+// waits, up to 30 s, until the epoch differs from EPOCH, 0 meaning "not leading"), GET /leader (200 while
+// leading, 503 when not), GET /readyz (200 while the election runs and the apiserver answers it,
+// whoever leads) and GET /healthz (200).
 func (s *Sidecar) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /token", func(w http.ResponseWriter, r *http.Request) {
@@ -137,12 +174,19 @@ func (s *Sidecar) Handler() http.Handler {
 		}
 		_ = json.NewEncoder(w).Encode(st)
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /leader", func(w http.ResponseWriter, r *http.Request) {
 		if st, _ := s.state(); !st.Leader {
 			http.Error(w, "not leading", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("leading\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if ok, why := s.ready(); !ok {
+			http.Error(w, why, http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	return mux

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/fencekit/fencekit/internal/leadrun"
+	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/fencing"
+)
+
+// electorFlags are the flags `fencekit run` and `fencekit elect` share.
+type electorFlags struct {
+	kubeconfig, namespace, lease, identity string
+	cfg                                    elector.Config
+	fenceOnAcquire                         bool
+	timeout                                time.Duration
+}
+
+func (f *electorFlags) register(fs *pflag.FlagSet) {
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = "default"
+	}
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the pod's ServiceAccount).")
+	fs.StringVar(&f.namespace, "namespace", ns, "Namespace of the Lease (default: $POD_NAMESPACE, else default).")
+	fs.StringVar(&f.lease, "lease", "", "Name of the Lease to elect on (required).")
+	fs.StringVar(&f.identity, "identity", "", "Holder identity (default: $POD_NAME or the hostname, plus a random suffix).")
+	fs.DurationVar(&f.cfg.LeaseDuration, "lease-duration", elector.DefaultLeaseDuration, "Lease duration.")
+	fs.DurationVar(&f.cfg.RenewDeadline, "renew-deadline", elector.DefaultRenewDeadline, "Renew deadline.")
+	fs.DurationVar(&f.cfg.RetryPeriod, "retry-period", elector.DefaultRetryPeriod, "Retry period.")
+	fs.DurationVar(&f.cfg.SafetyMargin, "safety-margin", elector.DefaultSafetyMargin, "Safety margin of the safe-work deadline.")
+	fs.DurationVar(&f.timeout, "timeout", 0, "Give up (exit 75) when the Lease is not acquired within this time; 0 waits for ever.")
+	fs.BoolVar(&f.fenceOnAcquire, "fence-on-acquire", true, "Raise the FencedResources bound to the Lease to the new epoch before leading, and declare it on the Lease (annotation fencing.fencekit.io/fences), which lets fencekit's webhook admit writes without a quorum read; once a Lease declares it, an elector with --fence-on-acquire=false cannot take it.")
+}
+
+// noNegativeDurations refuses a negative value of any duration flag of fs.
+func noNegativeDurations(fs *pflag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(fl *pflag.Flag) {
+		if fl.Value.Type() != "duration" || err != nil {
+			return
+		}
+		if d, perr := time.ParseDuration(fl.Value.String()); perr == nil && d < 0 {
+			err = fmt.Errorf("--%s %s is negative: a duration must be 0 or more", fl.Name, fl.Value)
+		}
+	})
+	return err
+}
+
+// config checks the flags and builds the elector's configuration: a usage error (exit 64) for a bad
+// flag, a setup error (exit 78) when the cluster cannot be found.
+func (f *electorFlags) config(fs *pflag.FlagSet) (elector.Config, error) {
+	if err := noNegativeDurations(fs); err != nil {
+		return elector.Config{}, withCode(exitUsage, err)
+	}
+	if err := leadrun.ValidateLease(f.namespace, f.lease); err != nil {
+		return elector.Config{}, withCode(exitUsage, err)
+	}
+	var rc *rest.Config
+	var err error
+	if f.kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", f.kubeconfig)
+	} else {
+		rc, err = ctrl.GetConfig()
+	}
+	if err != nil {
+		return elector.Config{}, withCode(exitConfig, fmt.Errorf("finding the cluster: %w", err))
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return elector.Config{}, withCode(exitConfig, err)
+	}
+	cfg := f.cfg
+	cfg.Client, cfg.Namespace, cfg.Name, cfg.Identity = cs, f.namespace, f.lease, f.identity
+	if f.fenceOnAcquire {
+		// Its own client, without rc's client-side rate limit (client-go's 5 QPS when --kubeconfig is
+		// given): 100 bound resources must be fenced within the PostAcquire timeout.
+		// The fence declares itself on the Lease: fencekit's webhook then admits the workload's writes at
+		// the current epoch from its copy of the Lease, without a quorum read per write.
+		cfg.PostAcquire, err = fencing.FenceOnAcquireForConfig(rc)
+		if err != nil {
+			return elector.Config{}, withCode(exitConfig, err)
+		}
+	}
+	// The timings are checked as the elector checks them, before anything is started.
+	if _, err := elector.New(cfg); err != nil {
+		return elector.Config{}, withCode(exitUsage, err)
+	}
+	return cfg, nil
+}
