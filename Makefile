@@ -33,10 +33,10 @@ generate: ## Generate DeepCopy methods for the API types.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
 
 .PHONY: manifests
-manifests: ## Generate the CRD, RBAC and webhook manifests (config/ and the Helm chart's crds/).
+manifests: ## Generate the CRD, RBAC and webhook manifests (config/ and the Helm chart's files/crds/).
 	$(CONTROLLER_GEN) rbac:roleName=fencekit-manager crd webhook paths="./..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac output:webhook:artifacts:config=config/webhook
-	@if [ -d charts/fencekit/crds ]; then cp config/crd/bases/*.yaml charts/fencekit/crds/; fi
+	@mkdir -p charts/fencekit/files/crds && rm -f charts/fencekit/files/crds/*.yaml && cp config/crd/bases/*.yaml charts/fencekit/files/crds/
 
 .PHONY: fmt
 fmt: ## Run gofmt on the code.

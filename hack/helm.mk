@@ -7,10 +7,9 @@ CHART_KUBE_VERSION ?= v1.37.2
 
 ##@ Helm chart
 
+# The CRDs (files/crds/) are copied by manifests itself, so that a regenerated CRD never leaves the chart behind.
 .PHONY: chart
 chart: manifests ## Refresh the chart's copies of config/ (CRDs, webhook, Lease policy, elector role) and its README.
-	@mkdir -p $(CHART)/crds $(CHART)/files
-	cp config/crd/bases/*.yaml $(CHART)/crds/
 	cp config/webhook/manifests.yaml $(CHART)/files/webhook.yaml
 	cp config/policy/lease_policy.yaml $(CHART)/files/lease_policy.yaml
 	cp config/rbac/elector_role.yaml $(CHART)/files/elector_role.yaml
@@ -25,7 +24,7 @@ helm-lint: ## Lint the chart (strict).
 
 .PHONY: helm-template
 helm-template: ## Print the chart rendered with default values (release fencekit in fencekit-system).
-	$(HELM) template fencekit $(CHART) --namespace fencekit-system --kube-version $(CHART_KUBE_VERSION) --include-crds
+	$(HELM) template fencekit $(CHART) --namespace fencekit-system --kube-version $(CHART_KUBE_VERSION)
 
 .PHONY: helm-test
 helm-test: control-plane ## Run the chart's tests: lint, templates, schema, apply and RBAC on the local control plane.

@@ -36,7 +36,7 @@ func TestCertManagerSwitchedOff(t *testing.T) {
 	kc := kubeconfig(t, identity{})
 	base := []string{"--namespace", namespace, "--kubeconfig", kc}
 	const release, fullname = "cm", "cm-fencekit"
-	if out, err := helm(t, append([]string{"install", release, chartDir, "--set", "certManager.enabled=true"}, base...)...); err != nil {
+	if out, err := helm(t, append([]string{"install", release, chartDir, "--set", "certManager.enabled=true,crds.enabled=false"}, base...)...); err != nil {
 		t.Fatalf("helm install with cert-manager: %v\n%s", err, out)
 	}
 	t.Cleanup(func() { uninstall(t, release, namespace, kc) })

@@ -46,7 +46,8 @@ func TestEveryObjectLabelled(t *testing.T) {
 }
 
 // TestClusterScopedNamesPerRelease: every cluster-scoped object's name derives from the release, so that two
-// releases (in one namespace or two) never write each other's objects.
+// releases (in one namespace or two) never write each other's objects. The CRDs are the exception: the API
+// fixes their names, so one release owns them and the others set crds.enabled=false.
 func TestClusterScopedNamesPerRelease(t *testing.T) {
 	cluster := func(release string) map[string]bool {
 		out, err := helm(t, "template", release, chartDir, "--namespace", "ns-"+release, "--kube-version", kubeVersion,
@@ -56,7 +57,7 @@ func TestClusterScopedNamesPerRelease(t *testing.T) {
 		}
 		names := map[string]bool{}
 		for _, u := range parse(t, out) {
-			if u.GetNamespace() == "" && !isHook(u) {
+			if u.GetNamespace() == "" && !isHook(u) && u.GetKind() != "CustomResourceDefinition" {
 				names[u.GetKind()+"/"+u.GetName()] = true
 				if !strings.HasPrefix(u.GetName(), release+"-fencekit-") {
 					t.Errorf("release %s: cluster-scoped %s %s is not named after the release", release, u.GetKind(), u.GetName())
@@ -80,19 +81,21 @@ func TestClusterScopedNamesPerRelease(t *testing.T) {
 }
 
 // TestTwoReleasesInstall installs two releases side by side with helm itself: each owns its cluster-scoped
-// objects (Helm refuses to install an object another release owns, so a shared name would fail here).
+// objects (Helm refuses to install an object another release owns, so a shared name would fail here). The
+// CRDs are the one thing releases share: these install with crds.enabled=false, as every release but the one
+// that owns the CRDs must (TestHelmCRDUpgrade shows the refusal otherwise).
 func TestTwoReleasesInstall(t *testing.T) {
 	kc := kubeconfig(t, identity{})
 	for _, rel := range []string{"orders", "payments"} {
 		namespace := env.Namespace(t)
-		if out, err := helm(t, "install", rel, chartDir, "--namespace", namespace, "--kubeconfig", kc); err != nil {
+		if out, err := helm(t, "install", rel, chartDir, "--namespace", namespace, "--kubeconfig", kc, "--set", "crds.enabled=false"); err != nil {
 			t.Fatalf("helm install %s: %v\n%s", rel, err, out)
 		}
 		t.Cleanup(func() { uninstall(t, rel, namespace, kc) })
 	}
 	// The same release name in another namespace would share the cluster-scoped names: Helm refuses it.
 	other := env.Namespace(t)
-	if out, err := helm(t, "install", "orders", chartDir, "--namespace", other, "--kubeconfig", kc); err == nil {
+	if out, err := helm(t, "install", "orders", chartDir, "--namespace", other, "--kubeconfig", kc, "--set", "crds.enabled=false"); err == nil {
 		uninstall(t, "orders", other, kc)
 		t.Errorf("a second release orders (in namespace %s) was installed over the first's cluster-scoped objects:\n%s", other, out)
 	} else if !strings.Contains(err.Error(), "cannot be imported into the current release") {
@@ -248,7 +251,7 @@ func TestNotesFollowValues(t *testing.T) {
 		{"notes", "replicaCount=1", []string{"1 replica, which leads", "--clusterrole=notes-fencekit-elector"}},
 	} {
 		// A server-side dry run: helm learns the Kubernetes version from the apiserver, creates nothing.
-		out, err := helm(t, "install", tc.release, chartDir, "--dry-run=server", "--namespace", ns, "--kubeconfig", kubeconfig(t, identity{}), "--set", tc.set)
+		out, err := helm(t, "install", tc.release, chartDir, "--dry-run=server", "--namespace", ns, "--kubeconfig", kubeconfig(t, identity{}), "--set", tc.set+",crds.enabled=false")
 		if err != nil {
 			t.Fatalf("helm install --dry-run: %v", err)
 		}

@@ -14,16 +14,17 @@ import (
 )
 
 // TestHelmInstallUpgradeUninstall runs helm itself against the local apiserver: `helm install` of the chart
-// succeeds (the CRD already exists, as on a cluster where fencekit was installed before), the operator (in
+// succeeds (with crds.enabled=false: the control plane's CRDs are managed outside the release, as in a
+// second release or with CRDs applied by kubectl; TestHelmCRDUpgrade covers the chart's CRDs), the operator (in
 // process, as the chart's ServiceAccount, with the chart's arguments) fills the certificate Secret and
 // injects the caBundle, and a `helm upgrade` keeps both: helm's three-way merge must not wipe what the
 // operator wrote, or every FencedResource write would fail until the operator noticed. `helm uninstall`
-// removes the webhook configuration and keeps the CRD.
+// removes the webhook configuration and leaves the CRD it does not manage.
 func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	namespace := env.Namespace(t)
 	kc := kubeconfig(t, identity{})
 	base := []string{"--namespace", namespace, "--kubeconfig", kc}
-	out, err := helm(t, append([]string{"install", "fencekit", chartDir}, base...)...)
+	out, err := helm(t, append([]string{"install", "fencekit", chartDir, "--set", "crds.enabled=false"}, base...)...)
 	if err != nil {
 		t.Fatalf("helm install: %v\n%s", err, out)
 	}
@@ -81,7 +82,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		t.Errorf("after helm uninstall the webhook configuration is still there (or: %v); FencedResource writes would fail", err)
 	}
 	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: "fencedresources.fencing.fencekit.io"}, crdObject()); err != nil {
-		t.Errorf("helm uninstall must keep the CRD (and every FencedResource): %v", err)
+		t.Errorf("helm uninstall with crds.enabled=false must leave the CRD (and every FencedResource): %v", err)
 	}
 }
 

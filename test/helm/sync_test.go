@@ -2,6 +2,8 @@ package helm_test
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,11 +33,15 @@ func TestChartInSyncWithConfig(t *testing.T) {
 		t.Fatalf("no CRDs in config/crd/bases: %v", err)
 	}
 	for _, c := range crds {
-		pairs[filepath.Join("config", "crd", "bases", filepath.Base(c))] = filepath.Join("charts", "fencekit", "crds", filepath.Base(c))
+		pairs[filepath.Join("config", "crd", "bases", filepath.Base(c))] = filepath.Join("charts", "fencekit", "files", "crds", filepath.Base(c))
 	}
-	chartCRDs, _ := filepath.Glob(filepath.Join(chartDir, "crds", "*.yaml"))
+	chartCRDs, _ := filepath.Glob(filepath.Join(chartDir, "files", "crds", "*.yaml"))
 	if len(chartCRDs) != len(crds) {
-		t.Errorf("charts/fencekit/crds has %d files, config/crd/bases %d: run make chart", len(chartCRDs), len(crds))
+		t.Errorf("charts/fencekit/files/crds has %d files, config/crd/bases %d: run make manifests", len(chartCRDs), len(crds))
+	}
+	// The chart's templates render the CRDs; a crds/ directory would be installed once and never upgraded.
+	if _, err := os.Stat(filepath.Join(chartDir, "crds")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("charts/fencekit/crds exists (%v): Helm never upgrades what it holds; the CRDs belong in files/crds", err)
 	}
 	for src, dst := range pairs {
 		want, err := os.ReadFile(filepath.Join(root, src))

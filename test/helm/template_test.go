@@ -67,6 +67,7 @@ func TestTemplateDefaults(t *testing.T) {
 		"ValidatingAdmissionPolicy/fencekit-operator-leases", "ValidatingAdmissionPolicyBinding/fencekit-operator-leases",
 		"ValidatingAdmissionPolicy/fencekit-operator-webhooks", "ValidatingAdmissionPolicyBinding/fencekit-operator-webhooks",
 		"ClusterRole/fencekit-metrics-auth", "ClusterRoleBinding/fencekit-metrics-auth", "ClusterRole/fencekit-metrics-reader",
+		"CustomResourceDefinition/fencedresources.fencing.fencekit.io", "CustomResourceDefinition/fencingpolicies.fencing.fencekit.io",
 		// The helm test hook (helm template renders it; helm install does not).
 		"ServiceAccount/fencekit-selftest", "RoleBinding/fencekit-selftest", "Lease/fencekit-selftest",
 		"FencedResource/fencekit-selftest", "Pod/fencekit-selftest",

@@ -84,6 +84,7 @@ func render(dir string) ([]byte, error) {
 	b.WriteString("`fencekit-elector` ClusterRole to your workloads and the cert-manager mode. `values.schema.json` rejects\n")
 	b.WriteString("values of the wrong type or out of range before anything is installed.\n\n")
 	b.WriteString(names)
+	b.WriteString(crds)
 	b.WriteString(workloads)
 	b.WriteString(checks)
 	b.WriteString("## Values\n\n| Key | Type | Default | Description |\n|---|---|---|---|\n")
@@ -183,12 +184,40 @@ func defaultOf(v *yaml.Node) (string, error) {
 // names is the chart README's section on the release-derived names of cluster-scoped objects.
 const names = `## Names
 
-Every cluster-scoped object is named after the release, ` + "`<fullname>-...`" + ` (` + "`<release>-fencekit`" + `, or the
-release name if it contains "fencekit"): a release named ` + "`fencekit`" + ` installs the ClusterRole ` + "`fencekit-elector`" + `
+Every cluster-scoped object but the CRDs is named after the release, ` + "`<fullname>-...`" + ` (` + "`<release>-fencekit`" + `,
+or the release name if it contains "fencekit"): a release named ` + "`fencekit`" + ` installs the ClusterRole ` + "`fencekit-elector`" + `
 and the policies ` + "`fencekit-fenced-leases`" + ` and ` + "`fencekit-unchecked-namespaces`" + `, a release named ` + "`payments`" + `
-installs ` + "`payments-fencekit-elector`" + ` and so on. Two releases with different names never share an object;
-Helm refuses a second release of the same name in another namespace. Every object carries the
+installs ` + "`payments-fencekit-elector`" + ` and so on. Two releases with different names share no object but the
+CRDs (see below); Helm refuses a second release of the same name in another namespace. Every object carries the
 ` + "`helm.sh/chart`" + ` and ` + "`app.kubernetes.io/*`" + ` labels.
+
+`
+
+// crds is the chart README's section on the CRDs, which the chart renders from templates so that an upgrade
+// upgrades them (crds.enabled, crds.keep).
+const crds = `## CRDs
+
+The chart renders fencekit's CRDs (FencedResource, FencingPolicy) from templates (` + "`files/crds/`" + `, the
+controller-gen output of config/crd/bases), so ` + "`helm upgrade`" + ` upgrades them with the chart: their schema and
+CEL rules are the CRDs' half of the epoch check (a FencedResource's epoch never decreases), and a CRD left
+behind would keep an older rule. ` + "`crds.keep`" + ` (the default) annotates them with
+` + "`helm.sh/resource-policy: keep`" + `: ` + "`helm uninstall`" + ` leaves them, and every FencedResource and FencingPolicy;
+delete them yourself to remove everything. With ` + "`crds.keep=false`" + `, uninstalling deletes the CRDs and the
+apiserver deletes every FencedResource and FencingPolicy in the cluster.
+
+The API fixes the CRDs' names, so one release per cluster owns them: install every other release with
+` + "`crds.enabled=false`" + `, as you do when you manage the CRDs yourself
+(` + "`kubectl apply --server-side -f charts/fencekit/files/crds/`" + `). CRDs that exist without Helm's ownership
+metadata (applied with kubectl, or from a chart's ` + "`crds/`" + ` directory, which Helm installs once and never
+upgrades) make ` + "`helm install`" + ` and ` + "`helm upgrade`" + ` fail with "cannot be imported into the current release"; hand
+them to the release first (here the release ` + "`fencekit`" + ` in ` + "`fencekit-system`" + `):
+
+` + "```sh" + `
+for crd in fencedresources.fencing.fencekit.io fencingpolicies.fencing.fencekit.io; do
+  kubectl label crd "$crd" app.kubernetes.io/managed-by=Helm
+  kubectl annotate crd "$crd" meta.helm.sh/release-name=fencekit meta.helm.sh/release-namespace=fencekit-system
+done
+` + "```" + `
 
 `
 
@@ -211,9 +240,9 @@ write with the previous epoch and admits one with the current epoch.
 // CLI, whose token sidecar a pod not written in Go runs next to its main container (docs/run.md).
 const workloads = `## Your workloads
 
-Bind the ` + "`<fullname>-elector`" + ` ClusterRole the chart installs (` + "`fencekit-elector`" + ` for a release named fencekit)
-to each workload's ServiceAccount
-(` + "`kubectl create rolebinding NAME -n NS --clusterrole=fencekit-elector --serviceaccount=NS:SA`" + `). Go
+Bind the ` + "`<fullname>-elector`" + ` ClusterRole the chart installs (` + "`fencekit-elector`" + ` for a release named fencekit,
+` + "`fk-fencekit-elector`" + ` for a release named fk) to each workload's ServiceAccount
+(` + "`kubectl create rolebinding NAME -n NS --clusterrole=<fullname>-elector --serviceaccount=NS:SA`" + `). Go
 workloads embed ` + "`pkg/elector`" + ` and ` + "`pkg/fencing`" + `; others use the fencekit CLI in the chart's image,
 as a token sidecar (ready while leading; the token on ` + "`GET /token`" + ` and in a file) or as
 ` + "`fencekit run --lease NAME -- CMD`" + ` copied into their own image. A sidecar in a pod spec:
