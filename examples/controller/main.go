@@ -8,8 +8,9 @@
 // are fenced in the apiserver by a FencingPolicy naming the same Lease (see config.yaml).
 //
 // The flags below the first three exist so that `fencekit demo --scenario controller` and its end-to-end
-// test (test/e2e TestControllerScenario, internal/demo.RunController) can drive it: short timings, --pause-on-round (stop the process in the middle of a
-// reconcile, as a GC pause could) and --unfenced (the same operator with controller-runtime's own leader
+// test (test/e2e TestControllerScenario, internal/demo.RunController) can drive it: short timings,
+// --pause-on-round (hold the writes in the middle of a reconcile until the process has been stopped and
+// continued from outside, as a GC pause could stop it) and --unfenced (the same operator with controller-runtime's own leader
 // election and no fencing, to show what goes wrong). It logs one JSON object per line on stdout.
 package main
 
@@ -50,7 +51,7 @@ func main() {
 	flag.DurationVar(&o.renewDeadline, "renew-deadline", elector.DefaultRenewDeadline, "Renew deadline.")
 	flag.DurationVar(&o.retryPeriod, "retry-period", elector.DefaultRetryPeriod, "Retry period.")
 	flag.DurationVar(&o.margin, "safety-margin", elector.DefaultSafetyMargin, "Safety margin of the safe-work deadline.")
-	flag.StringVar(&o.pauseOnRound, "pause-on-round", "", "Demonstration only: stop this process with SIGSTOP in the middle of the reconcile of this round, after each of its writes took its token and before any is sent.")
+	flag.StringVar(&o.pauseOnRound, "pause-on-round", "", "Demonstration only: in the middle of the reconcile of this round, after each of its writes took its token and before any is sent, log \"pausing\" and wait until the process has been stopped (SIGSTOP) and continued (SIGCONT) from outside.")
 	flag.BoolVar(&o.unfenced, "unfenced", false, "Run without fencekit: controller-runtime's own leader election and a plain client.")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -86,7 +87,7 @@ func run(o options) error {
 		// Before leadership is reported, every declared object is raised to the new epoch, by a client of
 		// the hook's own without client-side rate limiting (one patch per object, within the PostAcquire
 		// timeout whatever QPS the manager's config has).
-		var fence func(context.Context, elector.Token) error
+		var fence elector.AcquireFence
 		fence, err = fencing.FenceObjectsOnAcquireForConfig(mgr.GetConfig())
 		if err != nil {
 			return err
@@ -95,10 +96,9 @@ func run(o options) error {
 		mgr, err = managed.Fence(mgr, elector.Config{
 			Namespace: o.namespace, Name: o.lease, Identity: o.identity,
 			LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod, SafetyMargin: o.margin,
-			PostAcquire: fence,
-			// Declared on the Lease, so that fencekit's webhook admits the writes from its copy of the Lease.
-			PostAcquireFences: elector.Fences{Objects: true},
-			OnStartedLeading:  logLeading,
+			// The fence declares itself on the Lease: the webhook admits the writes from its copy of it.
+			PostAcquire:      fence,
+			OnStartedLeading: logLeading,
 		})
 		if err != nil {
 			return err

@@ -2,15 +2,14 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
+	"os/signal"
 	"sync"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/fencekit/fencekit/internal/selfstop"
 )
 
 // pauseWrites is how many writes of the paused round wait for each other before the process stops: the
@@ -24,11 +23,12 @@ func withRound(ctx context.Context, round string) context.Context {
 	return context.WithValue(ctx, roundKey{}, round)
 }
 
-// pausingClient is demonstration only: a client.NewClientFunc whose client stops the process with SIGSTOP
-// once the writes of round pauseOnRound have all been handed to it, which is after the fenced client
-// around it took its token for each and before any is sent, as a GC pause or CPU starvation could. The
-// writes then run without the reconcile's context: requests already sent when a process stops still reach
-// the apiserver, and only fencing stops them.
+// pausingClient is demonstration only: a client.NewClientFunc whose client holds the writes of round
+// pauseOnRound once they have all been handed to it, which is after the fenced client around it took its
+// token for each and before any is sent: it logs "pausing" and waits until the process has been stopped
+// (SIGSTOP) and continued (SIGCONT) from outside, as `fencekit demo` does when it reads "pausing" and as a
+// GC pause or CPU starvation could. The writes then run without the reconcile's context: requests already
+// sent when a process stops still reach the apiserver, and only fencing stops them.
 func pausingClient(pauseOnRound string) client.NewClientFunc {
 	paused = &pause{round: pauseOnRound, all: make(chan struct{})}
 	return func(cfg *rest.Config, opts client.Options) (client.Client, error) {
@@ -85,10 +85,12 @@ func (p *pause) wait(ctx context.Context) (context.Context, context.CancelFunc) 
 	case <-time.After(10 * time.Second):
 	}
 	p.once.Do(func() {
+		// Subscribed before "pausing" is said, so the SIGCONT that ends the pause cannot be missed.
+		cont := make(chan os.Signal, 1)
+		signal.Notify(cont, syscall.SIGCONT)
+		defer signal.Stop(cont)
 		log.Info("pausing", "round", p.round)
-		if err := selfstop.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
+		<-cont
 		log.Info("resumed", "round", p.round)
 	})
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

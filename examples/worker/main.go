@@ -1,7 +1,8 @@
 // Command worker is fencekit's reference worker: a process that competes for a Lease with pkg/elector and,
 // while it leads, writes a FencedResource through pkg/fencing. Copy it into your own pod.
 //
-// Everything a user needs is in run and work below: about forty lines. The flags and the demo-only
+// Everything a user needs is in run and work below: about forty lines. It imports only fencekit's public
+// packages, so the directory builds when copied into another module. The flags and the demo-only
 // --stop-before-write exist so that `fencekit demo` and the end-to-end tests can drive it; --unfenced runs
 // the same loop with client-go's leaderelection and a plain ConfigMap, to show what goes wrong without
 // fencing (unfenced.go).
@@ -12,7 +13,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -27,7 +27,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/internal/selfstop"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
@@ -54,7 +53,7 @@ func main() {
 	flag.DurationVar(&o.safetyMargin, "safety-margin", elector.DefaultSafetyMargin, "Safety margin of the safe-work deadline.")
 	flag.DurationVar(&o.interval, "interval", time.Second, "Time between two writes.")
 	flag.IntVar(&o.writes, "writes", 0, "Writes to make while leading: 0 writes until leadership ends, -1 makes none (the worker only holds the Lease).")
-	flag.IntVar(&o.stopBeforeWrite, "stop-before-write", 0, "Demonstration only: stop this process with SIGSTOP just before write N, after its leadership check passed, as a GC pause or CPU starvation could (0: never).")
+	flag.IntVar(&o.stopBeforeWrite, "stop-before-write", 0, "Demonstration only: just before write N, after its leadership check passed, log \"pausing\" and wait until the process has been stopped (SIGSTOP) and continued (SIGCONT) from outside, as a GC pause or CPU starvation could stop it (0: never).")
 	flag.BoolVar(&o.unfenced, "unfenced", false, "Use client-go's leaderelection and a plain ConfigMap instead of fencekit.")
 	flag.Parse()
 
@@ -96,9 +95,8 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 	e, err = elector.New(elector.Config{
 		Client: clientset, Namespace: o.namespace, Name: o.lease, Identity: o.identity,
 		LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod, SafetyMargin: o.safetyMargin,
+		// The fence declares itself on the Lease: fencekit's webhook admits the writes from its copy of it.
 		PostAcquire: fence,
-		// Declared on the Lease, so that fencekit's webhook admits the writes from its copy of the Lease.
-		PostAcquireFences: elector.Fences{FencedResources: true},
 		OnStartedLeading: func(ctx context.Context, tok elector.Token) {
 			work(ctx, e, fencing.NewWriter(c), tok, o)
 		},
@@ -148,16 +146,20 @@ func work(ctx context.Context, e *elector.Elector, w *fencing.Writer, tok electo
 	}
 }
 
-// pauseHere stops the process with SIGSTOP before write n when asked to (demonstrations only), and returns
-// once it has been continued (selfstop.Stop says why that needs care).
+// pauseHere holds before write n when asked to (demonstrations only): it logs "pausing" and waits until the
+// process has been stopped with SIGSTOP and continued with SIGCONT from outside, which is what `fencekit
+// demo` and the end-to-end tests do when they read "pausing", and what a GC pause or CPU starvation does
+// to a process at any point. It subscribes to SIGCONT before it says "pausing", so nothing that comes after
+// the pause (the write's 10 s timeout) starts before the process has been stopped and continued.
 func pauseHere(n, stopBeforeWrite int, holder string, epoch int64) {
 	if n != stopBeforeWrite {
 		return
 	}
+	cont := make(chan os.Signal, 1)
+	signal.Notify(cont, syscall.SIGCONT)
+	defer signal.Stop(cont)
 	log.Info("pausing", "holder", holder, "epoch", epoch, "write", n)
-	if err := selfstop.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
+	<-cont
 	log.Info("resumed", "holder", holder, "epoch", epoch, "write", n)
 }
 

@@ -117,6 +117,9 @@ func RunController(ctx context.Context, t Target, s Settings, fenced bool, live 
 	if _, err := a.waitFor(ctx, takeover, "its pause in round 2", isMsg("pausing")); err != nil {
 		return nil, err
 	}
+	if err := a.signal(syscall.SIGSTOP); err != nil {
+		return nil, err
+	}
 	if err := waitUntil(ctx, 10*time.Second, a.stopped); err != nil {
 		return nil, fmt.Errorf("worker A did not stop: %w", err)
 	}

@@ -254,6 +254,9 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		if _, err := w1.waitFor(ctx, 10*r.s.Interval+10*time.Second, "the pause before write 2", isMsg("pausing")); err != nil {
 			return nil, err
 		}
+		if err := w1.signal(syscall.SIGSTOP); err != nil {
+			return nil, err
+		}
 		if err := waitUntil(ctx, 10*time.Second, w1.stopped); err != nil {
 			return nil, fmt.Errorf("W1 did not stop: %w", err)
 		}

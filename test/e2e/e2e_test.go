@@ -93,7 +93,7 @@ func monotonic(t *testing.T, h []demo.Written) {
 // lease just before a write; W2 takes over and writes; W1 resumes. Fenced, W1's write is refused as stale
 // and W2's data stays; unfenced, W1 overwrites W2 (if that ever stopped happening, the scenario would no
 // longer reproduce the problem, and this test would say so). A pause of 12 s or more once made W1's write
-// fail with "context deadline exceeded" (internal/selfstop says why); the quick timings never showed it.
+// fail with "context deadline exceeded" (docs/facts.md says why); the quick timings never showed it.
 func TestPausedHolder(t *testing.T) {
 	t.Parallel()
 	testPausedHolder(t, demo.DefaultSettings())

@@ -27,8 +27,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 
-	"github.com/fencekit/fencekit/internal/selfstop"
 	"github.com/fencekit/fencekit/test/chaos"
+	"github.com/fencekit/fencekit/test/chaos/selfstop"
 )
 
 type options struct {

@@ -1,6 +1,7 @@
 // Package selfstop stops the calling process with SIGSTOP and returns only once it has been continued:
-// the demonstration of a lock holder paused past its lease (a GC pause, CPU starvation) that fencekit's
-// demo and end-to-end tests drive.
+// the chaos suite's zombie (fault F3), a lock holder that stops itself after its leadership check and
+// before its write, armed by a signal, past its lease (as a GC pause or CPU starvation could). fencekit's
+// demo and examples are paused from outside instead: they log "pausing", and the demo stops them.
 package selfstop
 
 import (
