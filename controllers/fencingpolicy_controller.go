@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -44,6 +45,9 @@ var syncKey = reconcile.Request{}
 // subresources) there, failurePolicy Fail. It also reports each policy's state in its status.
 type FencingPolicyReconciler struct {
 	client client.Client
+	// reader reads the Lease from the apiserver for status.coverageEpoch (mgr.GetAPIReader()): a cached
+	// epoch could be below the epoch at which a changed policy took effect.
+	reader client.Reader
 	// configName is the ValidatingWebhookConfiguration this reconciler owns; sourceName the one that
 	// serves FencedResources, whose client configuration (service or URL, CA) it copies, with path.
 	configName, sourceName, path string
@@ -59,6 +63,7 @@ func NewFencingPolicyReconciler(c client.Client, configName, sourceName, path st
 
 // SetupWithManager registers the reconciler.
 func (r *FencingPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.reader = mgr.GetAPIReader()
 	named := func(name string) predicate.Predicate {
 		return predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == name })
 	}
@@ -128,6 +133,13 @@ func (r *FencingPolicyReconciler) updateStatus(ctx context.Context, p *fencingv1
 		cond.Message = fmt.Sprintf("only the holder of lease %s may write %s in namespace %s (webhook %s of %s)",
 			p.Spec.LeaseName, describe(p.Spec.Resources), p.Namespace, webhookName(p.Namespace), r.configName)
 	}
+	if want.CoverageGeneration != p.Generation {
+		epoch, err := r.quorumEpoch(ctx, p)
+		if err != nil {
+			return err
+		}
+		want.CoverageGeneration, want.CoverageEpoch = p.Generation, epoch
+	}
 	meta.SetStatusCondition(&want.Conditions, cond)
 	refused := metav1.Condition{Type: fencingv1alpha1.ConditionControllersRefused, Status: metav1.ConditionFalse,
 		Reason: fencingv1alpha1.ReasonNoControllerRefused, ObservedGeneration: p.Generation,
@@ -144,6 +156,24 @@ func (r *FencingPolicyReconciler) updateStatus(ctx context.Context, p *fencingv1
 		return fmt.Errorf("updating FencingPolicy status: %w", err)
 	}
 	return nil
+}
+
+// quorumEpoch reads p's Lease from the apiserver, after p's generation was observed, and returns its
+// epoch (0 if it does not exist): every acquisition above it comes after p's spec, so its fence-on-acquire
+// listed what p declares.
+func (r *FencingPolicyReconciler) quorumEpoch(ctx context.Context, p *fencingv1alpha1.FencingPolicy) (int64, error) {
+	if r.reader == nil {
+		return 0, errors.New("the FencingPolicy reconciler has no API reader: call SetupWithManager")
+	}
+	var lease coordinationv1.Lease
+	err := r.reader.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.LeaseName}, &lease)
+	switch {
+	case apierrors.IsNotFound(err):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("reading lease %s/%s for FencingPolicy %s's coverage: %w", p.Namespace, p.Spec.LeaseName, p.Name, err)
+	}
+	return admission.ParseLease(&lease, admission.Quorum).Epoch, nil
 }
 
 func describe(entries []fencingv1alpha1.FencedObjects) string {

@@ -47,6 +47,8 @@ var Checks = []Check{
 		Defines: []string{"NO_LEASE_DELETER", "MUT_TODAY_RECORD_RULE"}, Refute: true, Property: "P3"},
 	{Name: "f-delete-without-retry", About: "fencing.NewClient's Delete before 0ad150f: no retry when a free write lands between the marker and the DELETE",
 		Defines: []string{"DELETES", "NO_LEASE_DELETER", "NO_SEEDS", "NO_DELETE_RETRY"}, Refute: true, Property: "P3"},
+	{Name: "g-copy-ignores-coverage", About: "mutation (g): the copy decides writes of objects a widened policy covers before an acquisition listed them (the policy's coverage epoch ignored)",
+		Defines: []string{"NO_LEASE_DELETER", "WIDEN", "MUT_COPY_IGNORES_COVERAGE"}, Refute: true, Property: "P1"},
 	{Name: "residual-late-entry", About: "residual (docs/design/residuals.md, not covered): P1 without its exception for an object that enters the coverage by a write committed after the fence listed",
 		Defines: []string{"NO_LEASE_DELETER", "STRICT_ENTRY"}, Refute: true, Property: "P1"},
 	{Name: "residual-recreate", About: "residual (docs/design/residuals.md, not covered): the Lease deleted and created again by an elector that declares nothing, the copy lagging",

@@ -83,6 +83,11 @@
 #else
 #define COPY_RECORD (o_rec[o] == t)
 #endif
+#ifdef MUT_COPY_IGNORES_COVERAGE     /* (g) the copy decides whatever the policy's coverage epoch */
+#define COPY_COVERAGE 1
+#else
+#define COPY_COVERAGE (cov_rec && c_ep > cov_ep)
+#endif
 #ifdef MUT_TODAY_RECORD_RULE         /* (e) today's rule: a stored record above the presented refuses */
 #define RECORD_ABOVE_REFUSES 1
 #else
@@ -127,6 +132,8 @@ bool o_other[NO];     /* the last commit to the object was a tokenless actor's *
 #define OTHER(k, x) skip
 #endif
 bool wide;
+/* the FencingPolicy's status.coverageEpoch for its current generation (cov_rec: recorded yet) */
+bool cov_rec = 1; byte cov_ep;
 #define COV(o) (o_ex[o] && (o_lab[o] || wide))
 
 /* ---- tokens and the ghosts the properties read ---- */
@@ -136,6 +143,7 @@ byte handedAll;       /* highest epoch handed out by any elector */
 bool owe[NO];         /* a write admitted on a copy that lagged the Lease committed, not yet written over by a raise */
 bool ent[NO];         /* an in-flight create or label-in committed after the Lease moved past its epoch */
 bool late[NO];        /* the object was not listed by the fence of epoch handedF and no write at >= handedF committed since */
+bool elate[NO];       /* late by an entry (a create or label-in committed after the listing), not by the widening */
 byte hiF[NO];         /* highest record a fenced write gave the object */
 bool lockout;         /* a tokenless actor's record failed an acquisition (P3) */
 
@@ -159,12 +167,13 @@ inline decide() {
   :: else ->
      if
      :: kind == UPD && COV(o) && COPY_COVERED_AFTER && COPY_RECORD &&
-        c_ex && c_ep == t && c_held && COPY_DECLARED ->
+        c_ex && c_ep == t && c_held && COPY_DECLARED && COPY_COVERAGE ->
         tag = !(l_ex && l_ep == t);
         printf("    webhook: its copy shows the Lease at epoch %d, held, %e (the Lease itself: %e epoch %d): admitted on the copy\n",
                c_ep, (c_fen -> declaring_fence_on_acquire : declaring_nothing), (l_ex -> at : deleted_at), l_ep);
-        /* P1 (read): the copy never admits a write presenting t after a higher epoch was handed out */
-        assert(t >= handedAll || late[o])
+        /* P1 (read): the copy never admits a write presenting t after a higher epoch was handed out,
+         * except to an object that entered the coverage late by a create or label-in (the residual) */
+        assert(t >= handedAll || elate[o])
      :: else ->
         if
         :: !l_ex || l_ep != t || l_hold == 0 ->
@@ -239,7 +248,7 @@ inline objwrite(me) {
 #ifdef STRICT_ENTRY
                 assert(t >= handedF);
 #endif
-                late[o] = 1
+                late[o] = 1; elate[o] = 1
              :: else -> assert(late[o])
              fi
           :: else -> skip
@@ -252,7 +261,7 @@ inline objwrite(me) {
           if :: entering && !(l_ex && l_ep == t) -> ent[o] = 1 :: else -> skip fi;
           if :: tag -> owe[o] = 1 :: else -> skip fi;
           if :: kind == RAISE -> owe[o] = 0 :: else -> skip fi;
-          if :: t >= handedF && !entering -> late[o] = 0 :: else -> skip fi;
+          if :: t >= handedF && !entering -> late[o] = 0; elate[o] = 0 :: else -> skip fi;
           o_ex[o] = 1; o_rec[o] = t; o_lab[o] = nlab; o_mark[o] = nmark; OTHER(o, 0);
           if :: nmark != 0 -> o_ver[o] = me :: else -> o_ver[o] = 0 fi;
           res = DONE; break
@@ -320,7 +329,8 @@ proctype Elector(byte h) {
                 assert((!owe[0] || ent[0]) && (!owe[1] || ent[1]));
                 owe[0] = 0; owe[1] = 0; ent[0] = 0; ent[1] = 0;
                 handedF = myep;   /* late: not listed, or the policy was widened since the listing */
-                late[0] = !(listed & 1) || (wide && !wl); late[1] = !(listed & 2) || (wide && !wl)
+                late[0] = !(listed & 1) || (wide && !wl); late[1] = !(listed & 2) || (wide && !wl);
+                elate[0] = !(listed & 1) && !(wide && !wl); elate[1] = !(listed & 2) && !(wide && !wl)
              :: else -> skip   /* handed out after a later epoch was: its token is stale on arrival */
              fi;
              if :: myep > handedAll -> handedAll = myep :: else -> skip fi;
@@ -460,10 +470,12 @@ proctype Others() {
   OTHERS_WRITE(1)
   :: atomic { LEASE_DELETER && !l_deleted && l_ex -> l_deleted = 1; l_ex = 0; l_hold = 0; l_fen = 0;
               printf("a user who may deletes the Lease (epoch %d)\n", l_ep) }
-  :: atomic { WIDENER && !wide -> wide = 1;
+  :: atomic { WIDENER && !wide -> wide = 1; cov_rec = 0;
               late[0] = late[0] || (o_ex[0] && !o_lab[0]); late[1] = late[1] || (o_ex[1] && !o_lab[1]);
               ent[0] = ent[0] || (o_ex[0] && !o_lab[0]); ent[1] = ent[1] || (o_ex[1] && !o_lab[1]);
               printf("a namespace admin widens the FencingPolicy to every object\n") }
+  :: atomic { !cov_rec -> cov_rec = 1; cov_ep = (l_ex -> l_ep : 0);
+              printf("the operator records the widened FencingPolicy's coverage epoch %d (a quorum read of the Lease)\n", cov_ep) }
   od
 }
 

@@ -89,6 +89,22 @@ type FencingPolicyStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	LeaseEpoch int64 `json:"leaseEpoch,omitempty"`
 
+	// coverageGeneration is the metadata.generation whose declared objects coverageEpoch speaks for.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	CoverageGeneration int64 `json:"coverageGeneration,omitempty"`
+
+	// coverageEpoch is the bound Lease's epoch read from the apiserver (not from a cache) after the
+	// operator observed metadata.generation coverageGeneration (0 if the Lease did not exist): every
+	// acquisition above it listed the objects this generation declares, and its fence-on-acquire raised
+	// them. The webhook decides a write of a declared object on its copy of the Lease only at an epoch
+	// above coverageEpoch, and only while coverageGeneration is the policy's generation; otherwise it reads
+	// the Lease from the apiserver. A policy created or changed while a Lease is held takes its fast path
+	// from the next acquisition on.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	CoverageEpoch int64 `json:"coverageEpoch,omitempty"`
+
 	// conditions describe the policy's state; Ready is True once the fencekit webhook is configured for
 	// every declared resource of the namespace and the Lease exists. Reasons are listed in conditions.go.
 	// +optional

@@ -107,7 +107,9 @@ func request(t *testing.T, c cases.Case) *admission.Request {
 	if c.Target == cases.FencedResource {
 		r.Class = admission.FencedResource
 	} else {
+		// The FencingPolicy's coverage was recorded before the stale holder's acquisition.
 		r.Class, r.Policy, r.CoveredBefore = admission.Object, "ns/app", true
+		r.CoverageRecorded, r.CoverageEpoch = true, cases.Stale-1
 	}
 	if op == admission.Delete {
 		if c.Precondition {
@@ -181,17 +183,29 @@ func TestCopyDecides(t *testing.T) {
 	tests := map[string]struct {
 		c        cases.Case
 		declares elector.Fences
+		coverage func(*admission.Request)
 		want     admission.Need // Decided: admitted on the copy
 	}{
-		"the holder's FencedResource write, declared":   {holderWrite(cases.FencedResource, data), elector.Fences{FencedResources: true}, admission.Decided},
-		"the holder's ConfigMap write, declared":        {holderWrite(cases.ConfigMap, data), elector.Fences{Objects: true}, admission.Decided},
-		"the holder's ConfigMap write, other kind":      {holderWrite(cases.ConfigMap, data), elector.Fences{FencedResources: true}, admission.NeedQuorum},
-		"the holder's FencedResource write, undeclared": {holderWrite(cases.FencedResource, data), elector.Fences{}, admission.NeedQuorum},
-		"the holder labels a ConfigMap out":             {holderWrite(cases.ConfigMap, relabel), elector.Fences{Objects: true}, admission.NeedQuorum},
+		"the holder's FencedResource write, declared":   {holderWrite(cases.FencedResource, data), elector.Fences{FencedResources: true}, nil, admission.Decided},
+		"the holder's ConfigMap write, declared":        {holderWrite(cases.ConfigMap, data), elector.Fences{Objects: true}, nil, admission.Decided},
+		"the holder's ConfigMap write, other kind":      {holderWrite(cases.ConfigMap, data), elector.Fences{FencedResources: true}, nil, admission.NeedQuorum},
+		"the holder's FencedResource write, undeclared": {holderWrite(cases.FencedResource, data), elector.Fences{}, nil, admission.NeedQuorum},
+		"the holder labels a ConfigMap out":             {holderWrite(cases.ConfigMap, relabel), elector.Fences{Objects: true}, nil, admission.NeedQuorum},
+		// The policy changed (or was created) while the Lease was held at Current: that acquisition's
+		// fence did not list what it declares now.
+		"the holder's ConfigMap write, policy changed in this term": {holderWrite(cases.ConfigMap, data), elector.Fences{Objects: true},
+			func(r *admission.Request) { r.CoverageEpoch = cases.Current }, admission.NeedQuorum},
+		"the holder's ConfigMap write, coverage not recorded": {holderWrite(cases.ConfigMap, data), elector.Fences{Objects: true},
+			func(r *admission.Request) { r.CoverageRecorded = false }, admission.NeedQuorum},
+		"the holder's ConfigMap write, policy changed before this term": {holderWrite(cases.ConfigMap, data), elector.Fences{Objects: true},
+			func(r *admission.Request) { r.CoverageEpoch = cases.Current - 1 }, admission.Decided},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			r := request(t, tc.c)
+			if tc.coverage != nil {
+				tc.coverage(r)
+			}
 			if v := admission.Decide(r, nil, now); v.Need != admission.NeedLease && tc.want == admission.Decided {
 				t.Fatalf("Decide without a Lease = %v, want NeedLease (the copy may decide)", v.Need)
 			}

@@ -83,11 +83,14 @@ func Decide(r *Request, l *Lease, now time.Time) Verdict {
 // itself (no subresource: a Scale or a status carries no record to hold against) that presents the epoch
 // the object already holds (it raises nothing), to an object a policy covers both before and after the
 // write (a write that changes coverage, a label in or out of a selector, is decided on a quorum read:
-// fence-on-acquire raises only the objects the selectors matched when it listed them).
+// fence-on-acquire raises only the objects the selectors matched when it listed them), whose covering
+// policy has its coverage recorded (copyMayAdmit then requires the copy's epoch above it: a policy created
+// or changed while the Lease was held declares objects that acquisition's fence never listed).
 //
 // Why the copy is then safe: if the Lease has meanwhile been acquired at e+1 (the copy lags), that
 // acquisition declared the object's kind (copyMayAdmit: the Lease policy never lets a declaration be
-// dropped), so the new holder committed a write to the object (its raise) before it was handed its token;
+// dropped) and came after the policy's current generation (its coverage epoch is below e), so it listed
+// the object and the new holder committed a write to it (its raise) before it was handed its token;
 // the apiserver's compare-and-swap orders that write against this one, and admission runs again on the
 // loser: raise first, and the stored epoch is then e+1, not eligible; this write first, and it committed
 // before the new token existed.
@@ -101,7 +104,7 @@ func copyEligible(r *Request) bool {
 	}
 	if r.Class == Object {
 		stored, err := elector.ParseEpoch(annotation(r.Old, fencingv1alpha1.ObjectEpochAnnotation))
-		return err == nil && stored == presented && r.CoveredBefore && r.CoveredAfter
+		return err == nil && stored == presented && r.CoveredBefore && r.CoveredAfter && r.CoverageRecorded
 	}
 	stored, _, _ := unstructured.NestedInt64(r.Old.Object, "spec", "epoch")
 	return stored == presented
@@ -111,7 +114,8 @@ func copyEligible(r *Request) bool {
 // at the presented epoch, declaring fence-on-acquire for r's class.
 func copyMayAdmit(r *Request, l *Lease) bool {
 	presented, _ := elector.EpochFromFieldManager(r.FieldManager)
-	return copyEligible(r) && !l.Missing && l.Fenced && l.EpochErr == "" && l.Epoch == presented && l.declares(r.Class)
+	return copyEligible(r) && !l.Missing && l.Fenced && l.EpochErr == "" && l.Epoch == presented && l.declares(r.Class) &&
+		(r.Class != Object || l.Epoch > r.CoverageEpoch)
 }
 
 // decideFree decides a write that presents no token: it is admitted only if every field it changes is

@@ -106,6 +106,12 @@ type Request struct {
 	// its labels before and after the write (objects only; a create is not covered before, a delete not
 	// after).
 	CoveredBefore, CoveredAfter bool
+	// CoverageRecorded and CoverageEpoch are the covering FencingPolicy's status.coverageEpoch, recorded
+	// when its status.coverageGeneration is its generation (objects only): the Lease's copy may decide the
+	// object's writes only at an epoch above CoverageEpoch, whose fence-on-acquire listed what the policy
+	// declares now. Not recorded (the zero value), the copy decides nothing.
+	CoverageRecorded bool
+	CoverageEpoch    int64
 	// DeletePrecondition is the resourceVersion a DELETE names as its precondition (DeleteOptions), "" for
 	// none.
 	DeletePrecondition string

@@ -394,14 +394,15 @@ func TestLeaseCacheAttacks(t *testing.T) {
 			fencing.IsStale, "stale epoch 1")
 	})
 
-	// RESIDUAL: a FencingPolicy widened after an acquisition covers objects that acquisition's fence did not
-	// list. An object written at epoch 1 outside the policy (free) and covered by the widened policy still
-	// records 1, the copy (stalled) shows the Lease at 1 and declaring objects, so the stale holder's write is
-	// admitted on the copy; the quorum read refuses it (the Lease is at 2). It needs a policy write (an admin
-	// or GitOps tool) between an acquisition and the copy seeing it. The copy cannot tell: the policy's
-	// resourceVersion also moves with every status write (leaseEpoch), so it cannot be ordered against the
-	// copy's Lease. Once the copy catches up, or the holder writes the object, the write is refused.
-	t.Run("a policy widened after the takeover, residual", func(t *testing.T) {
+	// HOLE (closed): a FencingPolicy widened after an acquisition covers objects that acquisition's fence
+	// did not list. An object written at epoch 1 outside the policy (free) and covered by the widened policy
+	// still records 1, and the copy (stalled) shows the Lease at 1, declaring objects: before the policy's
+	// coverage epoch, the copy admitted the stale holder's write, which the quorum read refuses (the Lease is
+	// at 2). The operator now records, per policy generation, the Lease's epoch read from the apiserver when
+	// it saw that generation (status.coverageEpoch); the copy decides only above it, so every write of the
+	// widened policy's objects is decided on a quorum read until the next acquisition, whose fence lists
+	// them. Then the copy decides again.
+	t.Run("a policy widened after the takeover", func(t *testing.T) {
 		a.s.set(false)
 		ns := env.Namespace(t)
 		r1, r2 := replicas(t, ns)
@@ -435,11 +436,36 @@ func TestLeaseCacheAttacks(t *testing.T) {
 			err := env.Client.Patch(ctx, cm, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"data":{"probe":"%d"}}`, probes)), client.DryRunAll)
 			return fencing.IsTokenMissing(err), errString(err)
 		})
-		admittedOnCopy(t, "objects", "replica-1's write at epoch 1 after the policy covers it", func() error { return patchConfigMap(t, c1, ns, "out", `{"data":{"v":"late"}}`) })
-		a.s.set(false)
-		a.seen(t, ns, "l", 2, r2.Holder)
-		mustContain(t, "replica-1's write once the copy shows epoch 2", patchConfigMap(t, c1, ns, "out", `{"data":{"v":"later"}}`),
+		eventually(t, "the operator records the widened policy's coverage epoch", func() (bool, string) {
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+				return false, err.Error()
+			}
+			return p.Status.CoverageGeneration == p.Generation && p.Status.CoverageEpoch == 2,
+				fmt.Sprintf("generation %d, coverage generation %d, coverage epoch %d", p.Generation, p.Status.CoverageGeneration, p.Status.CoverageEpoch)
+		})
+		quorum := leaseReads(t, "objects", "apiserver")
+		mustContain(t, "replica-1's write at epoch 1 after the policy covers it, the copy stalled", patchConfigMap(t, c1, ns, "out", `{"data":{"v":"late"}}`),
 			fencing.IsStale, "stale epoch 1")
+		if got := leaseReads(t, "objects", "apiserver"); got <= quorum {
+			t.Errorf("the stale write was not decided on a quorum read (%v quorum reads, %v before)", got, quorum)
+		}
+		c2 := fencing.NewClient(r2.Client, tokenOf(t2))
+		if err := patchConfigMap(t, c2, ns, "out", `{"data":{"v":"two"}}`); err != nil {
+			t.Errorf("the holder's write at epoch 2 to the newly covered ConfigMap: %v", err)
+		}
+
+		// The next acquisition lists the widened policy's objects: the copy decides again.
+		a.s.set(false)
+		t3 := r1.Acquire(t, ns, "l", 3)
+		if err := fencing.FenceObjectsOnAcquire(r1.Client, r1.Client)(ctx, t3); err != nil {
+			t.Fatal(err)
+		}
+		a.seen(t, ns, "l", 3, r1.Holder)
+		c3 := fencing.NewClient(r1.Client, tokenOf(t3))
+		onCopy(t, "objects", "the holder's write at epoch 3", func() error { return patchConfigMap(t, c3, ns, "out", `{"data":{"v":"three"}}`) })
+		if got := readConfigMap(t, ns, "out").Data["v"]; got != "three" {
+			t.Errorf("the ConfigMap holds %q, want the holder's three", got)
+		}
 	})
 
 	// RESIDUAL (a divergence, not a fencing hole): the holder released the Lease at epoch 1. The quorum read

@@ -127,6 +127,13 @@ func (v *ObjectValidator) policyFor(ctx context.Context, req admission.Request, 
 	}
 	r.CoveredBefore = r.Old != nil && core.Covered(list, gr.Group, gr.Resource, req.SubResource, old)
 	r.CoveredAfter = r.New != nil && core.Covered(list, gr.Group, gr.Resource, req.SubResource, new)
+	// The copy may decide only above every matching policy's coverage epoch, and only once each has one
+	// for its current generation.
+	r.CoverageRecorded = true
+	for _, p := range matching {
+		r.CoverageRecorded = r.CoverageRecorded && p.Status.CoverageGeneration == p.Generation
+		r.CoverageEpoch = max(r.CoverageEpoch, p.Status.CoverageEpoch)
+	}
 	return &matching[0], nil
 }
 
