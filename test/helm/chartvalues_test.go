@@ -247,8 +247,9 @@ func TestNotesFollowValues(t *testing.T) {
 		set     string
 		want    []string
 	}{
-		{"fencekit", "replicaCount=3", []string{"3 replicas elect one leader", "--clusterrole=fencekit-elector", "helm test fencekit", "fencekit-metrics-reader"}},
-		{"notes", "replicaCount=1", []string{"1 replica, which leads", "--clusterrole=notes-fencekit-elector"}},
+		{"fencekit", "replicaCount=3", []string{"3 replicas elect one leader", "--clusterrole=fencekit-elector", "helm test fencekit", "fencekit-metrics-reader",
+			"Lease, FencedResource and pod in namespace default,"}},
+		{"notes", "replicaCount=1,tests.namespace=checks", []string{"1 replica, which leads", "--clusterrole=notes-fencekit-elector", "in namespace checks,"}},
 	} {
 		// A server-side dry run: helm learns the Kubernetes version from the apiserver, creates nothing.
 		out, err := helm(t, "install", tc.release, chartDir, "--dry-run=server", "--namespace", ns, "--kubeconfig", kubeconfig(t, identity{}), "--set", tc.set+",crds.enabled=false")
