@@ -51,7 +51,7 @@ lint: ## Run staticcheck (pinned in hack/tools/go.mod, its default checks) on ev
 	$(TOOLS) staticcheck ./...
 
 .PHONY: importcheck
-importcheck: ## Check docs/design.md's import rules on every package's build and test build (go list -deps, -test -deps).
+importcheck: ## Check the import rules of docs/design/imports.md on every package's build and test build (go list -deps, -test -deps).
 	go run ./hack/importcheck
 
 .PHONY: verify
@@ -70,7 +70,7 @@ control-plane: ## Build (once) kube-apiserver, kube-controller-manager and etcd 
 test: $(if $(KUBEBUILDER_ASSETS),,control-plane) vet ## Run every test (unit, envtest integration, e2e) on the local control plane (or on a preset KUBEBUILDER_ASSETS).
 	KUBEBUILDER_ASSETS="$(or $(KUBEBUILDER_ASSETS),$$(hack/control-plane.sh --path))" go test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
-# The lowest Kubernetes fencekit supports (docs/design.md, "Supported Kubernetes versions"): its
+# The lowest Kubernetes fencekit supports (docs/design/kubernetes-versions.md): its
 # kube-apiserver is built from the Go module proxy like the default one, once, into its own cache directory.
 COMPAT_K8S_VERSION ?= 1.35.4
 
