@@ -1,0 +1,521 @@
+package operator_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/operator"
+	"github.com/fencekit/fencekit/internal/testenv"
+	"github.com/fencekit/fencekit/internal/webhook"
+	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/fencing"
+)
+
+// Attacks on the FencingPolicy's coverage epoch (status.coverageGeneration, status.coverageEpoch): the
+// webhooks decide a write of a declared object on their copy of the Lease only at an epoch above the
+// covering policies' coverage epoch, recorded for their current generation. Each attack stalls the copy at
+// a stale holder's epoch, changes what a policy covers while a later holder holds the Lease (so that the
+// later holder's fence-on-acquire never listed the newly covered object, which still records the stale
+// epoch), and tries to get the stale holder's write admitted; the quorum read refuses it. The fast path must
+// still decide the holder's steady writes in the normal install order.
+
+// coverageOf waits until the operator has recorded policy ns/name's coverage for its current generation,
+// at epoch, and returns the policy.
+func coverageOf(t *testing.T, ns, name string, epoch int64) *fencingv1alpha1.FencingPolicy {
+	t.Helper()
+	var p fencingv1alpha1.FencingPolicy
+	eventually(t, fmt.Sprintf("FencingPolicy %s records coverage epoch %d for its generation", name, epoch), func() (bool, string) {
+		if err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, &p); err != nil {
+			return false, err.Error()
+		}
+		return p.Status.CoverageGeneration == p.Generation && p.Status.CoverageEpoch == epoch,
+			fmt.Sprintf("generation %d, coverage generation %d, coverage epoch %d", p.Generation, p.Status.CoverageGeneration, p.Status.CoverageEpoch)
+	})
+	return &p
+}
+
+// covers waits until the webhook refuses a tokenless write (a dry run) of ConfigMap ns/name: a policy it
+// sees covers it.
+func covers(t *testing.T, ns, name string) {
+	t.Helper()
+	probes := 0
+	eventually(t, "the webhook covers ConfigMap "+name, func() (bool, string) {
+		probes++
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		err := env.Client.Patch(t.Context(), cm, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"data":{"probe":"%d"}}`, probes)), client.DryRunAll)
+		return fencing.IsTokenMissing(err), errString(err)
+	})
+}
+
+// refusedOnQuorum asserts that write is refused as stale at epoch, decided on a quorum read of the Lease.
+func refusedOnQuorum(t *testing.T, what string, epoch int64, write func() error) {
+	t.Helper()
+	quorum := leaseReads(t, "objects", "apiserver")
+	mustContain(t, what, write(), fencing.IsStale, fmt.Sprintf("stale epoch %d", epoch))
+	if got := leaseReads(t, "objects", "apiserver"); got <= quorum {
+		t.Errorf("%s was not decided on a quorum read (%v quorum reads, %v before)", what, got, quorum)
+	}
+}
+
+// admittedOnQuorum asserts that write is admitted, decided on a quorum read of the Lease (not on the copy).
+func admittedOnQuorum(t *testing.T, what string, write func() error) {
+	t.Helper()
+	quorum, cache := leaseReads(t, "objects", "apiserver"), leaseReads(t, "objects", "cache")
+	if err := write(); err != nil {
+		t.Errorf("%s: %v", what, err)
+		return
+	}
+	if got := leaseReads(t, "objects", "apiserver"); got <= quorum {
+		t.Errorf("%s was not decided on a quorum read (%v quorum reads, %v before)", what, got, quorum)
+	}
+	if got := leaseReads(t, "objects", "cache"); got != cache {
+		t.Errorf("%s was decided on the copy (%v copy decisions, %v before)", what, got, cache)
+	}
+}
+
+// steadyOnCopy asserts that each of n writes is admitted on the copy, without a quorum read.
+func steadyOnCopy(t *testing.T, what string, n int, write func(i int) error) {
+	t.Helper()
+	quorum := leaseReads(t, "objects", "apiserver")
+	for i := range n {
+		cache := leaseReads(t, "objects", "cache")
+		if err := write(i); err != nil {
+			t.Fatalf("%s %d: %v", what, i, err)
+		}
+		if got := leaseReads(t, "objects", "cache"); got <= cache {
+			t.Errorf("%s %d was not admitted on the copy", what, i)
+		}
+	}
+	if got := leaseReads(t, "objects", "apiserver"); got != quorum {
+		t.Errorf("%s: %v quorum reads of the Lease for %d writes, want none", what, got-quorum, n)
+	}
+}
+
+func TestCoverageAttacks(t *testing.T) {
+	a := startCopyAttack(t)
+	ctx := t.Context()
+	objects := elector.Fences{Objects: true}
+	fenced := map[string]string{"app": "fenced"}
+
+	// The normal install order: the policy exists before the Lease (coverage epoch 0), so every acquisition
+	// listed what it declares, and the holder's steady writes are decided on the copy, none on a quorum read.
+	t.Run("the policy before the Lease keeps the fast path", func(t *testing.T) {
+		a.s.set(false)
+		ns := env.Namespace(t)
+		r1, _ := replicas(t, ns)
+		r1.Fences = objects
+		configMapPolicy(t, ns, "l", nil, nil, r1.User)
+		coverageOf(t, ns, "app", 0)
+		t1 := r1.Acquire(t, ns, "l", 1)
+		if err := fencing.FenceObjectsOnAcquire(r1.Client, r1.Client).Raise(ctx, t1); err != nil {
+			t.Fatal(err)
+		}
+		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+		if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm"}}); err != nil {
+			t.Fatal(err)
+		}
+		a.seen(t, ns, "l", 1, r1.Holder)
+		onCopy(t, "objects", "replica-1's write at epoch 1", func() error { return patchConfigMap(t, c1, ns, "cm", `{"data":{"v":"one"}}`) })
+		steadyOnCopy(t, "replica-1's steady write at epoch 1", 5, func(i int) error {
+			return patchConfigMap(t, c1, ns, "cm", fmt.Sprintf(`{"data":{"v":"%d"}}`, i))
+		})
+	})
+
+	// The Lease is held (at 2, after a takeover from replica-1 at 1) before any policy exists: the new
+	// holder's fence listed nothing, so ConfigMap cm, which replica-1 wrote at 1, still records 1. A policy
+	// created now covers it; its coverage epoch is 2, so the stale holder's write is decided on a quorum read
+	// (refused), and so are the holder's until the next acquisition, whose fence lists cm: then the copy
+	// decides again.
+	t.Run("a policy created while the Lease is held", func(t *testing.T) {
+		a.s.set(false)
+		ns := env.Namespace(t)
+		r1, r2 := replicas(t, ns)
+		r1.Fences, r2.Fences = objects, objects
+		grantObjects(t, ns, r1.User)
+		grantPolicies(t, ns, r1.User)
+		t1 := r1.Acquire(t, ns, "l", 1)
+		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+		if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm"}}); err != nil {
+			t.Fatal(err)
+		}
+		a.seen(t, ns, "l", 1, r1.Holder)
+
+		a.s.set(true)
+		t2 := r2.Acquire(t, ns, "l", 2)
+		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
+			t.Fatal(err)
+		}
+		if got := objectEpoch(t, ns, "cm"); got != "1" {
+			t.Fatalf("cm records epoch %q after replica-2's fence, want 1 (no policy covered it)", got)
+		}
+		p := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"},
+			Spec: fencingv1alpha1.FencingPolicySpec{LeaseName: "l", Resources: []fencingv1alpha1.FencedObjects{{Resource: "configmaps"}}}}
+		if err := env.Client.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		covers(t, ns, "cm")
+		refusedOnQuorum(t, "replica-1's write at epoch 1 as soon as the policy covers cm, the copy stalled", 1,
+			func() error { return patchConfigMap(t, c1, ns, "cm", `{"data":{"v":"late"}}`) })
+		coverageOf(t, ns, "app", 2)
+		refusedOnQuorum(t, "replica-1's write at epoch 1 once the coverage is recorded, the copy stalled", 1,
+			func() error { return patchConfigMap(t, c1, ns, "cm", `{"data":{"v":"late"}}`) })
+
+		a.s.set(false)
+		a.seen(t, ns, "l", 2, r2.Holder)
+		c2 := fencing.NewClient(r2.Client, tokenOf(t2))
+		admittedOnQuorum(t, "replica-2's write at epoch 2 (its fence never listed cm)", func() error {
+			return patchConfigMap(t, c2, ns, "cm", `{"data":{"v":"two"}}`)
+		})
+		t3 := r1.Acquire(t, ns, "l", 3)
+		if err := fencing.FenceObjectsOnAcquire(r1.Client, r1.Client).Raise(ctx, t3); err != nil {
+			t.Fatal(err)
+		}
+		a.seen(t, ns, "l", 3, r1.Holder)
+		c3 := fencing.NewClient(r1.Client, tokenOf(t3))
+		onCopy(t, "objects", "the holder's write at epoch 3", func() error { return patchConfigMap(t, c3, ns, "cm", `{"data":{"v":"three"}}`) })
+	})
+
+	// The policy is deleted and created again under the same name with a wider selector: generation 1 again,
+	// the status of the new object empty. It is not the old object's status (coverage generation 1 too) that
+	// the webhook reads: until the operator records the new object's coverage the copy decides nothing for
+	// it, and then its coverage epoch is the Lease's current one.
+	t.Run("a policy deleted and recreated wider under the same name", func(t *testing.T) {
+		a.s.set(false)
+		ns := env.Namespace(t)
+		r1, r2 := replicas(t, ns)
+		r1.Fences, r2.Fences = objects, objects
+		configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
+		coverageOf(t, ns, "app", 0)
+		t1 := r1.Acquire(t, ns, "l", 1)
+		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+		if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "out"}}); err != nil {
+			t.Fatal(err)
+		}
+		a.seen(t, ns, "l", 1, r1.Holder)
+
+		a.s.set(true)
+		t2 := r2.Acquire(t, ns, "l", 2)
+		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
+			t.Fatal(err)
+		}
+		old := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}
+		if err := env.Client.Delete(ctx, old); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the policy is gone", func() (bool, string) {
+			err := env.Client.Get(ctx, client.ObjectKeyFromObject(old), old)
+			return apierrors.IsNotFound(err), errString(err)
+		})
+		p := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"},
+			Spec: fencingv1alpha1.FencingPolicySpec{LeaseName: "l", Resources: []fencingv1alpha1.FencedObjects{{Resource: "configmaps"}}}}
+		if err := env.Client.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Generation != 1 || p.Status.CoverageGeneration != 0 {
+			t.Fatalf("the recreated policy: generation %d, coverage generation %d, want 1 and 0", p.Generation, p.Status.CoverageGeneration)
+		}
+		covers(t, ns, "out")
+		refusedOnQuorum(t, "replica-1's write at epoch 1 to the ConfigMap the recreated policy covers, the copy stalled", 1,
+			func() error { return patchConfigMap(t, c1, ns, "out", `{"data":{"v":"late"}}`) })
+		coverageOf(t, ns, "app", 2)
+		refusedOnQuorum(t, "replica-1's write at epoch 1 once the recreated policy's coverage is recorded", 1,
+			func() error { return patchConfigMap(t, c1, ns, "out", `{"data":{"v":"late"}}`) })
+		c2 := fencing.NewClient(r2.Client, tokenOf(t2))
+		if err := patchConfigMap(t, c2, ns, "out", `{"data":{"v":"two"}}`); err != nil {
+			t.Errorf("the holder's write at epoch 2: %v", err)
+		}
+		a.s.set(false)
+	})
+
+	// A second policy bound to the same Lease covers an object the first does not: the webhook takes the
+	// highest coverage epoch of the matching policies, recorded for each one's generation.
+	t.Run("a second policy of the same Lease covers the object", func(t *testing.T) {
+		a.s.set(false)
+		ns := env.Namespace(t)
+		r1, r2 := replicas(t, ns)
+		r1.Fences, r2.Fences = objects, objects
+		configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
+		coverageOf(t, ns, "app", 0)
+		t1 := r1.Acquire(t, ns, "l", 1)
+		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+		for _, name := range []string{"in", "out"} {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+			if name == "in" {
+				cm.Labels = fenced
+			}
+			if err := c1.Create(ctx, cm); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// "out" carries a second label that the second policy selects, "in" too.
+		for _, name := range []string{"in", "out"} {
+			if err := patchConfigMap(t, c1, ns, name, `{"metadata":{"labels":{"tier":"cache"}}}`); err != nil {
+				t.Fatalf("labelling %s: %v", name, err)
+			}
+		}
+		a.seen(t, ns, "l", 1, r1.Holder)
+		onCopy(t, "objects", "replica-1's write of the covered ConfigMap at epoch 1", func() error {
+			return patchConfigMap(t, c1, ns, "in", `{"data":{"v":"one"}}`)
+		})
+
+		a.s.set(true)
+		t2 := r2.Acquire(t, ns, "l", 2)
+		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
+			t.Fatal(err)
+		}
+		more := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "more"},
+			Spec: fencingv1alpha1.FencingPolicySpec{LeaseName: "l", Resources: []fencingv1alpha1.FencedObjects{{Resource: "configmaps",
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "cache"}}}}}}
+		if err := env.Client.Create(ctx, more); err != nil {
+			t.Fatal(err)
+		}
+		covers(t, ns, "out")
+		coverageOf(t, ns, "more", 2)
+		refusedOnQuorum(t, "replica-1's write at epoch 1 to the ConfigMap only the second policy covers", 1,
+			func() error { return patchConfigMap(t, c1, ns, "out", `{"data":{"v":"late"}}`) })
+		// "in" was raised by replica-2's fence (the first policy covers it): not eligible on the copy either.
+		mustContain(t, "replica-1's write at epoch 1 to the ConfigMap both policies cover", patchConfigMap(t, c1, ns, "in", `{"data":{"v":"late"}}`),
+			fencing.IsStale, "stale epoch 1")
+		a.s.set(false)
+	})
+
+	// The Lease is deleted and created again (by an elector that declares fence-on-acquire, at a new epoch)
+	// under a policy created before the first Lease (coverage epoch 0): the new holder's fence lists what the
+	// policy declares, and its writes are decided on the copy.
+	t.Run("a policy before its Lease, the Lease recreated", func(t *testing.T) {
+		a.s.set(false)
+		ns := env.Namespace(t)
+		r1, r2 := replicas(t, ns)
+		r1.Fences, r2.Fences = objects, objects
+		configMapPolicy(t, ns, "l", nil, nil, r1.User)
+		coverageOf(t, ns, "app", 0)
+		t1 := r1.Acquire(t, ns, "l", 1)
+		if err := fencing.FenceObjectsOnAcquire(r1.Client, r1.Client).Raise(ctx, t1); err != nil {
+			t.Fatal(err)
+		}
+		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+		if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm"}}); err != nil {
+			t.Fatal(err)
+		}
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "l"}}
+		if err := env.Client.Delete(ctx, lease); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the Lease is gone", func() (bool, string) {
+			err := env.Client.Get(ctx, client.ObjectKeyFromObject(lease), lease)
+			return apierrors.IsNotFound(err), errString(err)
+		})
+		t5 := r2.Acquire(t, ns, "l", 5)
+		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t5); err != nil {
+			t.Fatal(err)
+		}
+		a.seen(t, ns, "l", 5, r2.Holder)
+		c5 := fencing.NewClient(r2.Client, tokenOf(t5))
+		onCopy(t, "objects", "the new Lease's holder's write at epoch 5", func() error { return patchConfigMap(t, c5, ns, "cm", `{"data":{"v":"five"}}`) })
+		steadyOnCopy(t, "the new holder's steady write at epoch 5", 3, func(i int) error {
+			return patchConfigMap(t, c5, ns, "cm", fmt.Sprintf(`{"data":{"v":"5-%d"}}`, i))
+		})
+		mustContain(t, "the old Lease's holder's write at epoch 1", patchConfigMap(t, c1, ns, "cm", `{"data":{"v":"late"}}`), fencing.IsStale, "stale epoch 1")
+		if p := coverageOf(t, ns, "app", 0); p.Generation != 1 {
+			t.Errorf("the policy's generation is %d, want 1 (unchanged)", p.Generation)
+		}
+	})
+
+	// Coverage is recorded only through the status subresource: a user who may create and update
+	// FencingPolicies (not their status) cannot set it, on create or on update, with an update or a
+	// server-side apply; every change of the spec, by update or apply, raises the generation (so the recorded
+	// coverage no longer counts), and a change of metadata alone does not (coverage reads the spec only).
+	t.Run("coverage is the status subresource's, and every spec change is a new generation", func(t *testing.T) {
+		a.s.set(false)
+		ns := env.Namespace(t)
+		admin, _, err := env.UserClient("policy-editor")
+		if err != nil {
+			t.Fatal(err)
+		}
+		env.Grant(t, ns, "policy-editor", []rbacv1.PolicyRule{{APIGroups: []string{"fencing.fencekit.io"},
+			Resources: []string{"fencingpolicies"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}}, "policy-editor")
+		// The Lease is held first, so that the recorded epoch is not 0.
+		w := newWorker(t, ns, "worker-a")
+		w.Acquire(t, ns, "l", 7)
+		p := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"},
+			Spec:   fencingv1alpha1.FencingPolicySpec{LeaseName: "l", Resources: []fencingv1alpha1.FencedObjects{{Resource: "configmaps", Selector: &metav1.LabelSelector{MatchLabels: fenced}}}},
+			Status: fencingv1alpha1.FencingPolicyStatus{CoverageGeneration: 1, CoverageEpoch: 0}}
+		if err := admin.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Status.CoverageGeneration != 0 {
+			t.Errorf("a create set status.coverageGeneration to %d, want it dropped", p.Status.CoverageGeneration)
+		}
+		coverageOf(t, ns, "app", 7)
+
+		forged := p.DeepCopy()
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(p), forged); err != nil {
+			t.Fatal(err)
+		}
+		forged.Spec.Resources[0].Selector = nil
+		forged.Status.CoverageGeneration = 2
+		if err := admin.Update(ctx, forged); err != nil {
+			t.Fatal(err)
+		}
+		if forged.Generation != 2 || forged.Status.CoverageGeneration != 1 {
+			t.Errorf("after an update of the spec with a forged status: generation %d, coverage generation %d, want 2 and 1",
+				forged.Generation, forged.Status.CoverageGeneration)
+		}
+		coverageOf(t, ns, "app", 7)
+		w.Acquire(t, ns, "l", 8)
+		eventually(t, "the operator sees the acquisition at 8", func() (bool, string) {
+			var got fencingv1alpha1.FencingPolicy
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), &got); err != nil {
+				return false, err.Error()
+			}
+			return got.Status.LeaseEpoch == 8, fmt.Sprintf("leaseEpoch %d", got.Status.LeaseEpoch)
+		})
+		coverageOf(t, ns, "app", 7) // recorded for generation 2 when it was observed: a later acquisition changes nothing
+
+		apply := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}
+		applied := fmt.Appendf(nil, `{"apiVersion":%q,"kind":"FencingPolicy","metadata":{"namespace":%q,"name":"app"},`+
+			`"spec":{"leaseName":"l","resources":[{"group":"","resource":"configmaps","selector":{"matchLabels":{"tier":"any"}}}]},`+
+			`"status":{"coverageGeneration":3,"coverageEpoch":0}}`, fencingv1alpha1.GroupVersion.String(), ns)
+		if err := admin.Patch(ctx, apply, client.RawPatch(types.ApplyPatchType, applied), client.FieldOwner("gitops"), client.ForceOwnership); err != nil {
+			t.Fatal(err)
+		}
+		if apply.Generation != 3 || apply.Status.CoverageGeneration == 3 {
+			t.Errorf("after a server-side apply of the spec with a forged status: generation %d, coverage generation %d, want 3 and not 3",
+				apply.Generation, apply.Status.CoverageGeneration)
+		}
+		coverageOf(t, ns, "app", 8)
+
+		if err := admin.Patch(ctx, apply, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"x"},"annotations":{"note":"y"}}}`))); err != nil {
+			t.Fatal(err)
+		}
+		if apply.Generation != 3 {
+			t.Errorf("a change of labels and annotations raised the generation to %d", apply.Generation)
+		}
+		status := apply.DeepCopy()
+		status.Status.CoverageEpoch = 0
+		mustContain(t, "the policy editor's write of the status", admin.Status().Update(ctx, status), apierrors.IsForbidden, "fencingpolicies/status")
+	})
+
+	// Who can write a policy's status: neither the workload (the fencekit-elector role and the right to
+	// write the declared objects and to read policies, as fence-on-acquire needs) nor another elector-role
+	// user of the namespace.
+	t.Run("electors and object writers cannot write a policy's status", func(t *testing.T) {
+		a.s.set(false)
+		ns := env.Namespace(t)
+		r1, _ := replicas(t, ns)
+		other := newWorker(t, ns, "worker-b")
+		configMapPolicy(t, ns, "l", nil, nil, r1.User)
+		p := coverageOf(t, ns, "app", 0)
+		p.Status.CoverageEpoch = 0
+		p.Status.CoverageGeneration = p.Generation + 1
+		for _, c := range []struct {
+			who string
+			c   client.Client
+		}{{"the workload", r1.Client}, {"another elector-role user", other.Client}} {
+			mustContain(t, c.who+"'s update of the policy's status", c.c.Status().Update(ctx, p.DeepCopy()), apierrors.IsForbidden, "fencingpolicies/status")
+			mustContain(t, c.who+"'s patch of the policy's status", c.c.Status().Patch(ctx, p.DeepCopy(),
+				client.RawPatch(types.MergePatchType, []byte(`{"status":{"coverageEpoch":0}}`))), apierrors.IsForbidden, "fencingpolicies/status")
+		}
+	})
+}
+
+// TestCoverageWhileTheOperatorIsDown: the FencingPolicy controller does not run (the operator's replicas
+// serve the webhooks but none leads) when a policy is widened after a takeover. The widened generation has
+// no recorded coverage, so the copy decides nothing for the policy's objects: the stale holder's write is
+// refused and the holder's admitted, each on a quorum read. The operator, started again, records the
+// coverage at the Lease's current epoch; the copy decides again from the next acquisition on.
+func TestCoverageWhileTheOperatorIsDown(t *testing.T) {
+	ctx := t.Context()
+	objects := elector.Fences{Objects: true}
+	fenced := map[string]string{"app": "fenced"}
+	ns := env.Namespace(t)
+	r1, r2 := replicas(t, ns)
+	r1.Fences, r2.Fences = objects, objects
+
+	withCopy := func(leader bool) (copyAttack, func()) {
+		s := newStall()
+		cfg := rest.CopyConfig(env.Config)
+		cfg.Wrap(s.wrap)
+		leases := webhook.NewLeaseCache(kubernetes.NewForConfigOrDie(cfg))
+		stop := startOperator(t, func(o *operator.Options) {
+			o.LeaseCache = leases
+			if !leader {
+				o.LeaderElect, o.LeaderElectionNamespace = true, ns
+			}
+		})
+		return copyAttack{s: s, leases: leases}, func() { s.set(false); stop() }
+	}
+
+	_, stop := withCopy(true)
+	p := configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
+	coverageOf(t, ns, "app", 0)
+	t1 := r1.Acquire(t, ns, "l", 1)
+	c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+	if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "out"}}); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+
+	// The operator's election Lease is held by a replica that never reconciles: this one only serves.
+	ghost := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: operator.LeaseName}}
+	testenv.AcquiredBy(ghost, "ghost", "ghost", 1, time.Hour)
+	if err := env.Client.Create(ctx, ghost, testenv.Presenting(1)); err != nil {
+		t.Fatal(err)
+	}
+	a, stop := withCopy(false)
+	a.seen(t, ns, "l", 1, r1.Holder)
+	a.s.set(true)
+	t2 := r2.Acquire(t, ns, "l", 2)
+	if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
+		t.Fatal(err)
+	}
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+			return err
+		}
+		p.Spec.Resources[0].Selector = nil
+		return env.Client.Update(ctx, p)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	covers(t, ns, "out")
+	refusedOnQuorum(t, "replica-1's write at epoch 1 to the ConfigMap the widened policy covers, no operator", 1,
+		func() error { return patchConfigMap(t, c1, ns, "out", `{"data":{"v":"late"}}`) })
+	a.s.set(false)
+	a.seen(t, ns, "l", 2, r2.Holder)
+	c2 := fencing.NewClient(r2.Client, tokenOf(t2))
+	admittedOnQuorum(t, "replica-2's write at epoch 2, no operator", func() error { return patchConfigMap(t, c2, ns, "out", `{"data":{"v":"two"}}`) })
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Status.CoverageGeneration == p.Generation {
+		t.Fatalf("coverage recorded for generation %d with no operator leading", p.Generation)
+	}
+	stop()
+
+	a, _ = withCopy(true)
+	coverageOf(t, ns, "app", 2)
+	a.seen(t, ns, "l", 2, r2.Holder)
+	admittedOnQuorum(t, "replica-2's write at epoch 2, the coverage recorded at 2", func() error { return patchConfigMap(t, c2, ns, "out", `{"data":{"v":"two-b"}}`) })
+	t3 := r1.Acquire(t, ns, "l", 3)
+	if err := fencing.FenceObjectsOnAcquire(r1.Client, r1.Client).Raise(ctx, t3); err != nil {
+		t.Fatal(err)
+	}
+	a.seen(t, ns, "l", 3, r1.Holder)
+	c3 := fencing.NewClient(r1.Client, tokenOf(t3))
+	onCopy(t, "objects", "the holder's write at epoch 3", func() error { return patchConfigMap(t, c3, ns, "out", `{"data":{"v":"three"}}`) })
+	mustContain(t, "replica-2's write at epoch 2 after the acquisition at 3", patchConfigMap(t, c2, ns, "out", `{"data":{"v":"late"}}`), fencing.IsStale, "stale epoch 2")
+}
