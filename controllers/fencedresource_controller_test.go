@@ -49,7 +49,7 @@ func TestStatusLifecycle(t *testing.T) {
 			Conditions: behindLease("3", "4")})
 
 	// worker-b's elector fences the resource (fence-on-acquire) without writing data.
-	if err := fencing.FenceOnAcquire(b.Client)(ctx, tb); err != nil {
+	if err := fencing.FenceOnAcquire(b.Client).Raise(ctx, tb); err != nil {
 		t.Fatalf("fencing at epoch 4: %v", err)
 	}
 	fr = eventuallyStatus(t, "fenced at epoch 4: Fenced True again", key,

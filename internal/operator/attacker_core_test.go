@@ -70,7 +70,7 @@ func TestCoreAttacks(t *testing.T) {
 			tok := holder.Acquire(t, ns, "l", 2)
 			var err error
 			eventually(t, "fence-on-acquire is decided (RBAC granted)", func() (bool, string) {
-				err = fencing.FenceObjectsOnAcquire(holder.Client, holder.Client)(ctx, tok)
+				err = fencing.FenceObjectsOnAcquire(holder.Client, holder.Client).Raise(ctx, tok)
 				return err == nil || !isForbiddenByRBAC(err), errString(err)
 			})
 			if err != nil {
@@ -106,11 +106,11 @@ func TestCoreAttacks(t *testing.T) {
 		eventually(t, "the editor seeds the marker", func() (bool, string) { err := editor.Create(ctx, seeded.DeepCopy()); return err == nil, errString(err) })
 		declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"})
 		t1 := holder.Acquire(t, ns, appLease, 1)
-		if err := fencing.FenceObjectsOnAcquire(holder.Client, holder.Client)(ctx, t1); err != nil {
+		if err := fencing.FenceObjectsOnAcquire(holder.Client, holder.Client).Raise(ctx, t1); err != nil {
 			t.Fatal(err)
 		}
 		t2 := holder.Acquire(t, ns, appLease, 2)
-		if err := fencing.FenceObjectsOnAcquire(holder.Client, holder.Client)(ctx, t2); err != nil {
+		if err := fencing.FenceObjectsOnAcquire(holder.Client, holder.Client).Raise(ctx, t2); err != nil {
 			t.Errorf("fence-on-acquire at epoch 2 over a marker seeded before coverage: %v", err)
 		}
 	})
@@ -365,7 +365,7 @@ func TestCoreAttacks(t *testing.T) {
 
 		a.s.set(true)
 		t2 := r2.Acquire(t, ns, "l", 2)
-		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client)(ctx, t2); err != nil {
+		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
 			t.Fatal(err)
 		}
 		mustContain(t, "replica-1 moves the ConfigMap to policy b at epoch 1, the copy stalled",

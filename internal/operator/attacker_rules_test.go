@@ -280,7 +280,7 @@ func TestRuleChangeAttacks(t *testing.T) {
 		// replica-1 writes its marker (Writer.Delete's first step), pauses; replica-2 takes over and fences.
 		paused := marker(r1.Client, "paused", 1)
 		t2 := r2.Acquire(t, ns, appLease, 2)
-		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client)(ctx, t2); err != nil {
+		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
 			t.Fatal(err)
 		}
 		rv, uid := paused.ResourceVersion, paused.UID

@@ -56,7 +56,7 @@ func TestStaleReplicaOfTheSameUser(t *testing.T) {
 		t.Fatalf("replica-1's write at epoch 1: %v", err)
 	}
 	t2 := r2.Acquire(t, ns, "orders-writer", 2)
-	if err := fencing.FenceOnAcquire(r2.Client)(ctx, t2); err != nil {
+	if err := fencing.FenceOnAcquire(r2.Client).Raise(ctx, t2); err != nil {
 		t.Fatalf("replica-2's fence-on-acquire at epoch 2: %v", err)
 	}
 	if _, err := fencing.NewWriter(r2.Client).Set(ctx, t2, key, map[string]any{"v": "r2"}); err != nil {
@@ -234,7 +234,7 @@ func TestFenceOnAcquireResourceAhead(t *testing.T) {
 	a.Acquire(t, ns, "orders-writer", 1)
 	a.Acquire(t, ns, "orders-writer", 2)
 	t3 := a.Acquire(t, ns, "orders-writer", 3)
-	if err := fencing.FenceOnAcquire(a.Client)(ctx, t3); err != nil {
+	if err := fencing.FenceOnAcquire(a.Client).Raise(ctx, t3); err != nil {
 		t.Fatal(err)
 	}
 	// An admin (exempt from the Lease policy) sets the Lease back to epoch 1.
@@ -247,7 +247,7 @@ func TestFenceOnAcquireResourceAhead(t *testing.T) {
 		t.Fatal(err)
 	}
 	t2 := b.Acquire(t, ns, "orders-writer", 2)
-	err := fencing.FenceOnAcquire(b.Client)(ctx, t2)
+	err := fencing.FenceOnAcquire(b.Client).Raise(ctx, t2)
 	want := "FencedResource " + ns + "/orders is at epoch 3, above lease " + ns + "/orders-writer's new epoch 2"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("fence-on-acquire at epoch 2 with a resource at epoch 3: got %v, want %q", err, want)
@@ -294,7 +294,7 @@ func TestDeleteUnderLiveLease(t *testing.T) {
 		t.Fatalf("replica-1's marker at epoch 1: %v", err)
 	}
 	t2 := r2.Acquire(t, ns, "orders-writer", 2)
-	if err := fencing.FenceOnAcquire(r2.Client)(ctx, t2); err != nil {
+	if err := fencing.FenceOnAcquire(r2.Client).Raise(ctx, t2); err != nil {
 		t.Fatal(err)
 	}
 	fr := func(k types.NamespacedName) *fencingv1alpha1.FencedResource {

@@ -76,7 +76,7 @@ func TestCases(t *testing.T) {
 			if c.Target == cases.ConfigMap || c.Target == cases.Deployment {
 				// No object of this Lease may be left behind by an earlier row unfenced: raise them, as the
 				// holder's fence-on-acquire does.
-				if err := fencing.FenceObjectsOnAcquire(holder.Client, holder.Client)(t.Context(), tok); err != nil {
+				if err := fencing.FenceObjectsOnAcquire(holder.Client, holder.Client).Raise(t.Context(), tok); err != nil {
 					t.Fatal(err)
 				}
 			}

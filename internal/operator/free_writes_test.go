@@ -134,7 +134,7 @@ func TestSeededEpochRecord(t *testing.T) {
 	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"})
 	holder.Acquire(t, ns, appLease, 1)
 	tok := holder.Acquire(t, ns, appLease, 2)
-	if err := fencing.FenceObjectsOnAcquire(holder.Client, holder.Client)(ctx, tok); err != nil {
+	if err := fencing.FenceObjectsOnAcquire(holder.Client, holder.Client).Raise(ctx, tok); err != nil {
 		t.Fatalf("fence-on-acquire at epoch 2 over the seeded records: %v", err)
 	}
 	hc := fencing.NewClient(holder.Client, tokenOf(tok))
@@ -195,10 +195,10 @@ func TestFreeWritesAreBounded(t *testing.T) {
 
 	// The next holder fences and writes both as if nothing had happened.
 	tok2 := holder.Acquire(t, ns, appLease, 2)
-	if err := fencing.FenceObjectsOnAcquire(holder.Client, holder.Client)(ctx, tok2); err != nil {
+	if err := fencing.FenceObjectsOnAcquire(holder.Client, holder.Client).Raise(ctx, tok2); err != nil {
 		t.Errorf("fence-on-acquire of the ConfigMap: %v", err)
 	}
-	if err := fencing.FenceOnAcquire(holder.Client)(ctx, tok2); err != nil {
+	if err := fencing.FenceOnAcquire(holder.Client).Raise(ctx, tok2); err != nil {
 		t.Errorf("fence-on-acquire of the FencedResource: %v", err)
 	}
 	if err := patchConfigMap(t, fencing.NewClient(holder.Client, tokenOf(tok2)), ns, "app", `{"data":{"v":"2"}}`); err != nil {

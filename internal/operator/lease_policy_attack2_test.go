@@ -263,10 +263,10 @@ func TestLeasePolicyDeclarationRemedies(t *testing.T) {
 		want     string
 	}{
 		{elector.Fences{FencedResources: true}, `fenced lease l declares that every acquisition fences its FencedResources (annotation fencing.fencekit.io/fences=fencedresources); ` +
-			`this write would leave "": only an elector that fences them on acquire may take it (pkg/elector: Config.PostAcquireFences with fencing.FenceOnAcquire; ` +
+			`this write would leave "": only an elector that fences them on acquire may take it (pkg/elector: Config.PostAcquire set to fencing.FenceOnAcquire; ` +
 			`fencekit run and fencekit elect: --fence-on-acquire, the default)`},
 		{elector.Fences{Objects: true}, `fenced lease l declares that every acquisition fences its FencingPolicy objects (annotation fencing.fencekit.io/fences=objects); ` +
-			`this write would leave "": only an elector that fences them on acquire may take it (pkg/elector: Config.PostAcquireFences with fencing.FenceObjectsOnAcquire; ` +
+			`this write would leave "": only an elector that fences them on acquire may take it (pkg/elector: Config.PostAcquire set to fencing.FenceObjectsOnAcquire; ` +
 			`fencekit run and fencekit elect fence FencedResources only and cannot)`},
 	} {
 		t.Run(tc.declared.String(), func(t *testing.T) {

@@ -71,7 +71,7 @@ func TestLeaseCacheAttacksOnDeletion(t *testing.T) {
 		if got, set := get(t, key).Annotations[fencingv1alpha1.DeleteAtEpochAnnotation]; set {
 			t.Fatalf("deletion marker %q after replica-1's refused Writer.Delete, want none", got)
 		}
-		if err := fencing.FenceOnAcquire(r2.Client)(ctx, t2); err != nil {
+		if err := fencing.FenceOnAcquire(r2.Client).Raise(ctx, t2); err != nil {
 			t.Fatal(err)
 		}
 		fr := get(t, key)
@@ -104,7 +104,7 @@ func TestLeaseCacheAttacksOnDeletion(t *testing.T) {
 			fencingv1alpha1.DeleteAtEpochAnnotation, fencingv1alpha1.WriterAnnotation, r1.Holder)
 		mustContain(t, "replica-1's marker 2 presenting epoch 1", mergePatch(t, r1.Client, key, forged, client.FieldOwner(t1.FieldManager())),
 			fencing.IsStale, "stale epoch 1: lease l is at epoch 2")
-		if err := fencing.FenceOnAcquire(r2.Client)(ctx, t2); err != nil {
+		if err := fencing.FenceOnAcquire(r2.Client).Raise(ctx, t2); err != nil {
 			t.Fatal(err)
 		}
 		mustContain(t, "replica-1's bare DELETE after replica-2's fence", r1.Client.Delete(ctx, get(t, key)),
@@ -139,7 +139,7 @@ func TestLeaseCacheAttacksOnDeletion(t *testing.T) {
 		if leaseReads(t, "objects", "cache") <= before {
 			t.Errorf("replica-1's marker write was not admitted on the copy: the test did not reach the DELETE through the fast path")
 		}
-		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client)(ctx, t2); err != nil {
+		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
 			t.Fatal(err)
 		}
 		// Its refused DELETE removed the marker it wrote (a marker authorises one delete), so a bare DELETE
@@ -170,7 +170,7 @@ func TestLeaseCacheAttacksOnDeletion(t *testing.T) {
 		if leaseReads(t, "fencedresources", "cache") <= before {
 			t.Errorf("replica-1's owner write was not admitted on the copy")
 		}
-		if err := fencing.FenceOnAcquire(r2.Client)(ctx, t2); err != nil {
+		if err := fencing.FenceOnAcquire(r2.Client).Raise(ctx, t2); err != nil {
 			t.Fatal(err)
 		}
 		fr := get(t, key)

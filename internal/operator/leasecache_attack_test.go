@@ -249,7 +249,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 
 		a.s.set(true)
 		t2 := r2.Acquire(t, ns, "l", 2)
-		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client)(ctx, t2); err != nil {
+		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
 			t.Fatal(err)
 		}
 		if got := objectEpoch(t, ns, "out"); got != "1" {
@@ -286,7 +286,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 		t2 := r2.Acquire(t, ns, "l", 2)
 		mustContain(t, "replica-1 labels the ConfigMap out of the selector at epoch 1, the copy stalled at epoch 1",
 			patchConfigMap(t, c1, ns, "in", `{"metadata":{"labels":{"app":null}}}`), fencing.IsStale, "stale epoch 1")
-		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client)(ctx, t2); err != nil {
+		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
 			t.Fatal(err)
 		}
 		if got := objectEpoch(t, ns, "in"); got != "2" {
@@ -377,7 +377,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 
 		a.s.set(true)
 		t2 := r2.Acquire(t, ns, "l", 2)
-		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client)(ctx, t2); err != nil {
+		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
 			t.Fatal(err)
 		}
 		release()
@@ -417,7 +417,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 
 		a.s.set(true)
 		t2 := r2.Acquire(t, ns, "l", 2)
-		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client)(ctx, t2); err != nil {
+		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
 			t.Fatal(err)
 		}
 		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -457,7 +457,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 		// The next acquisition lists the widened policy's objects: the copy decides again.
 		a.s.set(false)
 		t3 := r1.Acquire(t, ns, "l", 3)
-		if err := fencing.FenceObjectsOnAcquire(r1.Client, r1.Client)(ctx, t3); err != nil {
+		if err := fencing.FenceObjectsOnAcquire(r1.Client, r1.Client).Raise(ctx, t3); err != nil {
 			t.Fatal(err)
 		}
 		a.seen(t, ns, "l", 3, r1.Holder)
@@ -491,7 +491,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 		r1.Release(t, t1)
 		admittedOnCopy(t, "fencedresources", "replica-1's write after its release", func() error { return set(t1, "after-release") })
 		t2 := r2.Acquire(t, ns, "l", 2)
-		if err := fencing.FenceOnAcquire(r2.Client)(ctx, t2); err != nil {
+		if err := fencing.FenceOnAcquire(r2.Client).Raise(ctx, t2); err != nil {
 			t.Fatal(err)
 		}
 		mustContain(t, "replica-1's write after replica-2's fence-on-acquire", set(t1, "late"), nil, "stale epoch 1")

@@ -123,7 +123,7 @@ func TestLeaseCacheLagsAnAcquisition(t *testing.T) {
 						_, err := writer.Set(ctx, tok, key, map[string]any{"v": v})
 						return err
 					}, func(tok elector.Token) error {
-						return fencing.FenceOnAcquire(w.Client)(ctx, tok)
+						return fencing.FenceOnAcquire(w.Client).Raise(ctx, tok)
 					}
 			}},
 		{name: "ConfigMap under a FencingPolicy", webhook: "objects", fences: elector.Fences{Objects: true},
@@ -149,7 +149,7 @@ func TestLeaseCacheLagsAnAcquisition(t *testing.T) {
 						cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm"}}
 						return c.Patch(ctx, cm, client.RawPatch(types.MergePatchType, []byte(`{"data":{"v":"`+v+`"}}`)))
 					}, func(tok elector.Token) error {
-						return fencing.FenceObjectsOnAcquire(w.Client, w.Client)(ctx, tok)
+						return fencing.FenceObjectsOnAcquire(w.Client, w.Client).Raise(ctx, tok)
 					}
 			}},
 	}

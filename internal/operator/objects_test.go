@@ -526,7 +526,7 @@ func TestFenceObjectsOnAcquire(t *testing.T) {
 		return err == nil || apierrors.IsAlreadyExists(err), errString(err)
 	})
 	t2 := r2.Acquire(t, ns, appLease, 2)
-	if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client)(ctx, t2); err != nil {
+	if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
 		t.Fatalf("replica-2's fence-on-acquire at epoch 2: %v", err)
 	}
 	record := func(cm *corev1.ConfigMap) string {
@@ -542,7 +542,7 @@ func TestFenceObjectsOnAcquire(t *testing.T) {
 	if got := record(other); got != "1" {
 		t.Errorf("the undeclared ConfigMap records epoch %q, want it left at 1", got)
 	}
-	if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client)(ctx, t2); err != nil {
+	if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
 		t.Errorf("a second run at the same epoch: %v, want nothing to do", err)
 	}
 	mustContain(t, "replica-1's write at epoch 1 after the fence", c1.Patch(ctx, fenced.DeepCopy(),

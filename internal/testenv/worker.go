@@ -25,8 +25,8 @@ type Worker struct {
 	Config       *rest.Config
 	// LeaseDuration is the duration Acquire writes (default 15 s).
 	LeaseDuration time.Duration
-	// Fences is the fence-on-acquire declaration Acquire writes, as pkg/elector writes
-	// Config.PostAcquireFences (none by default: the annotation is removed). Acquire does not fence: the
+	// Fences is the fence-on-acquire declaration Acquire writes, as pkg/elector writes what
+	// Config.PostAcquire declares (none by default: the annotation is removed). Acquire does not fence: the
 	// test runs pkg/fencing's hooks itself.
 	Fences elector.Fences
 }

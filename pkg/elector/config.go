@@ -61,26 +61,25 @@ type Config struct {
 	ReleaseTimeout time.Duration
 
 	// PostAcquire, if set, runs after each acquisition and before OnStartedLeading, with a context that ends
-	// with the leadership or after PostAcquireTimeout. If it returns an error, leadership is not reported:
-	// the elector releases the Lease, logs and counts it (lost reason "post_acquire_failed") and waits
-	// RetryPeriod before competing again. The Lease is renewed while it runs; IsLeader is false and Token
-	// is zero until it has succeeded.
-	PostAcquire func(ctx context.Context, t Token) error
-	// PostAcquireTimeout bounds PostAcquire. Default: RenewDeadline. pkg/fencing's fence hooks send 1 + N
+	// with the leadership or after PostAcquireTimeout, and what it declares is written on the Lease
+	// (annotation fencing.fencekit.io/fences) in every acquisition. Build it with pkg/fencing:
+	// fencing.FenceOnAcquireForConfig raises every FencedResource bound to the Lease to the new epoch,
+	// fencing.FenceObjectsOnAcquireForConfig every object a FencingPolicy binds to it, and each declares what
+	// it raises, so that fencekit's admission decides a write that presents the Lease's current epoch, to a
+	// resource or object of a declared kind still at that epoch, from its watch-fed copy of the Lease instead
+	// of a quorum read of the Lease per write (docs/design.md, "Which Lease read decides a write"). The
+	// declaration outlives this elector: the Lease policy refuses any later acquisition that drops a declared
+	// kind, so every later holder must fence it too. AcquireHook runs a hook of your own and declares
+	// nothing. If the raise returns an error, leadership is not reported: the elector releases the Lease,
+	// logs and counts it (lost reason "post_acquire_failed") and waits RetryPeriod before competing again.
+	// The Lease is renewed while it runs; IsLeader is false and Token is zero until it has succeeded.
+	// Default: nothing runs, nothing is declared, every fenced write reads the Lease from etcd.
+	PostAcquire AcquireFence
+	// PostAcquireTimeout bounds PostAcquire. Default: RenewDeadline. pkg/fencing's fences send 1 + N
 	// requests for N bound resources: build them with fencing.FenceOnAcquireForConfig (or
 	// FenceObjectsOnAcquireForConfig), whose client has no client-side rate limit; a client that keeps
 	// client-go's default of 5 QPS needs about 18 s for 100 resources, past the default 10 s.
 	PostAcquireTimeout time.Duration
-	// PostAcquireFences declares, on the Lease (annotation fencing.fencekit.io/fences, written in every
-	// acquisition), what PostAcquire raises to the new epoch before the token is handed out:
-	// FencedResources with pkg/fencing's FenceOnAcquire, Objects with FenceObjectsOnAcquire. fencekit's
-	// admission then decides a write that presents the Lease's current epoch, to a resource or object of a
-	// declared kind still at that epoch, from its watch-fed copy of the Lease instead of a quorum read of
-	// the Lease per write (docs/design/lease-reads.md). Declare only what the hook
-	// really raises: the promise outlives this elector, since the Lease policy refuses any later
-	// acquisition that drops a declared kind (every later holder must fence it too). Requires PostAcquire.
-	// Default: nothing declared, every fenced write reads the Lease from etcd.
-	PostAcquireFences Fences
 
 	// OnStartedLeading runs in its own goroutine when leadership starts. ctx is the leadership context: it
 	// is cancelled the moment the safe-work deadline passes, leadership is lost, or it is released;
@@ -160,8 +159,8 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %v", d.name, d.v))
 		}
 	}
-	if (c.PostAcquireFences != Fences{}) && c.PostAcquire == nil {
-		errs = append(errs, fmt.Errorf("postAcquireFences declares %q but no PostAcquire hook is set to raise them", c.PostAcquireFences.String()))
+	if f := c.PostAcquire; f.fences != (Fences{}) && len(f.raises) == 0 {
+		errs = append(errs, fmt.Errorf("postAcquire declares %q but has no hook to raise them", f.fences.String()))
 	}
 	if c.LockDelay < 0 {
 		errs = append(errs, fmt.Errorf("lockDelay must not be negative, got %v", c.LockDelay))

@@ -27,7 +27,7 @@ func TestFencesDeclarationAddedByAnotherUser(t *testing.T) {
 	cfg := shortConfig(t, ns, "lock", "a")
 	cfg.Client = electorClientset(t, ns, "a-user")
 	cfg.OnStartedLeading = h.lead
-	cfg.PostAcquire, cfg.PostAcquireFences = hook, elector.Fences{FencedResources: true}
+	cfg.PostAcquire = elector.DeclaredForTest(hook, elector.Fences{FencedResources: true})
 	a := start(t, cfg)
 	first := h.wait(t, 30*time.Second)
 

@@ -27,7 +27,7 @@ const (
 	// FencesAnnotation declares what every acquisition of the Lease raises to its new epoch before the
 	// token is handed out (fence-on-acquire): "fencedresources" (every FencedResource bound to the Lease),
 	// "objects" (every object a FencingPolicy binds to it), or both, "fencedresources,objects". An elector
-	// writes it in each acquisition from Config.PostAcquireFences. Once a fenced Lease declares a kind, the
+	// writes it in each acquisition from what Config.PostAcquire declares (AcquireFence.Fences). Once a fenced Lease declares a kind, the
 	// Lease policy refuses every write that drops it, so every later acquisition fences that kind too; this
 	// is what lets fencekit's admission decide a write at the Lease's current epoch from its watch-fed
 	// copy of the Lease (docs/design/lease-reads.md).

@@ -211,7 +211,7 @@ func (r *runner) chooseEpoch(ctx, rctx context.Context, observed *coordinationv1
 // safe-work deadline counts.
 func (r *runner) writeAcquisition(rctx context.Context, observed *coordinationv1.Lease, epoch int64) (res *coordinationv1.Lease, sent time.Time, err error) {
 	cfg := r.cfg()
-	a := acquisition{identity: cfg.Identity, acquirer: r.acquirer, epoch: epoch, fences: cfg.PostAcquireFences,
+	a := acquisition{identity: cfg.Identity, acquirer: r.acquirer, epoch: epoch, fences: cfg.PostAcquire.fences,
 		leaseDuration: cfg.LeaseDuration, now: r.e.clock.Now()}
 	sent = r.e.clock.Now()
 	// Every Lease write presents the epoch it writes at in the request (the Lease policy requires it).
@@ -260,7 +260,7 @@ func (r *runner) beginTerm(ctx context.Context, res *coordinationv1.Lease, epoch
 // goroutine; its result comes back to the loop (postAcquired), which starts leading or releases.
 func (r *runner) handOver(t *term) {
 	cfg := r.cfg()
-	if cfg.PostAcquire == nil {
+	if cfg.PostAcquire.IsZero() {
 		r.startLeading()
 		return
 	}
@@ -269,18 +269,8 @@ func (r *runner) handOver(t *term) {
 	pctx, cancel := context.WithTimeout(t.ctx, cfg.PostAcquireTimeout)
 	go func() {
 		defer cancel()
-		post <- callPostAcquire(pctx, cfg.PostAcquire, t.token)
+		post <- cfg.PostAcquire.Raise(pctx, t.token)
 	}()
-}
-
-// callPostAcquire runs the hook, turning a panic into an error.
-func callPostAcquire(ctx context.Context, f func(context.Context, Token) error, t Token) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("PostAcquire panicked: %v", p)
-		}
-	}()
-	return f(ctx, t)
 }
 
 func (r *runner) postAcquired(ctx context.Context, err error) {

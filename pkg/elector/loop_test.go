@@ -373,7 +373,7 @@ func TestPostAcquireFailure(t *testing.T) {
 	var n int
 	var mu sync.Mutex
 	h := startHarness(t, api, func(c *Config) {
-		c.PostAcquire = func(_ context.Context, tok Token) error {
+		c.PostAcquire = AcquireHook(func(_ context.Context, tok Token) error {
 			mu.Lock()
 			defer mu.Unlock()
 			n++
@@ -382,7 +382,7 @@ func TestPostAcquireFailure(t *testing.T) {
 				return errors.New("fence refused")
 			}
 			return nil
-		}
+		})
 	})
 	waitFor(t, "the release after PostAcquire failed", func() bool {
 		return api.numWrites() >= 2 && holder(api.current(t)) == ""

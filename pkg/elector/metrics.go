@@ -13,7 +13,7 @@ const (
 	ReasonHolderChanged     = "holder_changed"      // the Lease shows another holder
 	ReasonEpochChanged      = "epoch_changed"       // the Lease shows another epoch (edited by hand)
 	ReasonLeaseDeleted      = "lease_deleted"       // the Lease was deleted
-	ReasonPostAcquireFailed = "post_acquire_failed" // Config.PostAcquire returned an error
+	ReasonPostAcquireFailed = "post_acquire_failed" // Config.PostAcquire's raise returned an error
 )
 
 // metrics are the elector's collectors. They are registered once per registerer and shared by every

@@ -196,7 +196,7 @@ func TestSeenMaxInt64DoesNotOverflow(t *testing.T) {
 	}
 }
 
-// Config.PostAcquireFences is written on the Lease in every acquisition, and once the Lease declares a kind
+// What Config.PostAcquire declares is written on the Lease in every acquisition, and once the Lease declares a kind
 // an elector that does not fence it cannot take the Lease: the Lease policy refuses the acquisition (the
 // elector, which rewrites the declaration from its own Config, never inherits a promise it does not keep),
 // and the elector reports it. One that declares it takes the Lease at the next epoch.
@@ -208,7 +208,7 @@ func TestFencesDeclarationUnderLeasePolicy(t *testing.T) {
 	cfg := shortConfig(t, ns, "lock", "a")
 	cfg.Client = electorClientset(t, ns, "a-user")
 	cfg.OnStartedLeading = h.lead
-	cfg.PostAcquire, cfg.PostAcquireFences = hook, elector.Fences{FencedResources: true}
+	cfg.PostAcquire = elector.DeclaredForTest(hook, elector.Fences{FencedResources: true})
 	a := start(t, cfg)
 	first := h.wait(t, 30*time.Second)
 	if got := getLease(t, ns, "lock").Annotations[elector.FencesAnnotation]; got != "fencedresources" {
@@ -231,7 +231,7 @@ func TestFencesDeclarationUnderLeasePolicy(t *testing.T) {
 	cfg = shortConfig(t, ns, "lock", "c")
 	cfg.Client = electorClientset(t, ns, "c-user")
 	cfg.OnStartedLeading = h.lead
-	cfg.PostAcquire, cfg.PostAcquireFences = hook, elector.Fences{FencedResources: true, Objects: true}
+	cfg.PostAcquire = elector.DeclaredForTest(hook, elector.Fences{FencedResources: true, Objects: true})
 	start(t, cfg)
 	third := h.wait(t, 30*time.Second)
 	if third.Holder != "c" || third.Epoch != first.Epoch+1 {

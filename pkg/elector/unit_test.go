@@ -54,8 +54,8 @@ func TestConfigValidation(t *testing.T) {
 			want: "elector: invalid config: lockDelay must not be negative, got -1s"},
 		"margin eats the window": {mutate: func(c *Config) { c.SafetyMargin = 5 * time.Second },
 			want: "elector: invalid config: the safe-work window leaseDuration*(1-maxClockDrift)-safetyMargin = 15s*(1-0.01)-5s = 9.85s must be greater than renewDeadline (10s)"},
-		"fences declared without a hook": {mutate: func(c *Config) { c.PostAcquireFences = Fences{Objects: true} },
-			want: `elector: invalid config: postAcquireFences declares "objects" but no PostAcquire hook is set to raise them`},
+		"fences declared without a hook": {mutate: func(c *Config) { c.PostAcquire = AcquireFence{fences: Fences{Objects: true}} },
+			want: `elector: invalid config: postAcquire declares "objects" but has no hook to raise them`},
 		"negative release timeout": {mutate: func(c *Config) { c.ReleaseTimeout = -time.Second },
 			want: "elector: invalid config: releaseTimeout must be positive, got -1s"},
 	}

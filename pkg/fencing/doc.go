@@ -14,10 +14,12 @@
 //     elector's Token, presenting it in every request and retrying resourceVersion conflicts within the
 //     same epoch, never across epochs.
 //   - FenceOnAcquireForConfig (or FenceOnAcquire with a client of your own): an elector.Config.PostAcquire
-//     hook that raises every FencedResource bound to the Lease to the new epoch before the elector reports
+//     fence that raises every FencedResource bound to the Lease to the new epoch before the elector reports
 //     leadership, so that a paused former holder's delayed write is refused even if the new holder never
-//     writes. Built from a rest.Config, its client has no client-side rate limit, so that one patch per
-//     resource fits in the elector's PostAcquireTimeout.
+//     writes, and declares it on the Lease, so that the webhook admits the holder's writes on its copy of
+//     the Lease. The raise and its declaration are one elector.AcquireFence, which only this package builds.
+//     Built from a rest.Config, its client has no client-side rate limit, so that one patch per resource
+//     fits in the elector's PostAcquireTimeout.
 //   - IsStale, IsNotHolder, IsLeaseMissing, IsTokenMissing: classify the errors of a refused write.
 //
 // Ordinary objects (ConfigMaps, Deployments, custom resources) are fenced the same way once a FencingPolicy

@@ -16,13 +16,16 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/internal/seal"
 )
 
 // fenceWorkers bounds the concurrent writes of one fence-on-acquire.
 const fenceWorkers = 16
 
-// FenceOnAcquire returns an elector.Config.PostAcquire hook that raises every FencedResource bound to the
-// acquired Lease to the new epoch before the elector hands leadership to user code (as an HDFS NameNode
+// FenceOnAcquire returns an elector.Config.PostAcquire fence that raises every FencedResource bound to the
+// acquired Lease to the new epoch before the elector hands leadership to user code, and declares it on the
+// Lease (elector.Fences{FencedResources: true}), so that fencekit's webhook admits the holder's writes on
+// its watch-fed copy of the Lease (as an HDFS NameNode
 // opens a new epoch on its journal before writing). From then on, a write by any earlier holder is refused
 // by the apiserver, even if the new holder never writes.
 //
@@ -38,8 +41,8 @@ const fenceWorkers = 16
 // (controller-runtime's config.GetConfig turns it off when QPS is unset).
 // The hook fails, and the elector does not report leadership, if any resource could not be raised; the
 // elector bounds it in time.
-func FenceOnAcquire(c client.Client) func(ctx context.Context, token elector.Token) error {
-	return func(ctx context.Context, token elector.Token) error {
+func FenceOnAcquire(c client.Client) elector.AcquireFence {
+	return elector.DeclaredFence(seal.Key{}, func(ctx context.Context, token elector.Token) error {
 		var list fencingv1alpha1.FencedResourceList
 		if err := c.List(ctx, &list, client.InNamespace(token.Lease.Namespace),
 			client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("spec.leaseName", token.Lease.Name)}); err != nil {
@@ -53,20 +56,20 @@ func FenceOnAcquire(c client.Client) func(ctx context.Context, token elector.Tok
 			return fmt.Errorf("fencing %d FencedResources bound to lease %s at epoch %d: %w", len(list.Items), token.Lease, token.Epoch, err)
 		}
 		return ctx.Err()
-	}
+	}, elector.Fences{FencedResources: true})
 }
 
-// FenceOnAcquireForConfig returns FenceOnAcquire's hook with a client of its own, built from a copy of cfg
+// FenceOnAcquireForConfig returns FenceOnAcquire's fence with a client of its own, built from a copy of cfg
 // (cfg's cluster and credentials) WITHOUT client-side rate limiting. It is the way to fence from a
 // rest.Config as rest.InClusterConfig or clientcmd.BuildConfigFromFlags return it, whose QPS limit (5 QPS,
 // burst 10 when unset) would hold 100 resources for about 18 s, past the elector's default
 // PostAcquireTimeout. The fence is a bounded burst, once per acquisition: 1 + N requests, at most 16 in
 // flight; the apiserver's API Priority and Fairness still applies to it. cfg's QPS, Burst and RateLimiter
 // are ignored for the fence, and cfg itself is not changed.
-func FenceOnAcquireForConfig(cfg *rest.Config) (func(ctx context.Context, token elector.Token) error, error) {
+func FenceOnAcquireForConfig(cfg *rest.Config) (elector.AcquireFence, error) {
 	c, err := fenceClient(cfg)
 	if err != nil {
-		return nil, err
+		return elector.AcquireFence{}, err
 	}
 	return FenceOnAcquire(c), nil
 }

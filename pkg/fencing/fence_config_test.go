@@ -64,10 +64,10 @@ func (n *requestCounter) get(method string) int {
 }
 
 // leadWithDefaults runs an elector with every timing at its default (PostAcquireTimeout = RenewDeadline =
-// 10 s) on lease ns/lease, its clientset built from cfg, with hook as PostAcquire, and returns the outcome
+// 10 s) on lease ns/lease, its clientset built from cfg, with fence as PostAcquire, and returns the outcome
 // of the first acquisition: the hook's error, and the token OnStartedLeading received if leadership was
 // reported. The elector releases the Lease when the test ends.
-func leadWithDefaults(t *testing.T, cfg *rest.Config, ns, lease string, hook func(context.Context, elector.Token) error) (elector.Token, error) {
+func leadWithDefaults(t *testing.T, cfg *rest.Config, ns, lease string, fence elector.AcquireFence) (elector.Token, error) {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -77,14 +77,14 @@ func leadWithDefaults(t *testing.T, cfg *rest.Config, ns, lease string, hook fun
 	led := make(chan elector.Token, 1)
 	e, err := elector.New(elector.Config{
 		Client: cs, Namespace: ns, Name: lease, Identity: "bulk-holder",
-		PostAcquire: func(ctx context.Context, tok elector.Token) error {
-			err := hook(ctx, tok)
-			select {
-			case hooked <- err:
-			default: // a later acquisition: only the first one is judged
+		PostAcquire: fence.Observe(func(context.Context, elector.Token) func(error) {
+			return func(err error) {
+				select {
+				case hooked <- err:
+				default: // a later acquisition: only the first one is judged
+				}
 			}
-			return err
-		},
+		}),
 		OnStartedLeading: func(ctx context.Context, tok elector.Token) {
 			led <- tok
 			<-ctx.Done()
@@ -209,16 +209,16 @@ func TestFenceObjectsOnAcquireForConfigDefaultQPS(t *testing.T) {
 	}
 }
 
-// The ForConfig hooks refuse a nil rest.Config with an error, and leave the caller's config as it was:
+// The ForConfig fences refuse a nil rest.Config with an error, and leave the caller's config as it was:
 // its client-side rate limit still applies to the caller's own clients.
 func TestFenceForConfigInput(t *testing.T) {
-	for name, build := range map[string]func(*rest.Config) (func(context.Context, elector.Token) error, error){
+	for name, build := range map[string]func(*rest.Config) (elector.AcquireFence, error){
 		"FenceOnAcquireForConfig":        fencing.FenceOnAcquireForConfig,
 		"FenceObjectsOnAcquireForConfig": fencing.FenceObjectsOnAcquireForConfig,
 	} {
 		t.Run(name, func(t *testing.T) {
-			if hook, err := build(nil); err == nil || hook != nil || !strings.Contains(err.Error(), "no rest.Config") {
-				t.Errorf("%s(nil) = (hook %t, %v), want no hook and an error saying no rest.Config was given", name, hook != nil, err)
+			if fence, err := build(nil); err == nil || !fence.IsZero() || !strings.Contains(err.Error(), "no rest.Config") {
+				t.Errorf("%s(nil) = (fence %t, %v), want no fence and an error saying no rest.Config was given", name, !fence.IsZero(), err)
 			}
 			cfg := rest.CopyConfig(env.Config)
 			cfg.QPS, cfg.Burst = 0, 0

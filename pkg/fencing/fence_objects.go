@@ -18,11 +18,12 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/internal/seal"
 )
 
-// FenceObjectsOnAcquire returns an elector.Config.PostAcquire hook that does for the objects declared by
-// FencingPolicies what FenceOnAcquire does for FencedResources: before the elector hands leadership to user
-// code, it raises the epoch record (annotation fencing.fencekit.io/epoch) of every object that a
+// FenceObjectsOnAcquire returns an elector.Config.PostAcquire fence that does for the objects declared by
+// FencingPolicies what FenceOnAcquire does for FencedResources, declared on the Lease as
+// elector.Fences{Objects: true}: before the elector hands leadership to user code, it raises the epoch record (annotation fencing.fencekit.io/epoch) of every object that a
 // FencingPolicy bound to the acquired Lease declares, with one merge patch each that presents the new token.
 // From then on a write by an earlier holder is refused by the per-object rule (new == presented >= stored),
 // even one whose Lease read came before the acquisition and whose commit comes after it: the apiserver
@@ -34,8 +35,8 @@ import (
 // declared resources. Raising N objects takes 1 + M + N requests (M declared resources); see raiseObject
 // for the record it finds. Any raise that fails fails the acquisition: no user without the token can make
 // one fail, because what such a user may write is bounded (internal/admission).
-func FenceObjectsOnAcquire(c client.Client, reader client.Reader) func(ctx context.Context, token elector.Token) error {
-	return func(ctx context.Context, token elector.Token) error {
+func FenceObjectsOnAcquire(c client.Client, reader client.Reader) elector.AcquireFence {
+	return elector.DeclaredFence(seal.Key{}, func(ctx context.Context, token elector.Token) error {
 		var policies fencingv1alpha1.FencingPolicyList
 		if err := reader.List(ctx, &policies, client.InNamespace(token.Lease.Namespace)); err != nil {
 			return fmt.Errorf("listing the FencingPolicies of namespace %s: %w", token.Lease.Namespace, err)
@@ -61,16 +62,16 @@ func FenceObjectsOnAcquire(c client.Client, reader client.Reader) func(ctx conte
 			return fmt.Errorf("fencing %d objects declared for lease %s at epoch %d: %w", len(objects), token.Lease, token.Epoch, err)
 		}
 		return ctx.Err()
-	}
+	}, elector.Fences{Objects: true})
 }
 
-// FenceObjectsOnAcquireForConfig returns FenceObjectsOnAcquire's hook with one client of its own for both
+// FenceObjectsOnAcquireForConfig returns FenceObjectsOnAcquire's fence with one client of its own for both
 // reads and writes (uncached, with its own RESTMapper), built from a copy of cfg without client-side rate
 // limiting, as FenceOnAcquireForConfig does: for a controller-runtime manager, pass mgr.GetConfig().
-func FenceObjectsOnAcquireForConfig(cfg *rest.Config) (func(ctx context.Context, token elector.Token) error, error) {
+func FenceObjectsOnAcquireForConfig(cfg *rest.Config) (elector.AcquireFence, error) {
 	c, err := fenceClient(cfg)
 	if err != nil {
-		return nil, err
+		return elector.AcquireFence{}, err
 	}
 	return FenceObjectsOnAcquire(c, c), nil
 }

@@ -98,7 +98,7 @@ func (h *Holder) TakeOver(t *testing.T, obj client.Object) {
 	next.Holder = fmt.Sprintf("%s-%d", h.Worker.User, old.Epoch+1)
 	next.Fences = elector.Fences{Objects: true}
 	tok := next.Acquire(t, h.NS, h.Lease, old.Epoch+1)
-	if err := fencing.FenceObjectsOnAcquire(next.Client, next.Client)(ctx, tok); err != nil {
+	if err := fencing.FenceObjectsOnAcquire(next.Client, next.Client).Raise(ctx, tok); err != nil {
 		t.Fatalf("%s's fence-on-acquire at epoch %d: %v", next.Holder, tok.Epoch, err)
 	}
 	h.Worker, h.Token = next, tok

@@ -1,9 +1,12 @@
 package managed
 
 import (
+	"errors"
 	"fmt"
+	"reflect"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -23,27 +26,47 @@ import (
 //     of every reconciler presents the token, stamps the object's epoch record and deletes through the
 //     deletion marker, and fails with fencing.ErrNoToken without sending once the token is gone.
 //
-// Keep ctrl.NewManager (with its own LeaderElection off) and SetupWithManager as they are:
+// Keep SetupWithManager as it is; build the manager with NewManager (which refuses the manager's own
+// leader election) or with ctrl.NewManager and LeaderElection off:
 //
-//	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme})
-//	mgr, err = managed.Fence(mgr, elector.Config{Namespace: ns, Name: "my-operator"})
+//	mgr, err := managed.NewManager(cfg, ctrl.Options{Scheme: scheme}, elector.Config{Namespace: ns, Name: "my-operator"})
 //	err = (&MyReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
 //	err = mgr.Start(ctx)
 //
-// The objects are fenced in the apiserver by a FencingPolicy naming the same Lease. Set cfg.PostAcquire to
-// the hook fencing.FenceObjectsOnAcquireForConfig(mgr.GetConfig()) returns to raise every declared object to
-// the new epoch before leadership is reported, as fencing.FenceOnAcquireForConfig does for FencedResources:
-// its own client has no client-side rate limit, so one patch per object fits in the PostAcquire timeout
-// whatever QPS mgr's config has. Set cfg.PostAcquireFences to elector.Fences{Objects: true} with it, so that
-// the Lease declares it and fencekit's webhook admits the fenced writes from its copy of the Lease instead
-// of a quorum read per write.
+// Fence refuses a controller-runtime manager whose own leader election is on (manager.Options.LeaderElection,
+// kubebuilder's --leader-elect): the operator would run two elections, and its controllers would wait for
+// both.
+//
+// The objects are fenced in the apiserver by a FencingPolicy naming the same Lease. By default
+// cfg.PostAcquire is fencing.FenceObjectsOnAcquireForConfig(mgr.GetConfig()): before leadership is reported,
+// every object a FencingPolicy binds to the Lease is raised to the new epoch (by a client of its own without
+// client-side rate limiting, so that one patch per object fits in the PostAcquire timeout whatever QPS mgr's
+// config has), and the Lease declares it, so that fencekit's webhook admits the fenced writes from its copy of
+// the Lease instead of a quorum read per write. The elector's user needs list on fencingpolicies
+// (config/rbac/elector_role.yaml) and list and patch on the declared objects. Set cfg.PostAcquire to replace
+// the default: another fence from pkg/fencing (elector.JoinFences to fence FencedResources too), or
+// elector.AcquireHook(nil) to fence nothing on acquire (every fenced write then costs the webhook a quorum
+// read of the Lease, and a paused former holder's write is refused only once the new holder has written
+// the object).
 func Fence(mgr manager.Manager, cfg elector.Config, opts ...elector.Option) (manager.Manager, error) {
+	if ownElection(mgr) {
+		return nil, errors.New("managed: the manager runs its own leader election (manager.Options.LeaderElection is true, " +
+			"kubebuilder's --leader-elect): fencekit's elector replaces it; build the manager with LeaderElection false, " +
+			"or with managed.NewManager")
+	}
 	if cfg.Client == nil {
 		cs, err := kubernetes.NewForConfig(mgr.GetConfig())
 		if err != nil {
 			return nil, fmt.Errorf("managed: a clientset for the elector: %w", err)
 		}
 		cfg.Client = cs
+	}
+	if cfg.PostAcquire.IsZero() {
+		fence, err := fencing.FenceObjectsOnAcquireForConfig(mgr.GetConfig())
+		if err != nil {
+			return nil, fmt.Errorf("managed: the fence-on-acquire for lease %s/%s: %w", cfg.Namespace, cfg.Name, err)
+		}
+		cfg.PostAcquire = fence
 	}
 	// The manager starts the gate with a context that carries no logger: without this the elector would log
 	// through klog's global logger, not the manager's.
@@ -59,6 +82,38 @@ func Fence(mgr manager.Manager, cfg elector.Config, opts ...elector.Option) (man
 		gatedManager: gatedManager{Manager: mgr, gate: gate},
 		client:       fencing.NewClient(mgr.GetClient(), gate.Elector().Token),
 	}, nil
+}
+
+// NewManager is ctrl.NewManager for an operator that fencekit elects: it refuses opts.LeaderElection (the
+// manager's own election, which fencekit's elector replaces), builds the manager from cfg and opts, and
+// returns Fence(mgr, ecfg, eopts...).
+func NewManager(cfg *rest.Config, opts manager.Options, ecfg elector.Config, eopts ...elector.Option) (manager.Manager, error) {
+	if opts.LeaderElection {
+		return nil, fmt.Errorf("managed: manager.Options.LeaderElection is true (LeaderElectionID %q): fencekit's elector "+
+			"(lease %s/%s) replaces the manager's own election; set LeaderElection to false (kubebuilder's --leader-elect flag)",
+			opts.LeaderElectionID, ecfg.Namespace, ecfg.Name)
+	}
+	mgr, err := manager.New(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	return Fence(mgr, ecfg, eopts...)
+}
+
+// ownElection reports whether mgr is controller-runtime's manager with its own leader election on. The
+// manager does not expose its Options: manager.New keeps a resource lock (field resourceLock) exactly when
+// LeaderElection is true, and this reads whether it is set. TestFenceRefusesTheManagersOwnElection holds it
+// to the controller-runtime version in go.mod. A manager of another type (a wrapper) is not inspected.
+func ownElection(mgr manager.Manager) bool {
+	if g, ok := mgr.(gatedManager); ok {
+		mgr = g.Manager
+	}
+	v := reflect.ValueOf(mgr)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return false
+	}
+	f := v.Elem().FieldByName("resourceLock")
+	return f.IsValid() && f.Kind() == reflect.Interface && !f.IsNil()
 }
 
 // GateOf returns the Gate of a manager returned by Fence (for its Elector), nil for any other manager.

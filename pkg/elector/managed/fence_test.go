@@ -3,9 +3,11 @@ package managed_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -70,5 +72,48 @@ func TestFence(t *testing.T) {
 	}
 	if len(got.ManagedFields) == 0 || got.ManagedFields[0].Manager != tok.FieldManager() {
 		t.Errorf("the write's field manager is %v, want %s", got.ManagedFields, tok.FieldManager())
+	}
+	// By default every acquisition fences the declared objects, and the Lease says so: the webhook admits
+	// the writes on its copy of the Lease.
+	var lease coordinationv1.Lease
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "operator"}, &lease); err != nil {
+		t.Fatal(err)
+	}
+	if got := lease.Annotations[elector.FencesAnnotation]; got != elector.FencesObjects {
+		t.Errorf("lease %s/operator declares %s=%q, want %q", ns, elector.FencesAnnotation, got, elector.FencesObjects)
+	}
+}
+
+// TestFenceRefusesTheManagersOwnElection: a manager built with LeaderElection on (kubebuilder's
+// --leader-elect) would run controller-runtime's election beside fencekit's: Fence and NewManager refuse it
+// with an error naming the option, and accept the same manager with it off.
+func TestFenceRefusesTheManagersOwnElection(t *testing.T) {
+	ns := env.Namespace(t)
+	opts := func(le bool) manager.Options {
+		return manager.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+			LeaderElection: le, LeaderElectionID: "my-operator", LeaderElectionNamespace: ns}
+	}
+	ecfg := elector.Config{Namespace: ns, Name: "operator"}
+	withLE, err := manager.New(env.Config, opts(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := managed.Fence(withLE, ecfg); err == nil || !strings.Contains(err.Error(), "manager.Options.LeaderElection is true") {
+		t.Errorf("Fence of a manager with its own leader election: %v, want a refusal naming manager.Options.LeaderElection", err)
+	}
+	if _, err := managed.NewManager(env.Config, opts(true), ecfg); err == nil ||
+		!strings.Contains(err.Error(), `manager.Options.LeaderElection is true (LeaderElectionID "my-operator")`) ||
+		!strings.Contains(err.Error(), "set LeaderElection to false") {
+		t.Errorf("NewManager with LeaderElection: %v, want a refusal naming the option and what to change", err)
+	}
+	without, err := manager.New(env.Config, opts(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := managed.Fence(without, ecfg); err != nil {
+		t.Errorf("Fence of a manager without its own leader election: %v", err)
+	}
+	if _, err := managed.NewManager(env.Config, opts(false), ecfg); err != nil {
+		t.Errorf("NewManager without LeaderElection: %v", err)
 	}
 }

@@ -1,7 +1,6 @@
 package fencing_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"sync/atomic"
@@ -40,7 +39,7 @@ func BenchmarkFenceOnAcquire(b *testing.B) {
 				c, u := countingClient(b, w.Config)
 				tok := w.Acquire(b, ns, "bench-writer", epoch)
 				start := time.Now()
-				if err := fencing.FenceOnAcquire(c)(b.Context(), tok); err != nil {
+				if err := fencing.FenceOnAcquire(c).Raise(b.Context(), tok); err != nil {
 					b.Fatalf("fencing %d resources at epoch %d: %v", n, epoch, err)
 				}
 				if epoch > 1 {
@@ -69,7 +68,7 @@ func BenchmarkFenceOnAcquire(b *testing.B) {
 		}
 		tok := w.Acquire(b, ns, "bench-writer", 1)
 		start := time.Now()
-		if err := fencing.FenceOnAcquire(limited)(b.Context(), tok); err != nil {
+		if err := fencing.FenceOnAcquire(limited).Raise(b.Context(), tok); err != nil {
 			b.Fatal(err)
 		}
 		b.ReportMetric(ms(time.Since(start)), "ms")
@@ -80,7 +79,7 @@ func BenchmarkFenceOnAcquire(b *testing.B) {
 		const n = 100
 		ns := env.Namespace(b)
 		holders := []worker{newWorker(b, ns, "holder-a"), newWorker(b, ns, "holder-b")}
-		hooks := make([]func(context.Context, elector.Token) error, len(holders))
+		hooks := make([]elector.AcquireFence, len(holders))
 		var patches, conflicts atomic.Int64
 		for i, w := range holders {
 			cfg := clientGoDefaultLimit(w.Config)
@@ -102,7 +101,7 @@ func BenchmarkFenceOnAcquire(b *testing.B) {
 			conflicts.Store(0)
 			tok := w.Acquire(b, ns, "bench-writer", epoch)
 			start := time.Now()
-			if err := hooks[epoch%2](b.Context(), tok); err != nil {
+			if err := hooks[epoch%2].Raise(b.Context(), tok); err != nil {
 				b.Fatalf("fencing %d resources at epoch %d: %v", n, epoch, err)
 			}
 			if epoch > 1 {

@@ -38,15 +38,12 @@ func (w *worker) runFenced(ctx context.Context, cfg *rest.Config) error {
 		Client: cs, Namespace: w.o.namespace, Name: w.o.lease, Identity: w.o.identity,
 		LeaseDuration: w.o.leaseDuration, RenewDeadline: w.o.renewDeadline, RetryPeriod: w.o.retryPeriod,
 		SafetyMargin: w.o.safetyMargin,
-		PostAcquire: func(ctx context.Context, tok elector.Token) error {
-			done := w.call(chaos.Record{Op: w.nextOp(), Kind: chaos.KindFence, Epoch: tok.Epoch, BelievedLeader: true})
-			err := fence(ctx, tok)
-			done(err, nil)
-			return err
-		},
 		// Declared, as fencekit run does: the webhook admits the worker's writes from its copy of the Lease.
-		PostAcquireFences: elector.Fences{FencedResources: true},
-		OnStartedLeading:  func(ctx context.Context, tok elector.Token) { w.writeFenced(ctx, e, fencing.NewWriter(c), tok) },
+		PostAcquire: fence.Observe(func(_ context.Context, tok elector.Token) func(error) {
+			done := w.call(chaos.Record{Op: w.nextOp(), Kind: chaos.KindFence, Epoch: tok.Epoch, BelievedLeader: true})
+			return func(err error) { done(err, nil) }
+		}),
+		OnStartedLeading: func(ctx context.Context, tok elector.Token) { w.writeFenced(ctx, e, fencing.NewWriter(c), tok) },
 	}, elector.WithClock(w.clock))
 	if err != nil {
 		return err
