@@ -67,7 +67,7 @@ type Config struct {
 	// fencing.FenceObjectsOnAcquireForConfig every object a FencingPolicy binds to it, and each declares what
 	// it raises, so that fencekit's admission decides a write that presents the Lease's current epoch, to a
 	// resource or object of a declared kind still at that epoch, from its watch-fed copy of the Lease instead
-	// of a quorum read of the Lease per write (docs/design.md, "Which Lease read decides a write"). The
+	// of a quorum read of the Lease per write (docs/design/lease-reads.md). The
 	// declaration outlives this elector: the Lease policy refuses any later acquisition that drops a declared
 	// kind, so every later holder must fence it too. AcquireHook runs a hook of your own and declares
 	// nothing. If the raise returns an error, leadership is not reported: the elector releases the Lease,
