@@ -1,0 +1,80 @@
+package snippets
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestBlocksMarkers(t *testing.T) {
+	tests := map[string]struct {
+		md      string
+		wantErr string // a substring of the error, "" for none
+	}{
+		"whole file, no marker":  {md: "```go\npackage main\n```\n"},
+		"excluded with a reason": {md: "<!-- snippet: not compiled: shell output -->\n```go\nx\n```\n"},
+		"fragment with a frame":  {md: "<!-- snippet: fragment, compiled in:\nfunc f() {\n\t...\n}\n-->\n\n```go\nx := 1\n```\n"},
+		"excluded without a reason": {
+			md: "<!-- snippet: not compiled: -->\n```go\nx\n```\n", wantErr: "md:1: \"not compiled:\" needs a reason",
+		},
+		"frame without its placeholder": {
+			md: "<!-- snippet: fragment, compiled in:\nfunc f() {}\n-->\n```go\nx\n```\n", wantErr: "md:1: the frame of a fragment has 0 lines",
+		},
+		"unknown marker": {
+			md: "<!-- snippet: fragment of main -->\n```go\nx\n```\n", wantErr: "md:1: unknown snippet marker",
+		},
+		"marker with text before the block": {
+			md: "<!-- snippet: not compiled: output -->\nsome text\n```go\nx\n```\n", wantErr: "md:1: snippet marker not right before a code block",
+		},
+		"unclosed block": {md: "text\n```go\nx\n", wantErr: "md:2: the code block is not closed"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := Blocks("md", tc.md)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("Blocks: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("Blocks: error %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestSourceFragment: a fragment lands in its frame with //line directives to the Markdown lines, and
+// imports what it uses as a package, not what it declares itself.
+func TestSourceFragment(t *testing.T) {
+	md := strings.Join([]string{
+		"<!-- snippet: fragment, compiled in:", // 1
+		"func f(ctx context.Context) error {",  // 2
+		"\t...",                                // 3
+		"}",                                    // 4
+		"-->",                                  // 5
+		"```go",                                // 6
+		"client := &http.Client{}",             // 7
+		"_, err := client.Get(\"x\")",          // 8
+		"return fmt.Errorf(\"%w\", err)",       // 9
+		"```",
+	}, "\n")
+	blocks, err := Blocks("doc.md", md)
+	if err != nil || len(blocks) != 1 {
+		t.Fatalf("Blocks: %v, %d blocks", err, len(blocks))
+	}
+	src, err := Source(blocks[0], "/abs/doc.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"package snippet\n",
+		"\tcontext \"context\"\n", "\tfmt \"fmt\"\n", "\thttp \"net/http\"\n",
+		"//line /abs/doc.md:2\nfunc f(ctx context.Context) error {\n",
+		"//line /abs/doc.md:7\nclient := &http.Client{}\n",
+		"//line /abs/doc.md:4\n}\n",
+	} {
+		if !strings.Contains(src, want) {
+			t.Errorf("Source lacks %q:\n%s", want, src)
+		}
+	}
+	if strings.Contains(src, "controller-runtime") {
+		t.Errorf("Source imports the package client although the fragment declares client itself:\n%s", src)
+	}
+}
