@@ -225,9 +225,9 @@ func TestLeaseCacheAttacks(t *testing.T) {
 	// HOLE (closed): a ConfigMap outside the policy's selector is not fenced, so the stale holder may write
 	// it freely, and NewClient stamps its epoch record. Fence-on-acquire lists only the ConfigMaps the
 	// selector matches, so it does not raise it. The stale holder then labels it into the selector at its old
-	// epoch: the record (1) is the epoch it presents and the copy shows the Lease at 1, so before the fix the
-	// copy admitted the write (and every later one), which the quorum read refuses: the Lease is at 2.
-	// The webhook now decides on the copy only a write to an object the policy already covered.
+	// epoch: the record (1) is the epoch it presents and the copy shows the Lease at 1, so without the
+	// coverage check the copy would admit the write (and every later one), which the quorum read refuses: the
+	// Lease is at 2. The webhook decides on the copy only a write to an object the policy already covered.
 	t.Run("a stale holder labels an object into the policy's selector", func(t *testing.T) {
 		a.s.set(false)
 		ns := env.Namespace(t)
@@ -544,7 +544,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 	// CLOSED (was the precondition of the one above): any user with the fencekit-elector role, which grants
 	// no delete, could get a fenced Lease deleted by adding an ownerReference to an owner that does not
 	// exist (kube-controller-manager's garbage collector then deletes the Lease; envtest runs none). The
-	// Lease policy now refuses any change of a fenced Lease's ownerReferences. Removing the protect
+	// Lease policy refuses any change of a fenced Lease's ownerReferences. Removing the protect
 	// finalizer alone stays possible (the policy leaves other metadata free for the operator): it only stops
 	// delaying a deletion, which the role cannot start.
 	t.Run("the elector role cannot hand a fenced Lease to the garbage collector", func(t *testing.T) {
