@@ -103,7 +103,7 @@ func TestFencedWrites(t *testing.T) {
 			_, err := fencing.NewWriter(a.Client).Set(ctx, ta, key, map[string]any{"blob": strings.Repeat("x", fencingv1alpha1.MaxDataBytes)})
 			return err
 		},
-		// The cause names the field that is too big (it used to name spec.epoch).
+		// The cause names the field that is too big (not spec.epoch).
 		is: func(err error) bool {
 			return fencing.ReasonOf(err) == fencing.ReasonInvalid && causeField(err) == "spec.data"
 		},
