@@ -10,9 +10,10 @@
 //
 // Users need three things from this package:
 //
-//   - NewWriter: performs fenced updates (Set, Update) and deletes (Delete) of a FencedResource with the
-//     elector's Token, presenting it in every request and retrying resourceVersion conflicts within the
-//     same epoch, never across epochs.
+//   - NewWriterForConfig (or NewWriter with a client of your own): performs fenced updates (Set, one
+//     request per write; Update) and deletes (Delete) of a FencedResource with the elector's Token,
+//     presenting it in every request and retrying resourceVersion conflicts within the same epoch, never
+//     across epochs.
 //   - FenceOnAcquireForConfig (or FenceOnAcquire with a client of your own): an elector.Config.PostAcquire
 //     fence that raises every FencedResource bound to the Lease to the new epoch before the elector reports
 //     leadership, so that a paused former holder's delayed write is refused even if the new holder never

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -49,6 +51,25 @@ func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
 // DefaultWriteTimeout when it has none. The client's user must be the one the elector acquired
 // the Lease as (the same credentials): fencekit admits a write only from the acquiring user.
 func NewWriter(c client.Client) *Writer { return &Writer{client: c} }
+
+// NewWriterForConfig returns a Writer with a client of its own for cfg (as rest.InClusterConfig or
+// clientcmd.BuildConfigFromFlags return it), fencekit's API registered in its scheme: what a worker needs for
+// its first fenced write, with pkg/fencing alone. cfg's credentials must be those the elector acquires with,
+// and its client-side rate limit (QPS, Burst) applies to the writes.
+func NewWriterForConfig(cfg *rest.Config) (*Writer, error) {
+	if cfg == nil {
+		return nil, errors.New("building the fenced writer's client: no rest.Config given")
+	}
+	s := runtime.NewScheme()
+	if err := fencingv1alpha1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		return nil, fmt.Errorf("building the fenced writer's client for %s: %w", cfg.Host, err)
+	}
+	return NewWriter(c), nil
+}
 
 // Mutation changes a FencedResource's data in place. data is never nil (an empty object when the resource
 // has none yet). Returning an error aborts the write.
@@ -109,46 +130,103 @@ func (w *Writer) Update(ctx context.Context, token elector.Token, key types.Name
 }
 
 // Set replaces the FencedResource's data with data, carrying token (presented in the request as its field
-// manager, token.FieldManager(), as on every fenced write). It reads the resource once (to check
-// its binding and learn the keys to remove) and writes with one JSON merge patch that carries no
-// resourceVersion, so that the operator's status updates cannot make it conflict: whether the epoch is
-// current is decided inside the apiserver (the CRD rule, the webhook), atomically with the write. Keys that
-// a concurrent writer adds between the read and the patch survive; use Update for a read-modify-write.
-// As with any JSON merge patch, keys whose value is null are removed rather than stored.
+// manager, token.FieldManager(), as on every fenced write), with ONE request: a JSON patch (RFC 6902) that
+// tests that the resource is bound to the token's Lease (spec.leaseName), replaces spec.data, sets
+// spec.epoch and the writer annotation to the token's, and removes a deletion marker left by a Delete that
+// did not happen. It carries no resourceVersion, so that the operator's status updates cannot make it
+// conflict: whether the epoch is current is decided inside the apiserver (the CRD rule, the webhook),
+// atomically with the write, and the binding test is applied to the object the write replaces. Keys whose
+// value is null are left out of the stored data, at every depth. Use Update for a read-modify-write.
+//
+// Only when the apiserver cannot apply the patch (422) does Set read the resource: to name the Lease it is
+// bound to if that is not the token's, or, for a resource that has no annotations yet (one created without
+// any and not yet fenced), to write them with a second patch that tests they are still absent.
 func (w *Writer) Set(ctx context.Context, token elector.Token, key types.NamespacedName, data map[string]any) (*fencingv1alpha1.FencedResource, error) {
 	ctx, cancel := bounded(ctx)
 	defer cancel()
 	if token.IsZero() {
 		return nil, fmt.Errorf("writing FencedResource %s: no fencing token (not the leader)", key)
 	}
-	var fr fencingv1alpha1.FencedResource
-	if err := w.client.Get(ctx, key, &fr); err != nil {
-		return nil, wrap(key, token, err)
+	fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	err := w.setPatch(ctx, fr, token, data, true)
+	if apierrors.IsInvalid(err) {
+		err = w.setAfterRead(ctx, fr, token, key, data, err)
 	}
-	if err := checkBinding(&fr, token); err != nil {
-		return nil, err
-	}
-	var old any
-	if !emptyData(fr.Spec.Data) {
-		var err error
-		if old, err = decodeExact(fr.Spec.Data.Raw); err != nil {
-			return nil, fmt.Errorf("decoding spec.data of FencedResource %s: %w", key, err)
-		}
-	}
-	patch, err := json.Marshal(map[string]any{
-		// A deletion marker left by a Delete that did not happen is removed: a marker authorises one delete.
-		"metadata": map[string]any{"annotations": map[string]any{fencingv1alpha1.WriterAnnotation: token.Holder,
-			fencingv1alpha1.DeleteAtEpochAnnotation: nil}},
-		"spec": map[string]any{"epoch": token.Epoch, "data": replacement(old, data)},
-	})
 	if err != nil {
-		return nil, fmt.Errorf("encoding the patch of FencedResource %s: %w", key, err)
-	}
-	if err := w.client.Patch(ctx, &fr, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(token.FieldManager())); err != nil {
 		countRefusal(token.Lease.String(), err)
 		return nil, wrap(key, token, err)
 	}
-	return &fr, nil
+	return fr, nil
+}
+
+// setAfterRead handles a Set patch that the apiserver refused with 422 (err): the patch did not apply (the
+// binding test failed, or the resource has no annotations for the writer's), or the CRD rule refused the
+// write. It reads the resource and returns the binding error, or sends the patch for a resource without
+// annotations, or returns err.
+func (w *Writer) setAfterRead(ctx context.Context, fr *fencingv1alpha1.FencedResource, token elector.Token, key types.NamespacedName, data map[string]any, err error) error {
+	var stored fencingv1alpha1.FencedResource
+	if gerr := w.client.Get(ctx, key, &stored); gerr != nil {
+		return err
+	}
+	if berr := checkBinding(&stored, token); berr != nil {
+		return berr
+	}
+	if stored.Annotations != nil {
+		return err
+	}
+	return w.setPatch(ctx, fr, token, data, false)
+}
+
+// setPatch sends Set's JSON patch. withAnnotations says the resource has an annotations map; without it the
+// patch tests that it has none and writes the whole map.
+func (w *Writer) setPatch(ctx context.Context, fr *fencingv1alpha1.FencedResource, token elector.Token, data map[string]any, withAnnotations bool) error {
+	patch, err := json.Marshal(setOps(token, data, withAnnotations))
+	if err != nil {
+		return fmt.Errorf("encoding the patch of FencedResource %s/%s: %w", fr.Namespace, fr.Name, err)
+	}
+	return w.client.Patch(ctx, fr, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(token.FieldManager()))
+}
+
+// jsonPatchOp is one operation of a JSON patch (RFC 6902).
+type jsonPatchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value"`
+}
+
+// setOps are the operations of Set's patch (see Set). A JSON patch cannot remove a key that may be absent,
+// so the deletion marker is first set, then removed; an "add" of a member replaces it when present.
+func setOps(token elector.Token, data map[string]any, withAnnotations bool) []jsonPatchOp {
+	annotation := func(name string) string { return "/metadata/annotations/" + strings.ReplaceAll(name, "/", "~1") }
+	ops := []jsonPatchOp{
+		{Op: "test", Path: "/spec/leaseName", Value: token.Lease.Name},
+		{Op: "add", Path: "/spec/epoch", Value: token.Epoch},
+		{Op: "add", Path: "/spec/data", Value: withoutNulls(data)},
+	}
+	if !withAnnotations {
+		return append(ops,
+			jsonPatchOp{Op: "test", Path: "/metadata/annotations", Value: nil},
+			jsonPatchOp{Op: "add", Path: "/metadata/annotations", Value: map[string]string{fencingv1alpha1.WriterAnnotation: token.Holder}})
+	}
+	return append(ops,
+		jsonPatchOp{Op: "add", Path: annotation(fencingv1alpha1.WriterAnnotation), Value: token.Holder},
+		jsonPatchOp{Op: "add", Path: annotation(fencingv1alpha1.DeleteAtEpochAnnotation), Value: ""},
+		jsonPatchOp{Op: "remove", Path: annotation(fencingv1alpha1.DeleteAtEpochAnnotation)})
+}
+
+// withoutNulls is m without its null values, at every depth of nested objects.
+func withoutNulls(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		switch v := v.(type) {
+		case nil:
+		case map[string]any:
+			out[k] = withoutNulls(v)
+		default:
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // Delete deletes the FencedResource key as the holder of token. A DELETE request cannot present a token,
@@ -208,31 +286,6 @@ func (w *Writer) disarm(ctx context.Context, token elector.Token, key types.Name
 	fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, fencingv1alpha1.DeleteAtEpochAnnotation)
 	_ = w.client.Patch(ctx, fr, client.RawPatch(types.MergePatchType, []byte(patch)), client.FieldOwner(token.FieldManager()))
-}
-
-// replacement is the JSON merge patch (RFC 7386) value that turns old into new: a merge patch merges
-// objects key by key, so every key of old that new lacks is set to null, at every depth.
-func replacement(old any, new map[string]any) map[string]any {
-	out := make(map[string]any, len(new))
-	for k, v := range new {
-		out[k] = v
-	}
-	oldMap, ok := old.(map[string]any)
-	if !ok {
-		return out
-	}
-	for k, ov := range oldMap {
-		nv, present := new[k]
-		switch nm, isMap := nv.(map[string]any); {
-		case !present:
-			out[k] = nil
-		case isMap:
-			if _, oldIsMap := ov.(map[string]any); oldIsMap {
-				out[k] = replacement(ov, nm)
-			}
-		}
-	}
-	return out
 }
 
 // checkBinding refuses, before any write, a token for another Lease: such a write could never be fenced.

@@ -57,7 +57,8 @@ type writeSamples struct {
 // ConfigMap (p50 and sequential throughput) compare requests made within the same minutes.
 //
 // Three kinds of sequential write: "patch", one merge-patch request setting data, epoch and writer and
-// presenting the token as its field manager (the write itself); "set", pkg/fencing's Writer.Set (a GET, then one merge patch without resourceVersion);
+// presenting the token as its field manager (the write itself); "set", pkg/fencing's Writer.Set (one JSON
+// patch without resourceVersion);
 // and "update", pkg/fencing's Writer.Update (a GET and an UPDATE with the resourceVersion, retried on
 // conflict). Set and Update write through clients of their own, which count their writes and conflicts.
 func BenchmarkFencedWrite(b *testing.B) {
