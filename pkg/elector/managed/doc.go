@@ -11,6 +11,10 @@
 //	_ = gate.Add(myLeaderOnlyRunnable)     // a leader-only runnable
 //	_ = mgr.Add(gate)                  // with the manager's LeaderElection off
 //
+// Fence (or NewManager, which also builds the manager) is the one-line form: a gate, a fenced GetClient,
+// and fence-on-acquire of the objects FencingPolicies declare, declared on the Lease. Both refuse a manager
+// that runs its own leader election. The elector's metrics go to controller-runtime's metrics.Registry.
+//
 // When leadership is lost (not released), Start returns an error: the manager stops and the pod restarts,
 // as controller-runtime does when its own election is lost (controllers cannot be started twice). When
 // the manager's context ends, the gate ends the leadership context, waits (up to the elector's
