@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -329,7 +330,10 @@ func waitFor(t *testing.T, what string, cond func(ctx context.Context) (bool, er
 }
 
 // checkElector binds fencekit-elector to a workload ServiceAccount the way the README tells users to (a
-// RoleBinding in the workload's namespace), then runs pkg/elector and pkg/fencing as that ServiceAccount.
+// RoleBinding in the workload's namespace), then runs pkg/elector and pkg/fencing as that ServiceAccount, with
+// fence-on-acquire for FencedResources and for the objects of a FencingPolicy: the elector role lets it list
+// the policies, and listing and patching the declared ConfigMaps is the workload's own RBAC (a Role of its
+// own, as the chart README tells users).
 func checkElector(t *testing.T, other string) {
 	namespace := env.Namespace(t)
 	bind := func(sa string) identity {
@@ -358,6 +362,19 @@ func checkElector(t *testing.T, other string) {
 	if err := env.Client.Create(t.Context(), fr); err != nil {
 		t.Fatal(err)
 	}
+	declared := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "orders-config", Namespace: namespace}}
+	policy := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Name: "orders-objects", Namespace: namespace},
+		Spec: fencingv1alpha1.FencingPolicySpec{LeaseName: "orders-writer", Resources: []fencingv1alpha1.FencedObjects{{Group: "", Resource: "configmaps"}}}}
+	for _, o := range []client.Object{declared, policy} {
+		if err := env.Client.Create(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The workload's own RBAC on the objects it declares (the elector role cannot know them).
+	env.Grant(t, namespace, "orders-worker-configmaps", []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list", "patch"}}}, worker.user)
+	waitFor(t, "the workload's ConfigMap Role to take effect", func(context.Context) (bool, error) {
+		return allowed(t, worker, access{verb: "patch", resource: "configmaps", namespace: namespace, name: declared.Name}), nil
+	})
 
 	wc := worker.client(t)
 	cs, err := kubernetes.NewForConfig(worker.config())
@@ -369,7 +386,7 @@ func checkElector(t *testing.T, other string) {
 		Client: cs, Namespace: namespace, Name: "orders-writer", Identity: "orders-worker-0",
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond,
 		SafetyMargin: 200 * time.Millisecond, ReleaseOnCancel: ptr.To(true),
-		PostAcquire: fencing.FenceOnAcquire(wc),
+		PostAcquire: elector.JoinFences(fencing.FenceOnAcquire(wc), fencing.FenceObjectsOnAcquire(wc, wc)),
 		OnStartedLeading: func(ctx context.Context, tok elector.Token) {
 			tokens <- tok
 			<-ctx.Done()
@@ -387,7 +404,7 @@ func checkElector(t *testing.T, other string) {
 	select {
 	case tok = <-tokens:
 	case <-time.After(30 * time.Second):
-		t.Fatal("the elector, as a ServiceAccount bound to fencekit-elector, never acquired its Lease")
+		t.Fatal("the elector, as a ServiceAccount bound to fencekit-elector, never started leading (the log shows whether it acquired the Lease and its fence-on-acquire failed)")
 	}
 	key := types.NamespacedName{Namespace: namespace, Name: "orders"}
 	written, err := fencing.NewWriter(wc).Set(t.Context(), tok, key, map[string]any{"next-order": 42})
@@ -396,6 +413,13 @@ func checkElector(t *testing.T, other string) {
 	}
 	if written.Spec.Epoch != tok.Epoch {
 		t.Errorf("stored epoch %d, want the token's %d", written.Spec.Epoch, tok.Epoch)
+	}
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(declared), declared); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := declared.Annotations[fencingv1alpha1.ObjectEpochAnnotation], strconv.FormatInt(tok.Epoch, 10); got != want {
+		t.Errorf("ConfigMap %s declared by FencingPolicy %s has epoch record %q after the acquisition, want %s: fence-on-acquire for objects did not raise it",
+			declared.Name, policy.Name, got, want)
 	}
 	// The same RBAC does not make anyone a writer: the webhook (run with the chart's permissions) refuses a
 	// write with the holder's token from another identity.
@@ -411,7 +435,12 @@ func checkElector(t *testing.T, other string) {
 		{verb: "create", resource: "events", namespace: namespace},
 		{verb: "patch", group: "fencing.fencekit.io", resource: "fencedresources", namespace: namespace, name: "orders"},
 		{verb: "list", group: "fencing.fencekit.io", resource: "fencedresources", namespace: namespace},
+		{verb: "list", group: "fencing.fencekit.io", resource: "fencingpolicies", namespace: namespace},
 	}, []access{
+		// Policies are the namespace owner's: a workload that wrote them could bind others' objects to its Lease.
+		{verb: "create", group: "fencing.fencekit.io", resource: "fencingpolicies", namespace: namespace},
+		{verb: "update", group: "fencing.fencekit.io", resource: "fencingpolicies", namespace: namespace, name: policy.Name},
+		{verb: "delete", group: "fencing.fencekit.io", resource: "fencingpolicies", namespace: namespace, name: policy.Name},
 		{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: other},
 		{verb: "delete", group: "coordination.k8s.io", resource: "leases", namespace: namespace, name: "orders-writer"},
 		{verb: "delete", group: "fencing.fencekit.io", resource: "fencedresources", namespace: namespace, name: "orders"},

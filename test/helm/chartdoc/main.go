@@ -242,7 +242,12 @@ const workloads = `## Your workloads
 
 Bind the ` + "`<fullname>-elector`" + ` ClusterRole the chart installs (` + "`fencekit-elector`" + ` for a release named fencekit,
 ` + "`fk-fencekit-elector`" + ` for a release named fk) to each workload's ServiceAccount
-(` + "`kubectl create rolebinding NAME -n NS --clusterrole=<fullname>-elector --serviceaccount=NS:SA`" + `). Go
+(` + "`kubectl create rolebinding NAME -n NS --clusterrole=<fullname>-elector --serviceaccount=NS:SA`" + `). The role
+grants what pkg/elector and pkg/fencing use: Leases, Events, FencedResources (fence-on-acquire lists and raises
+those bound to the Lease) and list on FencingPolicies (fence-on-acquire for objects lists the policies that name
+the Lease). Fence-on-acquire for objects then lists and patches the objects those policies declare (ConfigMaps,
+Deployments, ...): that is your workload's own RBAC, which the chart cannot know; grant ` + "`list`" + ` and ` + "`patch`" + ` on
+those resources in a Role of your own. Go
 workloads embed ` + "`pkg/elector`" + ` and ` + "`pkg/fencing`" + `; others use the fencekit CLI in the chart's image,
 as a token sidecar (ready while leading; the token on ` + "`GET /token`" + ` and in a file) or as
 ` + "`fencekit run --lease NAME -- CMD`" + ` copied into their own image. A sidecar in a pod spec:
