@@ -254,7 +254,14 @@ func BenchmarkFencedWrite(b *testing.B) {
 			b.ReportMetric(float64(s.handlerCalls)/float64(s.phase*(writesPerPhase+warmupPerPhase)), m.name+"-webhook-calls/write")
 		}
 	}
-	cel, wh := got["cel"], got["webhook"]
+	cel, wh, floor := got["cel"], got["webhook"], got["cel-nooperator"]
+	// Writer.Set against the unfenced ConfigMap patch and against its floor, the same Set on the same CRD
+	// (schema and CEL rule) with fencekit's webhook configuration deleted and the operator stopped.
+	b.ReportMetric(wh.set50/b50, "webhook-set/configmap-p50-x")
+	b.ReportMetric(wh.set99/ms(quantile(base, 0.99)), "webhook-set/configmap-p99-x")
+	b.ReportMetric(wh.set50/floor.set50, "webhook-set/floor-set-p50-x")
+	b.ReportMetric(wh.set99/floor.set99, "webhook-set/floor-set-p99-x")
+	b.ReportMetric(floor.set50/b50, "floor-set/configmap-p50-x")
 	b.ReportMetric(cel.p50/got["cel-nooperator"].p50, "cel/cel-nooperator-p50-x")
 	b.ReportMetric(wh.p50-cel.p50, "added-p50-ms")
 	b.ReportMetric(wh.p99-cel.p99, "added-p99-ms")
