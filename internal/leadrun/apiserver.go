@@ -16,8 +16,8 @@ import (
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 )
 
-// PermanentAttempts is how many requests in a row, while not leading, must fail with a permanent error
-// (IsPermanent) before Run and Sidecar.Run give up: a few retry periods, so that a RoleBinding applied
+// PermanentAttempts is how many times in a row one kind of request ("create Lease"), while not leading,
+// must fail with a permanent error (IsPermanent) before Run and Sidecar.Run give up: a few retry periods, so that a RoleBinding applied
 // together with the pod has a moment to take effect, and never an endless retry.
 const PermanentAttempts = 3
 
@@ -68,7 +68,9 @@ func IsPermanent(err error) (string, bool) {
 }
 
 // apiState follows the answers to the elector's requests: whether the apiserver answers (the sidecar's
-// readiness), and how many permanent errors came in a row while not leading.
+// readiness), and how many permanent errors each kind of request met in a row while not leading (the
+// elector interleaves kinds: it lists Leases, which succeeds, before each create, which a missing
+// namespace refuses).
 type apiState struct {
 	lease  string
 	giveUp func(error) // called once, with a *PermanentError
@@ -77,7 +79,7 @@ type apiState struct {
 	answered bool // the last request got an answer that is part of a working election
 	leading  bool
 	led      bool // led at least once
-	inARow   int
+	inARow   map[string]int // by op
 	gaveUp   bool
 }
 
@@ -86,12 +88,15 @@ func (s *apiState) record(op string, err error) {
 	defer s.mu.Unlock()
 	why, permanent := IsPermanent(err)
 	s.answered = err == nil || apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) && !permanent
+	if s.inARow == nil {
+		s.inARow = map[string]int{}
+	}
 	if !permanent || s.leading {
-		s.inARow = 0
+		delete(s.inARow, op)
 		return
 	}
-	s.inARow++
-	if s.inARow >= PermanentAttempts && !s.gaveUp && s.giveUp != nil {
+	s.inARow[op]++
+	if s.inARow[op] >= PermanentAttempts && !s.gaveUp && s.giveUp != nil {
 		s.gaveUp = true
 		s.giveUp(&PermanentError{Lease: s.lease, Op: op, Why: why, Err: err})
 	}
@@ -99,7 +104,7 @@ func (s *apiState) record(op string, err error) {
 
 func (s *apiState) setLeading(leading bool) {
 	s.mu.Lock()
-	s.leading, s.inARow = leading, 0
+	s.leading, s.inARow = leading, nil
 	s.led = s.led || leading
 	s.mu.Unlock()
 }

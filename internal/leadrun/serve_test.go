@@ -57,8 +57,9 @@ func get(t *testing.T, url string) (int, leadrun.State) {
 	return resp.StatusCode, st
 }
 
-// TestSidecarPublishesTheToken: the leader's sidecar serves its token and writes it to the file; the
-// standby's is not ready; when the leader releases, a long poll on the standby returns its new token.
+// TestSidecarPublishesTheToken: the leader's sidecar serves its token and writes it to the file; both
+// are ready (the election runs), only the leader's /leader answers 200; when the leader releases, a long
+// poll on the standby returns its new token.
 func TestSidecarPublishesTheToken(t *testing.T) {
 	cfg := config(t, "sidecar")
 	a := startSidecar(t, cfg, "pod-a")
@@ -80,8 +81,10 @@ func TestSidecarPublishesTheToken(t *testing.T) {
 	if err := json.Unmarshal(b, &fromFile); err != nil || fromFile.Epoch != st.Epoch || !fromFile.Leader {
 		t.Errorf("token file %s = %q (%v), want epoch %d", a.file, b, err, st.Epoch)
 	}
-	if code, _ := get(t, a.url+"/readyz"); code != http.StatusOK {
-		t.Errorf("the leader's /readyz = %d", code)
+	for _, path := range []string{"/readyz", "/leader"} {
+		if code, _ := get(t, a.url+path); code != http.StatusOK {
+			t.Errorf("the leader's %s = %d", path, code)
+		}
 	}
 
 	b2 := startSidecar(t, cfg, "pod-b")
@@ -92,8 +95,12 @@ func TestSidecarPublishesTheToken(t *testing.T) {
 	if code, st := get(t, b2.url+"/token"); code != http.StatusServiceUnavailable || st.Leader {
 		t.Errorf("the standby's /token = %d %+v, want 503 and not leader", code, st)
 	}
-	if code, _ := get(t, b2.url+"/readyz"); code != http.StatusServiceUnavailable {
-		t.Errorf("the standby's /readyz = %d, want 503", code)
+	testenv.Eventually(t, "the standby is ready", func() (bool, string) {
+		code, _ := get(t, b2.url+"/readyz")
+		return code == http.StatusOK, fmt.Sprint(code)
+	})
+	if code, _ := get(t, b2.url+"/leader"); code != http.StatusServiceUnavailable {
+		t.Errorf("the standby's /leader = %d, want 503", code)
 	}
 	if code, _ := get(t, b2.url+"/token?watch=-1"); code != http.StatusBadRequest {
 		t.Errorf("watch=-1 answered %d, want 400", code)
