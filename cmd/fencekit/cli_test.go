@@ -126,7 +126,7 @@ func TestUsageErrors(t *testing.T) {
 			`fencekit run: no command given: fencekit run --lease NAME [flags] -- CMD [ARGS...]`},
 		"unknown flag": {[]string{"run", "--lease", "x", "--bogus", "--", "true"},
 			`fencekit run: unknown flag: --bogus (see 'fencekit run --help')`},
-		"unknown command": {[]string{"bogus"}, `fencekit: unknown command "bogus" for "fencekit"`},
+		"unknown command":   {[]string{"bogus"}, `fencekit: unknown command "bogus" for "fencekit"`},
 		"no command at all": {nil, `fencekit: a command is required: run, elect, selftest or version (see 'fencekit --help')`},
 		"demo": {[]string{"demo", "--help"},
 			`fencekit demo: "demo" is a development command of fencekit-dev, which needs the repository: 'go run ./cmd/fencekit-dev demo' (make demo)`},

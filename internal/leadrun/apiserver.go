@@ -78,7 +78,7 @@ type apiState struct {
 	mu       sync.Mutex
 	answered bool // the last request got an answer that is part of a working election
 	leading  bool
-	led      bool // led at least once
+	led      bool           // led at least once
 	inARow   map[string]int // by op
 	gaveUp   bool
 }
