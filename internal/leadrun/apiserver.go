@@ -21,8 +21,9 @@ import (
 // together with the pod has a moment to take effect, and never an endless retry.
 const PermanentAttempts = 3
 
-// PermanentError is what Run and Sidecar.Run return when the apiserver answered PermanentAttempts
-// requests in a row with a permanent error: the elector cannot work until someone changes the cluster.
+// PermanentError is what Run and Sidecar.Run return when the apiserver answered one kind of request
+// PermanentAttempts times in a row with a permanent error: the elector cannot work until someone changes
+// the cluster.
 type PermanentError struct {
 	// Lease is "namespace/name".
 	Lease string

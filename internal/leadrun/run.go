@@ -62,8 +62,8 @@ func (e *ExitError) Error() string {
 // it left running is stopped the same way, before the Lease is released. When ctx ends first, the command
 // is stopped the same way and the Lease released. Run starts the command at most once.
 //
-// Before leading, Run gives up with a *PermanentError when the apiserver answers PermanentAttempts
-// requests in a row with a permanent error (IsPermanent), and with an error wrapping ErrNotAcquired when
+// Before leading, Run gives up with a *PermanentError when the apiserver answers one kind of request
+// PermanentAttempts times in a row with a permanent error (IsPermanent), and with an error wrapping ErrNotAcquired when
 // cmd.AcquireTimeout passes.
 func Run(ctx context.Context, cfg elector.Config, cmd Command, opts ...elector.Option) error {
 	if len(cmd.Args) == 0 {
@@ -107,7 +107,8 @@ func Run(ctx context.Context, cfg elector.Config, cmd Command, opts ...elector.O
 }
 
 // guard sets cfg's client to one whose answers are followed and returns the context to run the elector
-// with: it ends with a *PermanentError after PermanentAttempts permanent errors in a row while not leading,
+// with: it ends with a *PermanentError after PermanentAttempts permanent errors in a row to one kind of
+// request while not leading,
 // with ErrNotAcquired when timeout (if positive) passes before the first leadership, and with stop.
 func guard(ctx context.Context, cfg *elector.Config, timeout time.Duration) (context.Context, *apiState, context.CancelCauseFunc) {
 	runCtx, cancel := context.WithCancelCause(ctx)

@@ -82,8 +82,8 @@ func (s *Sidecar) set(t elector.Token) {
 
 // Run elects with cfg (whose OnStartedLeading it sets) and serves on listener until ctx ends. The token
 // file and the HTTP answers follow each acquisition and the end of each leadership. While not leading, it
-// gives up with a *PermanentError when the apiserver answers PermanentAttempts requests in a row with a
-// permanent error (IsPermanent), and with an error wrapping ErrNotAcquired when AcquireTimeout passes
+// gives up with a *PermanentError when the apiserver answers one kind of request PermanentAttempts times
+// in a row with a permanent error (IsPermanent), and with an error wrapping ErrNotAcquired when AcquireTimeout passes
 // before the first leadership.
 func (s *Sidecar) Run(ctx context.Context, cfg elector.Config, listener net.Listener, opts ...elector.Option) error {
 	log := logr.FromContextOrDiscard(ctx)
