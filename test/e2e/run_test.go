@@ -258,7 +258,7 @@ func TestPostgresScenario(t *testing.T) {
 
 // TestFencekitElectSidecar runs two `fencekit elect` sidecars as real processes. The leader serves its
 // token and writes it to its file; stopped with SIGSTOP past its lease, it loses the Lease to the other,
-// which serves the next epoch; continued, it no longer claims to lead, on /token, /readyz and in its file.
+// which serves the next epoch; continued, it no longer claims to lead, on /token, /leader and in its file.
 func TestFencekitElectSidecar(t *testing.T) {
 	t.Parallel()
 	bin, err := demo.BuildFencekit(testenv.RepoRoot(), t.TempDir())
@@ -324,7 +324,7 @@ func TestFencekitElectSidecar(t *testing.T) {
 	}
 	testenv.Eventually(t, "elect-a, continued, no longer claims to lead", func() (bool, string) {
 		code, st := token(a)
-		resp, err := http.Get(a.url + "/readyz")
+		resp, err := http.Get(a.url + "/leader")
 		if err != nil {
 			return false, err.Error()
 		}
@@ -333,6 +333,6 @@ func TestFencekitElectSidecar(t *testing.T) {
 		var fromFile leadrun.State
 		_ = json.Unmarshal(b, &fromFile)
 		return code == http.StatusServiceUnavailable && !st.Leader && resp.StatusCode == http.StatusServiceUnavailable && !fromFile.Leader,
-			fmt.Sprintf("/token %d %+v, /readyz %d, file %s", code, st, resp.StatusCode, b)
+			fmt.Sprintf("/token %d %+v, /leader %d, file %s", code, st, resp.StatusCode, b)
 	})
 }
