@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -63,10 +64,11 @@ func covers(t *testing.T, ns, name string) {
 // refusedOnQuorum asserts that write is refused as stale at epoch, decided on a quorum read of the Lease.
 func refusedOnQuorum(t *testing.T, what string, epoch int64, write func() error) {
 	t.Helper()
-	quorum := leaseReads(t, "objects", "apiserver")
+	quorum, cache, answers := leaseReads(t, "objects", "apiserver"), leaseReads(t, "objects", "cache"), webhookAnswers(t, webhook.ObjectsPath)
 	mustContain(t, what, write(), fencing.IsStale, fmt.Sprintf("stale epoch %d", epoch))
 	if got := leaseReads(t, "objects", "apiserver"); got <= quorum {
-		t.Errorf("%s was not decided on a quorum read (%v quorum reads, %v before)", what, got, quorum)
+		t.Errorf("%s was not decided on a quorum read (%v quorum reads, %v before; %v decisions on the copy, %v before; %v answers of the object webhook, %v before)",
+			what, got, quorum, leaseReads(t, "objects", "cache"), cache, webhookAnswers(t, webhook.ObjectsPath), answers)
 	}
 }
 
@@ -219,6 +221,20 @@ func TestCoverageAttacks(t *testing.T) {
 			err := env.Client.Get(ctx, client.ObjectKeyFromObject(old), old)
 			return apierrors.IsNotFound(err), errString(err)
 		})
+		// The operator removes the namespace's webhook with its last policy, and writes it again for the new
+		// one: wait for the removal, so that the webhook seen below is the new policy's.
+		eventually(t, "the operator removes the namespace's object webhook", func() (bool, string) {
+			var cfg admissionregistrationv1.ValidatingWebhookConfiguration
+			if err := env.Client.Get(ctx, types.NamespacedName{Name: "fencekit-objects"}, &cfg); err != nil {
+				return false, err.Error()
+			}
+			for _, w := range cfg.Webhooks {
+				if w.Name == ns+".objects.fencing.fencekit.io" {
+					return false, "webhook " + w.Name + " still configured"
+				}
+			}
+			return true, ""
+		})
 		p := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"},
 			Spec: fencingv1alpha1.FencingPolicySpec{LeaseName: "l", Resources: []fencingv1alpha1.FencedObjects{{Resource: "configmaps"}}}}
 		if err := env.Client.Create(ctx, p); err != nil {
@@ -332,6 +348,58 @@ func TestCoverageAttacks(t *testing.T) {
 		if p := coverageOf(t, ns, "app", 0); p.Generation != 1 {
 			t.Errorf("the policy's generation is %d, want 1 (unchanged)", p.Generation)
 		}
+	})
+
+	// RESIDUAL (the deleted Lease on the copy, as in TestLeaseCacheAttacks): the policy is widened while its
+	// Lease does not exist, so its coverage epoch is 0, below the deleted Lease's epochs, whose acquisitions
+	// never listed the newly covered object. The stalled copy still shows the deleted Lease held by
+	// replica-1 at 1, and admits replica-1's write to that object; the quorum read refuses it (no Lease).
+	// No one else holds a token meanwhile; the next acquisition (at 2, declaring objects) lists the object
+	// and raises it, and replica-1's write is refused from then on.
+	t.Run("a policy widened while its Lease is deleted, residual", func(t *testing.T) {
+		a.s.set(false)
+		ns := env.Namespace(t)
+		r1, r2 := replicas(t, ns)
+		r1.Fences, r2.Fences = objects, objects
+		p := configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
+		coverageOf(t, ns, "app", 0)
+		t1 := r1.Acquire(t, ns, "l", 1)
+		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+		if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "out"}}); err != nil {
+			t.Fatal(err)
+		}
+		a.seen(t, ns, "l", 1, r1.Holder)
+
+		a.s.set(true)
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "l"}}
+		if err := env.Client.Delete(ctx, lease); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the Lease is gone", func() (bool, string) {
+			err := env.Client.Get(ctx, client.ObjectKeyFromObject(lease), lease)
+			return apierrors.IsNotFound(err), errString(err)
+		})
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+				return err
+			}
+			p.Spec.Resources[0].Selector = nil
+			return env.Client.Update(ctx, p)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		covers(t, ns, "out")
+		coverageOf(t, ns, "app", 0)
+		admittedOnCopy(t, "objects", "replica-1's write at epoch 1 to the newly covered ConfigMap, its Lease deleted", func() error {
+			return patchConfigMap(t, c1, ns, "out", `{"data":{"v":"no-lease"}}`)
+		})
+		t2 := r2.Acquire(t, ns, "l", 2)
+		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
+			t.Fatal(err)
+		}
+		mustContain(t, "replica-1's write after the recreated Lease's fence", patchConfigMap(t, c1, ns, "out", `{"data":{"v":"late"}}`),
+			fencing.IsStale, "stale epoch 1")
+		a.s.set(false)
 	})
 
 	// Coverage is recorded only through the status subresource: a user who may create and update
