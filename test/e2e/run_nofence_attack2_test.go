@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fencekit/fencekit/internal/demo"
 	"github.com/fencekit/fencekit/internal/testenv"
@@ -16,8 +18,9 @@ import (
 // TestFencekitRunWithoutFenceOnDeclaredLease: `fencekit run` (fence-on-acquire by default) declares on its
 // Lease that every acquisition fences the FencedResources; once it has, `fencekit run
 // --fence-on-acquire=false` may not take the Lease (the Lease policy refuses an acquisition that drops
-// the declaration). What its user sees: every retry logs the refusal, which names the Lease, the
-// declaration and the flag to use, and the command never runs. It does not exit (the elector retries).
+// the declaration). What its user sees: each retry logs the refusal, which names the Lease, the
+// declaration and the flag to use; after 3 refusals it exits with status 78 (setup), and the command
+// never runs.
 func TestFencekitRunWithoutFenceOnDeclaredLease(t *testing.T) {
 	t.Parallel()
 	const lease = "run-nofence"
@@ -53,20 +56,21 @@ func TestFencekitRunWithoutFenceOnDeclaredLease(t *testing.T) {
 	})
 	want := []string{`fenced lease ` + lease + ` declares that every acquisition fences its FencedResources (annotation fencing.fencekit.io/fences=fencedresources)`,
 		`only an elector that fences them on acquire may take it`, `fencekit run and fencekit elect: --fence-on-acquire, the default`}
-	testenv.Eventually(t, "fencekit run --fence-on-acquire=false reports the refusal", func() (bool, string) {
-		s := out.String()
-		for _, w := range want {
-			if !strings.Contains(s, w) {
-				return false, "no " + w
-			}
-		}
-		return strings.Count(s, "Cannot acquire the Lease") >= 2, "fewer than two refusals logged"
-	})
+	var exit *exec.ExitError
 	select {
 	case err := <-done:
 		done <- err
-		t.Fatalf("fencekit run --fence-on-acquire=false exited (%v), want it retrying", err)
-	default:
+		if !errors.As(err, &exit) || exit.ExitCode() != 78 {
+			t.Fatalf("fencekit run --fence-on-acquire=false ended with %v, want exit status 78", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("fencekit run --fence-on-acquire=false retries a permanent refusal for ever")
+	}
+	s := out.String()
+	for _, w := range append(want, "fencekit run: cannot elect on Lease "+target.Namespace+"/"+lease+": refused by admission") {
+		if !strings.Contains(s, w) {
+			t.Errorf("its output lacks %q", w)
+		}
 	}
 	if _, err := os.Stat(ran); !os.IsNotExist(err) {
 		t.Fatalf("the command ran (%v) on a Lease this elector could not acquire", err)
