@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	authenticationv1api "k8s.io/api/authentication/v1"
@@ -58,6 +59,8 @@ func IsPermanent(err error) (string, bool) {
 			return "the namespace does not exist", true
 		}
 		return "", false
+	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "denied request"):
+		return "refused by admission (fencekit's Lease policy or a webhook)", true
 	case apierrors.IsForbidden(err):
 		return "forbidden (is the fencekit-elector ClusterRole bound to this ServiceAccount?)", true
 	case apierrors.IsUnauthorized(err):
