@@ -40,7 +40,7 @@ var (
 	costQPS    = flag.Int("cost.qps", 2000, "BenchmarkControlPlaneCost: each replica's client-side rate limit (1,000 Leases renew 500 times a second)")
 )
 
-// BenchmarkControlPlaneCost is issue #14's scale sweep: what fencekit costs the control plane. Each point
+// BenchmarkControlPlaneCost is the scale sweep: what fencekit costs the control plane. Each point
 // runs for -cost.window on the envtest control plane with the operator (cmd/manager) running as its own
 // process, and reports the kube-apiserver's and etcd's CPU use (CPU seconds per second of the window, from
 // /proc/<pid>/stat) and resident memory at its end, the apiserver's requests per second (its

@@ -23,7 +23,7 @@ import (
 // scaleWrites is the number of fenced writes (and ConfigMap writes) measured per point of the sweep.
 const scaleWrites = 400
 
-// BenchmarkFencedWriteSweep is a small part of issue #14's scale sweep: one holder leads L Leases
+// BenchmarkFencedWriteSweep is a small part of the scale sweep: one holder leads L Leases
 // (L in {1, 10, 100}) with R FencedResources bound to each (R in {1, 10}), and writes them with one
 // goroutine per Lease, each writing its resources in turn, with the operator (one replica) and its webhook
 // running: the full guarantee. The same goroutines then patch one ConfigMap each, the baseline. Reported

@@ -243,7 +243,7 @@ func BenchmarkFencedWrite(b *testing.B) {
 		b.ReportMetric(f.update99, m.name+"-update-p99-ms")
 		b.ReportMetric(rate(len(s.update), s.updateTime), m.name+"-update-writes/s")
 		b.ReportMetric(f.concurrent, m.name+"-concurrent8-writes/s")
-		// The goal of issue #14, for the webhook mode: at most 1.5x the ConfigMap's p50, at least 60 % of
+		// The goal for the webhook mode: at most 1.5x the ConfigMap's p50, at least 60 % of
 		// its sequential throughput.
 		b.ReportMetric(f.p50/b50, m.name+"/configmap-p50-x")
 		b.ReportMetric(100*f.tput/btput, m.name+"/configmap-writes-%")
