@@ -1,4 +1,4 @@
-// Package chaos is fencekit's fault-injection and adversary suite with a history checker (issue #11).
+// Package chaos is fencekit's fault-injection and adversary suite with a history checker.
 //
 // A run starts real worker processes (test/chaos/worker) that compete for one Lease and, while they lead,
 // write one target, each through its own in-process TCP proxy to a real kube-apiserver with fencekit's

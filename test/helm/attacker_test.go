@@ -32,8 +32,8 @@ import (
 
 // The attacks of this file are made by an attacker who holds one of the identities the chart creates or
 // tells users to create, with only the chart's permissions and policies, against the real apiserver; each
-// asserts the apiserver's refusal and its message. They complement TestOperatorTokenAttacks (the requests of
-// issue 16) with the other paths to the same ends: other verbs, subresources, server-side apply, dry runs,
+// asserts the apiserver's refusal and its message. They complement TestOperatorTokenAttacks (the requests of a
+// stolen operator token) with the other paths to the same ends: other verbs, subresources, server-side apply, dry runs,
 // RBAC escalation, admission objects, a second release, and the other identities (the elector role, the
 // helm test's ServiceAccount, a namespace admin, a metrics scraper).
 

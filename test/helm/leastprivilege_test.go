@@ -72,8 +72,8 @@ func refusedByAny(t *testing.T, attack string, err error, wants ...string) {
 }
 
 // TestOperatorTokenAttacks makes, as the chart's operator ServiceAccount and with only the chart's
-// permissions and policies, the requests a stolen operator token would make to get around fencing (issue
-// 16), and checks that the apiserver refuses each; and that what the operator's code does with the same
+// permissions and policies, the requests a stolen operator token would make to get around fencing, and
+// checks that the apiserver refuses each; and that what the operator's code does with the same
 // verbs is admitted.
 func TestOperatorTokenAttacks(t *testing.T) {
 	r, release := installRBAC(t)
