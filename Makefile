@@ -89,11 +89,11 @@ bench: control-plane ## Run the benchmarks (BENCH=regexp, BENCH_PKGS=packages); 
 		| go run ./test/bench/record -dir $(BENCH_RESULTS)
 
 .PHONY: bench-write
-bench-write: ## Run only the fenced write benchmarks (issue #14's ratios to the same unfenced ConfigMap write: a fenced ConfigMap, a FencedResource), recorded as by bench.
+bench-write: ## Run only the fenced write benchmarks (their ratios to the same unfenced ConfigMap write: a fenced ConfigMap, a FencedResource), recorded as by bench.
 	$(MAKE) bench BENCH='BenchmarkFencedWrite$$$$|BenchmarkObjectWrite$$$$' BENCH_PKGS='./test/bench/fencing/ ./test/bench/objects/'
 
 .PHONY: bench-scale
-bench-scale: ## Run only the scale sweep (issue #14): the control plane's CPU and memory and the operator's memory for 1-1000 Leases x 2-3 replicas and 100-10,000 FencedResources (about 25 min).
+bench-scale: ## Run only the scale sweep: the control plane's CPU and memory and the operator's memory for 1-1000 Leases x 2-3 replicas and 100-10,000 FencedResources (about 25 min).
 	$(MAKE) bench BENCH='BenchmarkControlPlaneCost$$$$' BENCH_PKGS=./test/bench/fencing/
 
 CHAOS_SEEDS ?= 2
