@@ -174,8 +174,8 @@ func TestHelpAndVersion(t *testing.T) {
 	}
 }
 
-// TestPermanentErrors: a namespace that does not exist, and a user the apiserver forbids the Lease, fail
-// after PermanentAttempts refusals with one line and exit status 78, instead of retrying for ever.
+// TestPermanentErrors: a namespace that does not exist, a user the apiserver forbids the Lease, and
+// credentials it does not accept fail after PermanentAttempts refusals with one line and exit status 78, instead of retrying for ever.
 func TestPermanentErrors(t *testing.T) {
 	admin := kubeconfig(t, "cli-admin", "system:masters")
 	r := run(t, nil, append([]string{"run", "--kubeconfig=" + admin, "--namespace=no-such-namespace", "--lease=orders", "--identity=a"}, append(fast, "--", "true")...)...)
@@ -193,6 +193,22 @@ func TestPermanentErrors(t *testing.T) {
 	}
 	if strings.Contains(r.stderr, "stacktrace") {
 		t.Errorf("the log carries stack traces:\n%s", r.stderr)
+	}
+
+	bogus := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(bogus, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: %q, insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: not-a-token}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`, env.Config.Host)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, nil, append([]string{"run", "--kubeconfig=" + bogus, "--namespace=" + ns, "--lease=orders", "--identity=a"}, append(fast, "--", "true")...)...)
+	want = fmt.Sprintf(`fencekit run: cannot elect on Lease %s/orders: the apiserver does not accept these credentials: create SelfSubjectReview refused 3 times in a row: Unauthorized`, ns)
+	if r.code != 78 || lastLine(r.stderr) != want {
+		t.Errorf("with a bad token: status %d, last line %q\nwant 78 and %q", r.code, lastLine(r.stderr), want)
 	}
 }
 
