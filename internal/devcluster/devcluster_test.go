@@ -21,19 +21,19 @@ import (
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
-// TestMakeRunFencesObjects runs `fencekit devcluster --manager bin/manager` as `make run` does (real
+// TestMakeRunFencesObjects runs `fencekit-dev devcluster --manager bin/manager` as `make run` does (real
 // processes) and declares a FencingPolicy: the manager finds the webhook configuration the local control
 // plane installed, and an unfenced write of a declared ConfigMap is refused.
 func TestMakeRunFencesObjects(t *testing.T) {
 	root, dir := testenv.RepoRoot(), t.TempDir()
-	for _, b := range []string{"fencekit", "manager"} {
+	for _, b := range []string{"fencekit-dev", "manager"} {
 		build := exec.Command("go", "build", "-o", filepath.Join(dir, b), "./cmd/"+b)
 		build.Dir = root
 		if out, err := build.CombinedOutput(); err != nil {
 			t.Fatalf("building cmd/%s: %v\n%s", b, err, out)
 		}
 	}
-	cmd := exec.Command(filepath.Join(dir, "fencekit"), "devcluster", "--repo", root, "--manager", filepath.Join(dir, "manager"))
+	cmd := exec.Command(filepath.Join(dir, "fencekit-dev"), "devcluster", "--repo", root, "--manager", filepath.Join(dir, "manager"))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -50,11 +50,11 @@ func TestMakeRunFencesObjects(t *testing.T) {
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Errorf("fencekit devcluster: %v", err)
+				t.Errorf("fencekit-dev devcluster: %v", err)
 			}
 		case <-time.After(30 * time.Second):
 			_ = cmd.Process.Kill()
-			t.Errorf("fencekit devcluster did not stop within 30s of SIGTERM")
+			t.Errorf("fencekit-dev devcluster did not stop within 30s of SIGTERM")
 		}
 	})
 	kubeconfig := make(chan string, 1)
@@ -70,7 +70,7 @@ func TestMakeRunFencesObjects(t *testing.T) {
 	select {
 	case path = <-kubeconfig:
 	case <-time.After(5 * time.Minute):
-		t.Fatal("fencekit devcluster printed no KUBECONFIG in 5 minutes")
+		t.Fatal("fencekit-dev devcluster printed no KUBECONFIG in 5 minutes")
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
