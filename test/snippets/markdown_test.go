@@ -1,6 +1,8 @@
 package snippets
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -66,9 +68,9 @@ func TestSourceFragment(t *testing.T) {
 	for _, want := range []string{
 		"package snippet\n",
 		"\tcontext \"context\"\n", "\tfmt \"fmt\"\n", "\thttp \"net/http\"\n",
-		"//line /abs/doc.md:2\nfunc f(ctx context.Context) error {\n",
-		"//line /abs/doc.md:7\nclient := &http.Client{}\n",
-		"//line /abs/doc.md:4\n}\n",
+		"//line /abs/doc.md:2:1\nfunc f(ctx context.Context) error {\n",
+		"//line /abs/doc.md:7:1\nclient := &http.Client{}\n",
+		"//line /abs/doc.md:4:1\n}\n",
 	} {
 		if !strings.Contains(src, want) {
 			t.Errorf("Source lacks %q:\n%s", want, src)
@@ -76,5 +78,43 @@ func TestSourceFragment(t *testing.T) {
 	}
 	if strings.Contains(src, "controller-runtime") {
 		t.Errorf("Source imports the package client although the fragment declares client itself:\n%s", src)
+	}
+}
+
+// TestBrokenBlockNamesItsLine: a block that does not compile is reported at its Markdown line, with the
+// compiler's message.
+func TestBrokenBlockNamesItsLine(t *testing.T) {
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := newConsumer(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	md := "Text.\n\n<!-- snippet: fragment, compiled in:\nfunc f(ctx context.Context) {\n\t...\n}\n-->\n```go\n" +
+		"e, err := elector.New(elector.Config{})\n_ = e\n```\n" // line 9: err is declared and not used
+	blocks, err := Blocks("doc.md", md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := Source(blocks[0], filepath.Join(dir, "doc.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "broken"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "broken", "snippet.go"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, out, err := goCmd(dir, "list", "-export", "-f", "{{.ImportPath}}", "./broken")
+	if err == nil {
+		t.Fatalf("the broken block compiled:\n%s", src)
+	}
+	got := byPackage(out)["broken"]
+	if want := "doc.md:9:4: declared and not used: err"; !strings.Contains(got, want) {
+		t.Errorf("compiler messages for the broken block: %q, want one containing %q (all output: %s)", got, want, out)
 	}
 }

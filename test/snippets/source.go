@@ -52,7 +52,7 @@ func IsWholeFile(code string) bool {
 // declares func main, and snippet otherwise.
 func Source(b Block, path string) (string, error) {
 	if IsWholeFile(b.Code) {
-		return fmt.Sprintf("//line %s:%d\n%s", path, b.Line+1, b.Code), nil
+		return fmt.Sprintf("//line %s:%d:1\n%s", path, b.Line+1, b.Code), nil
 	}
 	if b.Marker == nil || b.Marker.Frame == "" {
 		return "", fmt.Errorf("%s:%d: a Go block that is not a whole file needs a marker before it: "+
@@ -61,12 +61,12 @@ func Source(b Block, path string) (string, error) {
 	var body strings.Builder
 	for i, l := range strings.Split(strings.TrimSuffix(b.Marker.Frame, "\n"), "\n") {
 		if strings.TrimSpace(l) == placeholder {
-			fmt.Fprintf(&body, "//line %s:%d\n%s", path, b.Line+1, b.Code)
-			fmt.Fprintf(&body, "//line %s:%d\n", path, b.Marker.FrameLine+i+1)
+			fmt.Fprintf(&body, "//line %s:%d:1\n%s", path, b.Line+1, b.Code)
+			fmt.Fprintf(&body, "//line %s:%d:1\n", path, b.Marker.FrameLine+i+1)
 			continue
 		}
 		if i == 0 {
-			fmt.Fprintf(&body, "//line %s:%d\n", path, b.Marker.FrameLine)
+			fmt.Fprintf(&body, "//line %s:%d:1\n", path, b.Marker.FrameLine)
 		}
 		body.WriteString(l + "\n")
 	}
