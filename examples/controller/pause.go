@@ -26,7 +26,7 @@ func withRound(ctx context.Context, round string) context.Context {
 // pausingClient is demonstration only: a client.NewClientFunc whose client holds the writes of round
 // pauseOnRound once they have all been handed to it, which is after the fenced client around it took its
 // token for each and before any is sent: it logs "pausing" and waits until the process has been stopped
-// (SIGSTOP) and continued (SIGCONT) from outside, as `fencekit demo` does when it reads "pausing" and as a
+// (SIGSTOP) and continued (SIGCONT) from outside, as `fencekit-dev demo` does when it reads "pausing" and as a
 // GC pause or CPU starvation could. The writes then run without the reconcile's context: requests already
 // sent when a process stops still reach the apiserver, and only fencing stops them.
 func pausingClient(pauseOnRound string) client.NewClientFunc {

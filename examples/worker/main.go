@@ -3,7 +3,7 @@
 //
 // Everything a user needs is in run and work below: about forty lines. It imports only fencekit's public
 // packages, so the directory builds when copied into another module. The flags and the demo-only
-// --stop-before-write exist so that `fencekit demo` and the end-to-end tests can drive it; --unfenced runs
+// --stop-before-write exist so that `fencekit-dev demo` and the end-to-end tests can drive it; --unfenced runs
 // the same loop with client-go's leaderelection and a plain ConfigMap, to show what goes wrong without
 // fencing (unfenced.go).
 //

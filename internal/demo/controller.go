@@ -23,7 +23,7 @@ import (
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
-// Controller is the scenario of `fencekit demo --scenario controller`: examples/controller, a
+// Controller is the scenario of `fencekit-dev demo --scenario controller`: examples/controller, a
 // controller-runtime operator, runs as two replicas of one user. The leader (A) is stopped with SIGSTOP in
 // the middle of a reconcile, after each of its four writes took its token; the source moves on; the
 // standby (B) takes over and renders the newer state; A resumes and its writes reach the apiserver.

@@ -1,5 +1,5 @@
 // Package devcluster runs a local control plane (kube-apiserver and etcd built by hack/control-plane.sh) with
-// fencekit's CRDs and admission configuration installed, for `make run` and `fencekit demo`.
+// fencekit's CRDs and admission configuration installed, for `make run` and `fencekit-dev demo`.
 //
 // It is envtest's control plane, kept running: no container engine and no download site are needed.
 package devcluster

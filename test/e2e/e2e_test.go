@@ -162,7 +162,7 @@ func TestCrash(t *testing.T) {
 	}
 }
 
-// TestControllerScenario is `fencekit demo --scenario controller --quick`: examples/controller's paused
+// TestControllerScenario is `fencekit-dev demo --scenario controller --quick`: examples/controller's paused
 // leader, fenced (every late write refused as stale, B's state untouched) and unfenced (all admitted, B's
 // canary deleted).
 func TestControllerScenario(t *testing.T) {

@@ -235,7 +235,7 @@ func epochOf(t *testing.T, lines []string) int64 {
 	return 0
 }
 
-// TestPostgresScenario is `fencekit demo --scenario postgres` at the quick timings: fenced, the paused
+// TestPostgresScenario is `fencekit-dev demo --scenario postgres` at the quick timings: fenced, the paused
 // holder's late UPDATE is refused by the row's fence column and W2's row stays; unfenced, the same UPDATE
 // without the fence overwrites it.
 func TestPostgresScenario(t *testing.T) {
