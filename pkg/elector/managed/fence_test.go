@@ -117,3 +117,32 @@ func TestFenceRefusesTheManagersOwnElection(t *testing.T) {
 		t.Errorf("NewManager without LeaderElection: %v", err)
 	}
 }
+
+// TestFenceOptOut: with cfg.PostAcquire set to elector.AcquireHook(nil), Fence fences nothing on acquisition
+// and the Lease declares nothing (the webhook then reads the Lease with a quorum read for each write).
+func TestFenceOptOut(t *testing.T) {
+	ns := env.Namespace(t)
+	led := make(chan struct{}, 1)
+	mgr, err := managed.NewManager(env.Config, manager.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"},
+		elector.Config{Namespace: ns, Name: "operator", Identity: "replica-a", PostAcquire: elector.AcquireHook(nil),
+			OnStartedLeading: func(context.Context, elector.Token) { led <- struct{}{} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-led:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the elector did not lead")
+	}
+	var lease coordinationv1.Lease
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "operator"}, &lease); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := lease.Annotations[elector.FencesAnnotation]; ok {
+		t.Errorf("lease %s/operator declares %s=%q, want no declaration", ns, elector.FencesAnnotation, got)
+	}
+}
