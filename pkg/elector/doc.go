@@ -47,7 +47,9 @@
 // Build an Elector with New (a Config with the Lease, a client and callbacks; zero values take the
 // defaults 15s/10s/2s, 1% drift, 2s margin) and call Run. The client needs get, list, watch, create and
 // update on Leases, create and patch on Events, and create on SelfSubjectReviews (granted to every
-// authenticated user by default). The fencekit_elector_* metrics go to the prometheus.Registerer given with
+// authenticated user by default). Config.PostAcquire is an AcquireFence: what runs between an acquisition
+// and the hand-out of its token, and what that declares on the Lease; pkg/fencing builds the fences that
+// declare what they raise, AcquireHook any other hook. The fencekit_elector_* metrics go to the prometheus.Registerer given with
 // WithMetricsRegisterer (prometheus.DefaultRegisterer for promhttp.Handler()), and nowhere without it; the
 // package does not link controller-runtime. Many electors in one process share their metrics, told apart by
 // the lease label; give them one client with a raised rate limit (client-go's default is 5 requests/s).
