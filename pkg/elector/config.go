@@ -19,6 +19,9 @@ const (
 	DefaultMaxClockDrift  = 0.01
 	DefaultSafetyMargin   = 2 * time.Second
 	DefaultReleaseTimeout = 5 * time.Second
+
+	// MaxPostAcquireBackoff bounds the pause after PostAcquire failed several times in a row.
+	MaxPostAcquireBackoff = time.Minute
 )
 
 // Config configures an Elector. Zero values take the documented defaults; New validates the result.
@@ -71,7 +74,10 @@ type Config struct {
 	// declaration outlives this elector: the Lease policy refuses any later acquisition that drops a declared
 	// kind, so every later holder must fence it too. AcquireHook runs a hook of your own and declares
 	// nothing. If the raise returns an error, leadership is not reported: the elector releases the Lease,
-	// logs and counts it (lost reason "post_acquire_failed") and waits RetryPeriod before competing again.
+	// logs and counts it (lost reason "post_acquire_failed") and waits before competing again: RetryPeriod
+	// after the first failure, doubled after each further one in a row, up to MaxPostAcquireBackoff (a
+	// permanent error, such as the fence's missing RBAC, is then tried once a minute, each try at a new
+	// epoch); a term that starts leading resets it.
 	// The Lease is renewed while it runs; IsLeader is false and Token is zero until it has succeeded.
 	// Default: nothing runs, nothing is declared, every fenced write reads the Lease from etcd.
 	PostAcquire AcquireFence

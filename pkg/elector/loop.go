@@ -30,6 +30,8 @@ type runner struct {
 	lastSent  time.Time             // send time of the last successful acquire or renew
 	nextRenew time.Time
 	notBefore time.Time // do not compete before this
+	// postFailures counts the PostAcquire failures in a row, since the last term that started leading.
+	postFailures int
 	floor     int64     // highest epoch seen under this name
 
 	reportedHolder string
@@ -281,14 +283,27 @@ func (r *runner) postAcquired(ctx context.Context, err error) {
 		r.startLeading()
 		return
 	}
-	r.log.Error(err, "PostAcquire failed; releasing the Lease", "epoch", r.term.token.Epoch)
+	r.postFailures++
+	pause := postAcquireBackoff(r.e.retryPause(), r.postFailures)
+	r.log.Error(err, "PostAcquire failed; releasing the Lease", "epoch", r.term.token.Epoch, "failuresInARow", r.postFailures, "retryIn", pause)
 	r.endTerm(ctx, fmt.Errorf("%w: %s: %v", ErrLeadershipLost, ReasonPostAcquireFailed, err), ReasonPostAcquireFailed, err.Error(), true)
-	r.notBefore = r.e.clock.Now().Add(r.e.retryPause())
+	r.notBefore = r.e.clock.Now().Add(pause)
+}
+
+// postAcquireBackoff is the pause after the failures-th PostAcquire failure in a row: first (RetryPeriod,
+// jittered), doubled after each further failure, at most MaxPostAcquireBackoff (or first, if longer).
+func postAcquireBackoff(first time.Duration, failures int) time.Duration {
+	pause := first
+	for i := 1; i < failures && pause < MaxPostAcquireBackoff; i++ {
+		pause *= 2
+	}
+	return max(first, min(pause, MaxPostAcquireBackoff))
 }
 
 func (r *runner) startLeading() {
 	t := r.term
 	t.setLeading()
+	r.postFailures = 0
 	r.e.metrics.isLeader.WithLabelValues(r.e.lease.String()).Inc()
 	r.log.Info("Started leading", "epoch", t.token.Epoch)
 	f := r.cfg().OnStartedLeading
