@@ -32,7 +32,7 @@ type runner struct {
 	notBefore time.Time // do not compete before this
 	// postFailures counts the PostAcquire failures in a row, since the last term that started leading.
 	postFailures int
-	floor     int64     // highest epoch seen under this name
+	floor        int64 // highest epoch seen under this name
 
 	reportedHolder string
 	reportedEpoch  int64
