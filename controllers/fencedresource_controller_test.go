@@ -8,6 +8,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator/operatortest"
+	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
@@ -28,7 +29,7 @@ func TestStatusLifecycle(t *testing.T) {
 	ta := a.Acquire(t, ns, "orders-writer", 3)
 	eventuallyStatus(t, "lease acquired at epoch 3: LeaseFound True, Fenced False (BehindLease)", key,
 		fencingv1alpha1.FencedResourceStatus{LeaseEpoch: 3, LeaseHolder: "worker-a", Conditions: behindLease("0", "3")})
-	eventually(t, "the lease created after the resource was declared gets the finalizer", func() (bool, string) {
+	testenv.Eventually(t, "the lease created after the resource was declared gets the finalizer", func() (bool, string) {
 		_, fin, seen := protected(t, types.NamespacedName{Namespace: ns, Name: "orders-writer"})
 		return fin, seen
 	})

@@ -17,6 +17,7 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/controllers"
 	"github.com/fencekit/fencekit/internal/operator/operatortest"
+	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/elector"
 )
 
@@ -58,7 +59,7 @@ func TestLeaseFinalizer(t *testing.T) {
 	newWorker(t, other, "worker-a").Acquire(t, other, lease.Name, 1)
 	declare(t, other, "unrelated", "another-writer")
 
-	eventually(t, "the bound lease gets the finalizer", func() (bool, string) {
+	testenv.Eventually(t, "the bound lease gets the finalizer", func() (bool, string) {
 		_, fin, seen := protected(t, lease)
 		return fin, seen
 	})
@@ -73,7 +74,7 @@ func TestLeaseFinalizer(t *testing.T) {
 	})
 
 	deleteFencedResource(t, second)
-	eventually(t, "the finalizer is removed once no resource is bound", func() (bool, string) {
+	testenv.Eventually(t, "the finalizer is removed once no resource is bound", func() (bool, string) {
 		exists, fin, seen := protected(t, lease)
 		return exists && !fin, seen
 	})
@@ -89,7 +90,7 @@ func TestLeaseDeleteWhileBound(t *testing.T) {
 	lease := types.NamespacedName{Namespace: ns, Name: "orders-writer"}
 	a.Acquire(t, ns, lease.Name, 2)
 	key := declare(t, ns, "orders", lease.Name)
-	eventually(t, "the bound lease gets the finalizer", func() (bool, string) {
+	testenv.Eventually(t, "the bound lease gets the finalizer", func() (bool, string) {
 		_, fin, seen := protected(t, lease)
 		return fin, seen
 	})
@@ -123,7 +124,7 @@ func TestLeaseDeleteWhileBound(t *testing.T) {
 	if err := env.Client.Delete(ctx, &fr, client.Preconditions{UID: &fr.UID}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the lease is gone once its last resource is", func() (bool, string) {
+	testenv.Eventually(t, "the lease is gone once its last resource is", func() (bool, string) {
 		exists, _, seen := protected(t, lease)
 		return !exists, seen
 	})
@@ -159,12 +160,12 @@ func TestLeaseFinalizerOnlyOnFencedLeases(t *testing.T) {
 	declare(t, ns, "legacy", oldBound.Name)
 	oldUnbound := plainLease("legacy-idle", controllers.LeaseFinalizer)
 
-	eventually(t, "the bound fenced lease gets the finalizer", func() (bool, string) {
+	testenv.Eventually(t, "the bound fenced lease gets the finalizer", func() (bool, string) {
 		_, fin, seen := protected(t, fenced)
 		return fin, seen
 	})
 	for _, key := range []types.NamespacedName{oldBound, oldUnbound} {
-		eventually(t, "the finalizer is removed from the unlabelled lease "+key.String(), func() (bool, string) {
+		testenv.Eventually(t, "the finalizer is removed from the unlabelled lease "+key.String(), func() (bool, string) {
 			exists, fin, seen := protected(t, key)
 			return exists && !fin, seen
 		})
@@ -184,7 +185,7 @@ func TestLeaseFinalizerOnlyOnFencedLeases(t *testing.T) {
 	if err := env.Client.Patch(ctx, unlabelled, client.MergeFrom(l)); err != nil {
 		t.Fatalf("the admin removing the fenced label of %s: %v", fenced, err)
 	}
-	eventually(t, "the finalizer is removed from the bound lease that lost its label", func() (bool, string) {
+	testenv.Eventually(t, "the finalizer is removed from the bound lease that lost its label", func() (bool, string) {
 		exists, fin, seen := protected(t, fenced)
 		return exists && !fin, seen
 	})

@@ -87,7 +87,7 @@ func TestOperatorWithItsOwnRole(t *testing.T) {
 	eventuallyStatus(t, "status at the lease's epoch", key,
 		fencingv1alpha1.FencedResourceStatus{AdmittedEpoch: 1, Holder: "worker-a", LeaseEpoch: 1, LeaseHolder: "worker-a",
 			Conditions: atLeaseEpoch("1")})
-	eventually(t, "the finalizer added to the fenced lease", func() (bool, string) {
+	testenv.Eventually(t, "the finalizer added to the fenced lease", func() (bool, string) {
 		_, fin, seen := protected(t, lease)
 		return fin, seen
 	})
@@ -100,7 +100,7 @@ func TestOperatorWithItsOwnRole(t *testing.T) {
 		fmt.Sprintf(`user "worker-b-user" is not the user that acquired lease orders-writer at epoch 1 ("worker-a-user"): only the holder worker-a may write FencedResource %s/orders`, ns))
 
 	deleteFencedResource(t, key)
-	eventually(t, "the finalizer removed from the fenced lease", func() (bool, string) {
+	testenv.Eventually(t, "the finalizer removed from the fenced lease", func() (bool, string) {
 		exists, fin, seen := protected(t, lease)
 		return exists && !fin, seen
 	})

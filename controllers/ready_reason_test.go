@@ -14,6 +14,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator/operatortest"
+	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
@@ -69,7 +70,7 @@ func TestReadyReasonNamesTheCause(t *testing.T) {
 		"ahead":   {metav1.ConditionFalse, fencingv1alpha1.ReasonAheadOfLease, "2"},
 	}
 	for name, wc := range want {
-		eventually(t, fmt.Sprintf("FencedResource %s Ready=%s with reason %s", name, wc.status, wc.reason), func() (bool, string) {
+		testenv.Eventually(t, fmt.Sprintf("FencedResource %s Ready=%s with reason %s", name, wc.status, wc.reason), func() (bool, string) {
 			var fr fencingv1alpha1.FencedResource
 			if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &fr); err != nil {
 				return false, err.Error()

@@ -90,7 +90,7 @@ func refusalEvents(t *testing.T, ns string) []string {
 // action and note.
 func eventuallyEventOn(t *testing.T, ns, kind, name string, reason fencing.Reason, action, note string) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("a Warning %s Event on %s %s", reason, kind, name), func() (bool, string) {
+	testenv.Eventually(t, fmt.Sprintf("a Warning %s Event on %s %s", reason, kind, name), func() (bool, string) {
 		var list eventsv1.EventList
 		if err := env.Client.List(t.Context(), &list, client.InNamespace(ns)); err != nil {
 			return false, err.Error()
@@ -115,7 +115,7 @@ func eventuallyEventOn(t *testing.T, ns, kind, name string, reason fencing.Reaso
 func settled(t *testing.T, key types.NamespacedName, epoch int64) {
 	t.Helper()
 	var rv string
-	eventually(t, fmt.Sprintf("FencedResource %s's status at lease epoch %d", key, epoch), func() (bool, string) {
+	testenv.Eventually(t, fmt.Sprintf("FencedResource %s's status at lease epoch %d", key, epoch), func() (bool, string) {
 		var fr fencingv1alpha1.FencedResource
 		if err := env.Client.Get(t.Context(), key, &fr); err != nil {
 			return false, err.Error()
@@ -240,7 +240,7 @@ func TestObjectRefusalsAreReported(t *testing.T) {
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{"k": "v"}}
 	}
 	// The operator configures the webhook for the namespace: wait until a dry run is refused by it.
-	eventually(t, "the objects webhook refuses an unfenced ConfigMap create", func() (bool, string) {
+	testenv.Eventually(t, "the objects webhook refuses an unfenced ConfigMap create", func() (bool, string) {
 		err := env.Client.Create(ctx, cm("probe"), client.DryRunAll)
 		return fencing.IsTokenMissing(err), fmt.Sprint(err)
 	})
@@ -254,7 +254,7 @@ func TestObjectRefusalsAreReported(t *testing.T) {
 		t.Errorf("fencekit_webhook_admission_refusals_total{webhook=\"objects\"} = %v after one refused write, want 1", got)
 	}
 	var note string
-	eventually(t, "a Warning Event on ConfigMap settings", func() (bool, string) {
+	testenv.Eventually(t, "a Warning Event on ConfigMap settings", func() (bool, string) {
 		for _, e := range refusalEvents(t, ns) {
 			if strings.HasPrefix(e, string(fencing.ReasonTokenMissing)+" Write ConfigMap/settings: ") {
 				note = e

@@ -46,11 +46,6 @@ func getLease(t *testing.T, key types.NamespacedName) (*coordinationv1.Lease, er
 	return &l, err
 }
 
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	testenv.Eventually(t, what, cond)
-}
-
 // consistently checks cond every 50 ms for d and fails at the first time it does not hold. It is for
 // what must not happen (a finalizer removed too early): the operator is given d to do it wrongly.
 func consistently(t *testing.T, what string, d time.Duration, cond func() (bool, string)) {
@@ -71,7 +66,7 @@ func consistently(t *testing.T, what string, d time.Duration, cond func() (bool,
 func eventuallyStatus(t *testing.T, what string, key types.NamespacedName, want fencingv1alpha1.FencedResourceStatus) *fencingv1alpha1.FencedResource {
 	t.Helper()
 	var fr fencingv1alpha1.FencedResource
-	eventually(t, what, func() (bool, string) {
+	testenv.Eventually(t, what, func() (bool, string) {
 		if err := env.Client.Get(t.Context(), key, &fr); err != nil {
 			return false, err.Error()
 		}

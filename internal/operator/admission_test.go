@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
@@ -239,7 +240,7 @@ func TestDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: ns}}
-	eventually(t, "the deleter's RBAC to take effect and the webhook to refuse", func() (bool, string) {
+	testenv.Eventually(t, "the deleter's RBAC to take effect and the webhook to refuse", func() (bool, string) {
 		err := gitops.Delete(ctx, fr.DeepCopy(), client.DryRunAll)
 		return fencing.IsNotHolder(err), fmt.Sprint(err)
 	})

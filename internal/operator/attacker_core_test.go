@@ -69,7 +69,7 @@ func TestCoreAttacks(t *testing.T) {
 			}
 			tok := holder.Acquire(t, ns, "l", 2)
 			var err error
-			eventually(t, "fence-on-acquire is decided (RBAC granted)", func() (bool, string) {
+			testenv.Eventually(t, "fence-on-acquire is decided (RBAC granted)", func() (bool, string) {
 				err = fencing.FenceObjectsOnAcquire(holder.Client, holder.Client).Raise(ctx, tok)
 				return err == nil || !isForbiddenByRBAC(err), errString(err)
 			})
@@ -103,7 +103,7 @@ func TestCoreAttacks(t *testing.T) {
 		editor := userClient(t, "editor")
 		seeded := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "seeded",
 			Annotations: map[string]string{fencingv1alpha1.DeleteAtEpochAnnotation: "2"}}, Data: map[string]string{"v": "seeded"}}
-		eventually(t, "the editor seeds the marker", func() (bool, string) { err := editor.Create(ctx, seeded.DeepCopy()); return err == nil, errString(err) })
+		testenv.Eventually(t, "the editor seeds the marker", func() (bool, string) { err := editor.Create(ctx, seeded.DeepCopy()); return err == nil, errString(err) })
 		declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"})
 		t1 := holder.Acquire(t, ns, appLease, 1)
 		if err := fencing.FenceObjectsOnAcquire(holder.Client, holder.Client).Raise(ctx, t1); err != nil {
@@ -129,7 +129,7 @@ func TestCoreAttacks(t *testing.T) {
 		for _, name := range []string{"del", "apply"} {
 			seeded := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
 				Annotations: map[string]string{fencingv1alpha1.DeleteAtEpochAnnotation: "2"}}, Data: map[string]string{"v": "seeded"}}
-			eventually(t, "the editor seeds the marker", func() (bool, string) { err := editor.Create(ctx, seeded.DeepCopy()); return err == nil, errString(err) })
+			testenv.Eventually(t, "the editor seeds the marker", func() (bool, string) { err := editor.Create(ctx, seeded.DeepCopy()); return err == nil, errString(err) })
 		}
 		declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"})
 		mustContain(t, "a stale replica's bare DELETE on a seeded marker",
@@ -164,7 +164,7 @@ func TestCoreAttacks(t *testing.T) {
 		for i := range admission.MaxFreeManagers {
 			fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: padded.Name}}
 			var err error
-			eventually(t, "an applier's write is decided", func() (bool, string) {
+			testenv.Eventually(t, "an applier's write is decided", func() (bool, string) {
 				err = editor.Patch(ctx, fr, client.RawPatch(types.ApplyPatchType, body), client.FieldOwner(fmt.Sprintf("padder-%02d", i)))
 				return err == nil || !isForbiddenByRBAC(err), errString(err)
 			})
@@ -211,7 +211,7 @@ func TestCoreAttacks(t *testing.T) {
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "editors", UID: "00000000-0000-0000-0000-0000000000ee"}}},
 			Spec: fencingv1alpha1.FencedResourceSpec{LeaseName: "l"}}
 		var err error
-		eventually(t, "the editor's create is decided (RBAC granted)", func() (bool, string) {
+		testenv.Eventually(t, "the editor's create is decided (RBAC granted)", func() (bool, string) {
 			err = editor.Create(ctx, fr.DeepCopy())
 			return err == nil || !isForbiddenByRBAC(err), errString(err)
 		})
@@ -233,7 +233,7 @@ func TestCoreAttacks(t *testing.T) {
 		p := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "leases"},
 			Spec: fencingv1alpha1.FencingPolicySpec{LeaseName: "l", Resources: []fencingv1alpha1.FencedObjects{{Group: "coordination.k8s.io", Resource: "leases"}}}}
 		var err error
-		eventually(t, "the policy write is decided (RBAC granted)", func() (bool, string) {
+		testenv.Eventually(t, "the policy write is decided (RBAC granted)", func() (bool, string) {
 			err = gitops.Create(ctx, p)
 			return err == nil || !isForbiddenByRBAC(err), errString(err)
 		})
@@ -286,7 +286,7 @@ func TestCoreAttacks(t *testing.T) {
 			},
 		} {
 			var err error
-			eventually(t, name+" is decided (RBAC granted)", func() (bool, string) {
+			testenv.Eventually(t, name+" is decided (RBAC granted)", func() (bool, string) {
 				err = write()
 				return err == nil || !isForbiddenByRBAC(err), errString(err)
 			})
@@ -319,7 +319,7 @@ func TestCoreAttacks(t *testing.T) {
 		gc := userClient(t, admission.GarbageCollectorUser)
 		owner := `{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"ghost","uid":"00000000-0000-0000-0000-000000000001"}]}}`
 		var err error
-		eventually(t, "the GC's write is decided (RBAC granted)", func() (bool, string) {
+		testenv.Eventually(t, "the GC's write is decided (RBAC granted)", func() (bool, string) {
 			err = patchConfigMap(t, gc, ns, "app", owner)
 			return err == nil || !isForbiddenByRBAC(err), errString(err)
 		})
@@ -348,7 +348,7 @@ func TestCoreAttacks(t *testing.T) {
 			if err := env.Client.Create(ctx, p); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "the webhook refuses an unfenced write of a ConfigMap labelled app="+v, func() (bool, string) {
+			testenv.Eventually(t, "the webhook refuses an unfenced write of a ConfigMap labelled app="+v, func() (bool, string) {
 				probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe", Labels: map[string]string{"app": v}}}
 				err := env.Client.Create(ctx, probe, client.DryRunAll)
 				return fencing.IsTokenMissing(err), errString(err)
@@ -356,7 +356,7 @@ func TestCoreAttacks(t *testing.T) {
 		}
 		t1 := r1.Acquire(t, ns, "l", 1)
 		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
-		eventually(t, "replica-1 creates the ConfigMap (RBAC granted)", func() (bool, string) {
+		testenv.Eventually(t, "replica-1 creates the ConfigMap (RBAC granted)", func() (bool, string) {
 			err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "m", Labels: map[string]string{"app": "a"}}})
 			return err == nil, errString(err)
 		})

@@ -15,6 +15,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/admission"
+	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
@@ -48,7 +49,7 @@ func claim(ns, name string) *corev1.PersistentVolumeClaim {
 func retryRBAC(t *testing.T, what string, write func() error) error {
 	t.Helper()
 	var err error
-	eventually(t, what+" is decided (RBAC granted)", func() (bool, string) {
+	testenv.Eventually(t, what+" is decided (RBAC granted)", func() (bool, string) {
 		err = write()
 		return err == nil || !isForbiddenByRBAC(err), errString(err)
 	})

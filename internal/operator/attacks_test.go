@@ -16,6 +16,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/admission"
+	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
@@ -300,7 +301,7 @@ func TestDeleteUnderLiveLease(t *testing.T) {
 	fr := func(k types.NamespacedName) *fencingv1alpha1.FencedResource {
 		return &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}}
 	}
-	eventually(t, "the deleter's RBAC to take effect", func() (bool, string) {
+	testenv.Eventually(t, "the deleter's RBAC to take effect", func() (bool, string) {
 		err := r1.Client.Delete(ctx, fr(key), client.DryRunAll)
 		return fencing.IsFenced(err), fmt.Sprint(err)
 	})
@@ -343,7 +344,7 @@ func TestGarbageCollectorPath(t *testing.T) {
 	ghost := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","name":"ghost","uid":%q}`, "00000000-0000-0000-0000-00000000dead")
 	parent := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","name":"parent","uid":%q}`, "00000000-0000-0000-0000-00000000beef")
 
-	eventually(t, "worker-b's RBAC to take effect", func() (bool, string) {
+	testenv.Eventually(t, "worker-b's RBAC to take effect", func() (bool, string) {
 		err := mergePatch(t, b.Client, key, `{"metadata":{"ownerReferences":[`+ghost+`]}}`, client.DryRunAll)
 		return fencing.IsFenced(err), fmt.Sprint(err)
 	})
@@ -363,7 +364,7 @@ func TestGarbageCollectorPath(t *testing.T) {
 	}
 
 	fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"}}
-	eventually(t, "the replicaset controller's RBAC to take effect", func() (bool, string) {
+	testenv.Eventually(t, "the replicaset controller's RBAC to take effect", func() (bool, string) {
 		err := rs.Delete(ctx, fr.DeepCopy(), client.DryRunAll)
 		return fencing.IsFenced(err), fmt.Sprint(err)
 	})

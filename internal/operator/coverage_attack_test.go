@@ -38,7 +38,7 @@ import (
 func coverageOf(t *testing.T, ns, name string, epoch int64) *fencingv1alpha1.FencingPolicy {
 	t.Helper()
 	var p fencingv1alpha1.FencingPolicy
-	eventually(t, fmt.Sprintf("FencingPolicy %s records coverage epoch %d for its generation", name, epoch), func() (bool, string) {
+	testenv.Eventually(t, fmt.Sprintf("FencingPolicy %s records coverage epoch %d for its generation", name, epoch), func() (bool, string) {
 		if err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, &p); err != nil {
 			return false, err.Error()
 		}
@@ -53,7 +53,7 @@ func coverageOf(t *testing.T, ns, name string, epoch int64) *fencingv1alpha1.Fen
 func covers(t *testing.T, ns, name string) {
 	t.Helper()
 	probes := 0
-	eventually(t, "the webhook covers ConfigMap "+name, func() (bool, string) {
+	testenv.Eventually(t, "the webhook covers ConfigMap "+name, func() (bool, string) {
 		probes++
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 		err := env.Client.Patch(t.Context(), cm, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"data":{"probe":"%d"}}`, probes)), client.DryRunAll)
@@ -217,13 +217,13 @@ func TestCoverageAttacks(t *testing.T) {
 		if err := env.Client.Delete(ctx, old); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the policy is gone", func() (bool, string) {
+		testenv.Eventually(t, "the policy is gone", func() (bool, string) {
 			err := env.Client.Get(ctx, client.ObjectKeyFromObject(old), old)
 			return apierrors.IsNotFound(err), errString(err)
 		})
 		// The operator removes the namespace's webhook with its last policy, and writes it again for the new
 		// one: wait for the removal, so that the webhook seen below is the new policy's.
-		eventually(t, "the operator removes the namespace's object webhook", func() (bool, string) {
+		testenv.Eventually(t, "the operator removes the namespace's object webhook", func() (bool, string) {
 			var cfg admissionregistrationv1.ValidatingWebhookConfiguration
 			if err := env.Client.Get(ctx, types.NamespacedName{Name: "fencekit-objects"}, &cfg); err != nil {
 				return false, err.Error()
@@ -330,7 +330,7 @@ func TestCoverageAttacks(t *testing.T) {
 		if err := env.Client.Delete(ctx, lease); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the Lease is gone", func() (bool, string) {
+		testenv.Eventually(t, "the Lease is gone", func() (bool, string) {
 			err := env.Client.Get(ctx, client.ObjectKeyFromObject(lease), lease)
 			return apierrors.IsNotFound(err), errString(err)
 		})
@@ -375,7 +375,7 @@ func TestCoverageAttacks(t *testing.T) {
 		if err := env.Client.Delete(ctx, lease); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the Lease is gone", func() (bool, string) {
+		testenv.Eventually(t, "the Lease is gone", func() (bool, string) {
 			err := env.Client.Get(ctx, client.ObjectKeyFromObject(lease), lease)
 			return apierrors.IsNotFound(err), errString(err)
 		})
@@ -444,7 +444,7 @@ func TestCoverageAttacks(t *testing.T) {
 		}
 		coverageOf(t, ns, "app", 7)
 		w.Acquire(t, ns, "l", 8)
-		eventually(t, "the operator sees the acquisition at 8", func() (bool, string) {
+		testenv.Eventually(t, "the operator sees the acquisition at 8", func() (bool, string) {
 			var got fencingv1alpha1.FencingPolicy
 			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), &got); err != nil {
 				return false, err.Error()

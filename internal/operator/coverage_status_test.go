@@ -17,6 +17,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator"
+	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/internal/webhook"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
@@ -104,7 +105,7 @@ func TestCoveragePoliciesLagResidual(t *testing.T) {
 				if err := env.Client.Delete(ctx, p); err != nil {
 					t.Fatal(err)
 				}
-				eventually(t, "the policy is gone", func() (bool, string) {
+				testenv.Eventually(t, "the policy is gone", func() (bool, string) {
 					err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), p)
 					return apierrors.IsNotFound(err), errString(err)
 				})

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fencekit/fencekit/internal/operator"
+	"github.com/fencekit/fencekit/internal/testenv"
 )
 
 // TestLeaderElection runs two operator replicas electing with pkg/elector: the controllers run on the
@@ -39,13 +40,13 @@ func TestLeaderElection(t *testing.T) {
 
 	stopB := startOperator(t, elect(false))
 	var first string
-	eventually(t, "replica b leads", func() (bool, string) { first = holder(); return first != "", "holder " + first })
+	testenv.Eventually(t, "replica b leads", func() (bool, string) { first = holder(); return first != "", "holder " + first })
 	startOperator(t, elect(true)) // replica a: standby, serving the webhook
 	declare(t, ns, "one", "l")
-	eventually(t, "the leader reconciles", reconciled("one"))
+	testenv.Eventually(t, "the leader reconciles", reconciled("one"))
 
 	stopB()
-	eventually(t, "replica a takes over", func() (bool, string) { h := holder(); return h != "" && h != first, "holder " + h })
+	testenv.Eventually(t, "replica a takes over", func() (bool, string) { h := holder(); return h != "" && h != first, "holder " + h })
 	declare(t, ns, "two", "l")
-	eventually(t, "the new leader reconciles", reconciled("two"))
+	testenv.Eventually(t, "the new leader reconciles", reconciled("two"))
 }

@@ -180,7 +180,7 @@ func TestLeasePolicyAttacks(t *testing.T) {
 			body := `{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"l","namespace":"` + ns + `",` + meta + `}}`
 			return gitops.Patch(ctx, readLease(t, ns, "l"), client.RawPatch(types.ApplyPatchType, []byte(body)), client.FieldOwner("gitops"), client.ForceOwnership)
 		}
-		eventually(t, "the GitOps tool's RBAC to take effect", func() (bool, string) {
+		testenv.Eventually(t, "the GitOps tool's RBAC to take effect", func() (bool, string) {
 			err := gitops.Patch(ctx, readLease(t, ns, "l"), client.RawPatch(types.MergePatchType, []byte(`{}`)), client.DryRunAll)
 			return err == nil, errString(err)
 		})
@@ -233,7 +233,7 @@ func TestLeasePolicyAttacks(t *testing.T) {
 		remove := func(uid types.UID) client.Patch {
 			return client.RawPatch(types.StrategicMergePatchType, fmt.Appendf(nil, `{"metadata":{"ownerReferences":[{"$patch":"delete","uid":%q}]}}`, uid))
 		}
-		eventually(t, "the garbage collector's RBAC to take effect", func() (bool, string) {
+		testenv.Eventually(t, "the garbage collector's RBAC to take effect", func() (bool, string) {
 			err := gc.Patch(ctx, readLease(t, ns, "l"), client.RawPatch(types.MergePatchType, []byte(`{}`)), client.DryRunAll)
 			return err == nil, errString(err)
 		})

@@ -65,7 +65,7 @@ func startCopyAttack(t *testing.T) copyAttack {
 // seen waits until the copy shows Lease ns/name at epoch and, if holder is not empty, held by holder.
 func (a copyAttack) seen(t *testing.T, ns, name string, epoch int64, holder string) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("the copy shows lease %s at epoch %d", name, epoch), func() (bool, string) {
+	testenv.Eventually(t, fmt.Sprintf("the copy shows lease %s at epoch %d", name, epoch), func() (bool, string) {
 		l := a.leases.Lease(ns, name)
 		if l == nil {
 			return false, "no copy"
@@ -83,7 +83,7 @@ func (a copyAttack) seen(t *testing.T, ns, name string, epoch int64, holder stri
 // is in use for it), then returns.
 func onCopy(t *testing.T, hook, what string, write func() error) {
 	t.Helper()
-	eventually(t, what+" admitted on the copy of the Lease", func() (bool, string) {
+	testenv.Eventually(t, what+" admitted on the copy of the Lease", func() (bool, string) {
 		before := leaseReads(t, hook, "cache")
 		err := write()
 		return err == nil && leaseReads(t, hook, "cache") > before, errString(err)
@@ -103,7 +103,7 @@ func configMapPolicy(t *testing.T, ns, lease string, selector *metav1.LabelSelec
 	if err := env.Client.Create(t.Context(), p); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the webhook refuses an unfenced write of a declared ConfigMap", func() (bool, string) {
+	testenv.Eventually(t, "the webhook refuses an unfenced write of a declared ConfigMap", func() (bool, string) {
 		probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe", Labels: probeLabels}}
 		err := env.Client.Create(t.Context(), probe, client.DryRunAll)
 		return fencing.IsTokenMissing(err), errString(err)
@@ -188,7 +188,7 @@ func holdUpdates(t *testing.T, ns, name string) (arrived <-chan struct{}, releas
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), cfg) })
 	probes := 0
-	eventually(t, "the holding webhook is called", func() (bool, string) {
+	testenv.Eventually(t, "the holding webhook is called", func() (bool, string) {
 		probes++
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 		err := env.Client.Patch(t.Context(), cm, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{"probe":"%d"}}}`, probes)), client.DryRunAll)
@@ -370,7 +370,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 			labelled <- patchConfigMap(t, c1, ns, "slow", `{"metadata":{"labels":{"app":"fenced"}},"data":{"v":"one"}}`)
 		}()
 		<-arrived
-		eventually(t, "fencekit's webhook has decided the labelling write", func() (bool, string) {
+		testenv.Eventually(t, "fencekit's webhook has decided the labelling write", func() (bool, string) {
 			n := webhookAnswers(t, webhook.ObjectsPath)
 			return n > answered, fmt.Sprintf("%v answers, %v before", n, answered)
 		})
@@ -430,13 +430,13 @@ func TestLeaseCacheAttacks(t *testing.T) {
 			t.Fatal(err)
 		}
 		probes := 0
-		eventually(t, "the webhook covers the ConfigMap outside the old selector", func() (bool, string) {
+		testenv.Eventually(t, "the webhook covers the ConfigMap outside the old selector", func() (bool, string) {
 			probes++
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "out"}}
 			err := env.Client.Patch(ctx, cm, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"data":{"probe":"%d"}}`, probes)), client.DryRunAll)
 			return fencing.IsTokenMissing(err), errString(err)
 		})
-		eventually(t, "the operator records the widened policy's coverage epoch", func() (bool, string) {
+		testenv.Eventually(t, "the operator records the widened policy's coverage epoch", func() (bool, string) {
 			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
 				return false, err.Error()
 			}
@@ -526,7 +526,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 		if err := env.Client.Delete(ctx, lease); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the Lease is gone (no finalizer holds it)", func() (bool, string) {
+		testenv.Eventually(t, "the Lease is gone (no finalizer holds it)", func() (bool, string) {
 			err := env.Client.Get(ctx, client.ObjectKeyFromObject(lease), lease)
 			return apierrors.IsNotFound(err), fmt.Sprintf("finalizers %v, err %v", lease.Finalizers, err)
 		})
@@ -554,7 +554,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 		other := newWorker(t, ns, "worker-b")
 		declare(t, ns, "r", "l")
 		r1.Acquire(t, ns, "l", 1)
-		eventually(t, "the protector puts its finalizer on the bound Lease", func() (bool, string) {
+		testenv.Eventually(t, "the protector puts its finalizer on the bound Lease", func() (bool, string) {
 			l := readLease(t, ns, "l")
 			return slices.Contains(l.Finalizers, controllers.LeaseFinalizer), fmt.Sprint(l.Finalizers)
 		})

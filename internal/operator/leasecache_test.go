@@ -135,7 +135,7 @@ func TestLeaseCacheLagsAnAcquisition(t *testing.T) {
 				if err := env.Client.Create(ctx, p); err != nil {
 					t.Fatal(err)
 				}
-				eventually(t, "the webhook refuses an unfenced write of a declared ConfigMap", func() (bool, string) {
+				testenv.Eventually(t, "the webhook refuses an unfenced write of a declared ConfigMap", func() (bool, string) {
 					err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}}, client.DryRunAll)
 					return fencing.IsTokenMissing(err), errString(err)
 				})
@@ -171,12 +171,12 @@ func TestLeaseCacheLagsAnAcquisition(t *testing.T) {
 				if err := write(t1, "one"); err != nil {
 					t.Fatalf("replica-1's first write at epoch 1: %v", err)
 				}
-				eventually(t, "the copy shows the Lease at epoch 1", func() (bool, string) {
+				testenv.Eventually(t, "the copy shows the Lease at epoch 1", func() (bool, string) {
 					l := leases.Lease(ns, "l")
 					return l != nil && l.Annotations[elector.EpochAnnotation] == "1", fmt.Sprint(l)
 				})
 				if declared {
-					eventually(t, "replica-1's write at epoch 1 admitted on the copy of the Lease", func() (bool, string) {
+					testenv.Eventually(t, "replica-1's write at epoch 1 admitted on the copy of the Lease", func() (bool, string) {
 						before := leaseReads(t, k.webhook, "cache")
 						err := write(t1, "one")
 						return err == nil && leaseReads(t, k.webhook, "cache") > before, errString(err)

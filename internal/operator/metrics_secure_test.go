@@ -84,7 +84,7 @@ func TestSecureMetrics(t *testing.T) {
 			t.Fatalf("a scrape by a ServiceAccount bound to metrics-reader: %d %q, want 200", code, short(body))
 		}
 		// The elector's series appear once the operator has elected itself.
-		eventually(t, "the operator's metrics to show its election", func() (bool, string) {
+		testenv.Eventually(t, "the operator's metrics to show its election", func() (bool, string) {
 			code, body = scrape(t, insecure, url, token)
 			return code == http.StatusOK && strings.Contains(body, "fencekit_elector_is_leader") && strings.Contains(body, "controller_runtime_"), strconv.Itoa(code)
 		})
@@ -153,7 +153,7 @@ func short(body string) string {
 // waitServing waits until the metrics server answers at all (any HTTP status).
 func waitServing(t *testing.T, c *http.Client, url string) {
 	t.Helper()
-	eventually(t, "the metrics server to serve "+url, func() (bool, string) {
+	testenv.Eventually(t, "the metrics server to serve "+url, func() (bool, string) {
 		resp, err := c.Get(url)
 		if err != nil {
 			return false, err.Error()
@@ -233,7 +233,7 @@ func bindMetricsReader(t *testing.T, ns, name string) {
 		_ = env.Client.Delete(context.Background(), &role)
 	})
 	user := "system:serviceaccount:" + ns + ":" + name
-	eventually(t, "the metrics-reader binding of "+user+" to apply", func() (bool, string) {
+	testenv.Eventually(t, "the metrics-reader binding of "+user+" to apply", func() (bool, string) {
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 			User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
 			NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"},

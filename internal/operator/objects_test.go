@@ -18,6 +18,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/admission"
+	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
@@ -47,7 +48,7 @@ func declarePolicy(t *testing.T, ns, name string, resources ...fencingv1alpha1.F
 	if err := env.Client.Create(t.Context(), p); err != nil {
 		t.Fatalf("declaring FencingPolicy %s: %v", name, err)
 	}
-	eventually(t, "the webhook refuses an unfenced write of a declared ConfigMap", func() (bool, string) {
+	testenv.Eventually(t, "the webhook refuses an unfenced write of a declared ConfigMap", func() (bool, string) {
 		probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe", Labels: map[string]string{"app": "fenced"}}}
 		err := env.Client.Create(t.Context(), probe, client.DryRunAll)
 		return fencing.IsTokenMissing(err), errString(err)
@@ -130,7 +131,7 @@ func TestFencingPolicyStaleHolder(t *testing.T) {
 	t1 := r1.Acquire(t, ns, appLease, 1)
 	c1 := fencing.NewClient(r1.Client, tokenOf(t1))
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-config"}, Data: map[string]string{"v": "r1"}}
-	eventually(t, "replica-1 (RBAC granted) creates the ConfigMap at epoch 1", func() (bool, string) {
+	testenv.Eventually(t, "replica-1 (RBAC granted) creates the ConfigMap at epoch 1", func() (bool, string) {
 		err := c1.Create(ctx, cm.DeepCopy())
 		return err == nil || apierrors.IsAlreadyExists(err), errString(err)
 	})
@@ -343,7 +344,7 @@ func TestFencingPolicyOtherWriters(t *testing.T) {
 	hc := fencing.NewClient(holder.Client, tokenOf(tok))
 	dep := deployment(ns, "app")
 	dep.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: "00000000-0000-0000-0000-000000000001"}}
-	eventually(t, "the holder (RBAC granted) creates the Deployment", func() (bool, string) {
+	testenv.Eventually(t, "the holder (RBAC granted) creates the Deployment", func() (bool, string) {
 		err := hc.Create(ctx, dep)
 		return err == nil, errString(err)
 	})
@@ -402,7 +403,7 @@ func TestFencingPolicyOtherWriters(t *testing.T) {
 	// An undeclared namespace is unaffected.
 	other := env.Namespace(t)
 	grantObjects(t, other, "jane")
-	eventually(t, "jane writes a ConfigMap in an undeclared namespace", func() (bool, string) {
+	testenv.Eventually(t, "jane writes a ConfigMap in an undeclared namespace", func() (bool, string) {
 		err := jane.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "free", Labels: map[string]string{"app": "fenced"}}})
 		return err == nil, errString(err)
 	})
@@ -464,13 +465,13 @@ func TestFencingPolicyValidation(t *testing.T) {
 	}
 
 	key := client.ObjectKeyFromObject(first)
-	eventually(t, "Ready=False LeaseNotFound before the Lease exists", func() (bool, string) {
+	testenv.Eventually(t, "Ready=False LeaseNotFound before the Lease exists", func() (bool, string) {
 		c, ok := readyCondition(t, key)
 		return ok && c.Status == metav1.ConditionFalse && c.Reason == fencingv1alpha1.ReasonPolicyLeaseNotFound &&
 			strings.Contains(c.Message, "lease lease-a does not exist"), c.Reason + ": " + c.Message
 	})
 	newWorker(t, ns, "a").Acquire(t, ns, "lease-a", 4)
-	eventually(t, "Ready=True Enforced once the Lease exists", func() (bool, string) {
+	testenv.Eventually(t, "Ready=True Enforced once the Lease exists", func() (bool, string) {
 		c, ok := readyCondition(t, key)
 		return ok && c.Status == metav1.ConditionTrue && c.Reason == fencingv1alpha1.ReasonEnforced &&
 			strings.Contains(c.Message, "only the holder of lease lease-a may write configmaps (tier=a)"), c.Reason + ": " + c.Message
@@ -494,7 +495,7 @@ func TestFencingPolicyDeletion(t *testing.T) {
 	if err := env.Client.Delete(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "an unfenced write is admitted once the policy is gone", func() (bool, string) {
+	testenv.Eventually(t, "an unfenced write is admitted once the policy is gone", func() (bool, string) {
 		err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "free"}}, client.DryRunAll)
 		return err == nil, errString(err)
 	})
@@ -518,7 +519,7 @@ func TestFenceObjectsOnAcquire(t *testing.T) {
 	c1 := fencing.NewClient(r1.Client, tokenOf(t1))
 	fenced := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fenced", Labels: map[string]string{"app": "fenced"}}}
 	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"}}
-	eventually(t, "replica-1 (RBAC granted) creates both ConfigMaps at epoch 1", func() (bool, string) {
+	testenv.Eventually(t, "replica-1 (RBAC granted) creates both ConfigMaps at epoch 1", func() (bool, string) {
 		err := c1.Create(ctx, fenced.DeepCopy())
 		if err == nil || apierrors.IsAlreadyExists(err) {
 			err = c1.Create(ctx, other.DeepCopy())

@@ -37,8 +37,3 @@ func get(t *testing.T, key types.NamespacedName) *fencingv1alpha1.FencedResource
 	}
 	return &fr
 }
-
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	testenv.Eventually(t, what, cond)
-}
