@@ -249,7 +249,8 @@ the Lease). Fence-on-acquire for objects then lists and patches the objects thos
 Deployments, ...): that is your workload's own RBAC, which the chart cannot know; grant ` + "`list`" + ` and ` + "`patch`" + ` on
 those resources in a Role of your own. Go
 workloads embed ` + "`pkg/elector`" + ` and ` + "`pkg/fencing`" + `; others use the fencekit CLI in the chart's image,
-as a token sidecar (ready while leading; the token on ` + "`GET /token`" + ` and in a file) or as
+as a token sidecar (ready while its election runs and the apiserver answers it, on the leader and the
+standbys alike; leadership on ` + "`GET /leader`" + `; the token on ` + "`GET /token`" + ` and in a file) or as
 ` + "`fencekit run --lease NAME -- CMD`" + ` copied into their own image. A sidecar in a pod spec:
 
 ` + "```yaml" + `
@@ -261,8 +262,12 @@ containers:
   - {name: POD_NAMESPACE, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}
   - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
   readinessProbe: {httpGet: {port: 8379, path: /readyz}, periodSeconds: 2}
+  livenessProbe: {httpGet: {port: 8379, path: /healthz}, periodSeconds: 10}
   volumeMounts: [{name: fencekit, mountPath: /var/run/fencekit}]
 ` + "```" + `
+
+Never point readiness at ` + "`/leader`" + `: with the default rolling update (maxUnavailable 0) a new pod
+would never turn ready while the old leader holds the Lease, and the rollout would wait for ever.
 
 The main container mounts the same ` + "`emptyDir`" + ` volume and presents the token's epoch on every write. The
 repository's docs/run.md has the whole pod, the endpoints and ` + "`fencekit run`" + `.
