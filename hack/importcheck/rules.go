@@ -48,10 +48,11 @@ var rules = []rule{
 		Why:      "a user who embeds pkg/ pulls in pkg/ and api/ only, never the operator or internal/",
 	},
 	{
-		Subjects: []string{"api/...", "pkg/..."},
+		Subjects: []string{"api/...", "pkg/...", "test/integration/..."},
 		Tests:    true,
 		May:      append([]string{"api/...", "pkg/..."}, controlPlane...),
-		Why: "the public packages' tests use a control plane with the CRDs and policies (internal/testenv), " +
+		Why: "the public packages' tests (their pure tests in the package, those on a control plane or PostgreSQL in " +
+			"test/integration) use a control plane with the CRDs and policies (internal/testenv), " +
 			"never the operator's code: tests that need the running operator live on its side (internal/operator)",
 	},
 	{

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/fencekit/fencekit/pkg/elector"
 )
@@ -14,7 +15,11 @@ import (
 // A worker competes for the Lease "orders-writer", does its guarded work while it leads, carrying the
 // epoch, and releases when done so that a standby takes over at once.
 func Example() {
-	cs, err := kubernetes.NewForConfig(env.Config) // your rest.Config
+	cfg, err := rest.InClusterConfig() // or clientcmd.BuildConfigFromFlags outside a cluster
+	if err != nil {
+		panic(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		panic(err)
 	}
@@ -41,9 +46,4 @@ func Example() {
 		panic(err)
 	}
 	fmt.Println("leader after Run:", e.IsLeader())
-	// Output:
-	// leading: worker-a true
-	// safe to work for at most 12.85s: true
-	// stopped leading
-	// leader after Run: false
 }
