@@ -2,20 +2,18 @@ package controllers_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
-	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/devcluster"
 	"github.com/fencekit/fencekit/internal/operator"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
@@ -44,29 +42,11 @@ func startOperatorAs(t *testing.T, user string) {
 	}
 	cfg.QPS = -1 // as controller-runtime's GetConfig, which cmd/manager uses
 	w := env.Environment.WebhookInstallOptions
-	mgr, err := operator.NewManager(cfg, operator.Options{
+	operatortest.StartWith(t, cfg, operator.Options{
 		MetricsAddr: "0", ProbeAddr: "0",
 		WebhookHost: w.LocalServingHost, WebhookPort: w.LocalServingPort, WebhookCertDir: w.LocalServingCertDir,
 		SkipNameValidation: true,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("operator: %v", err)
-		}
-	})
-	started := mgr.GetWebhookServer().StartedChecker()
-	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return started(nil) == nil, nil
-	}); err != nil {
-		t.Fatalf("the operator's webhook server did not start: %v", err)
-	}
 }
 
 // TestOperatorWithItsOwnRole runs the operator with only the permissions the manifests give it: it still

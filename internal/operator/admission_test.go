@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
@@ -48,7 +49,7 @@ func wantRefused(t *testing.T, err error, is func(error) bool, msg ...string) {
 // TestFencedWrites walks one FencedResource through two holders and every kind of refused write, checking
 // after each refusal that the stored data is unchanged.
 func TestFencedWrites(t *testing.T) {
-	startOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
@@ -141,7 +142,7 @@ func TestFencedWrites(t *testing.T) {
 // TestDeclarationCoexistsWithHolder: declaring is free, and a GitOps tool re-applying its declaration with
 // server-side apply neither fights the holder nor erases its data.
 func TestDeclarationCoexistsWithHolder(t *testing.T) {
-	startOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	a := newWorker(t, ns, "worker-a")
@@ -180,7 +181,7 @@ func TestDeclarationCoexistsWithHolder(t *testing.T) {
 // TestWebhookUnavailable: with the webhook down, fenced writes are refused (fail closed), with or without
 // a token, and nothing is stored; declarations are refused too, since the apiserver cannot ask.
 func TestWebhookUnavailable(t *testing.T) {
-	stop := startOperator(t)
+	stop := operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	a := newWorker(t, ns, "worker-a")
@@ -211,7 +212,7 @@ func TestWebhookUnavailable(t *testing.T) {
 // TestDelete: while its Lease has a live holder, a FencedResource may be deleted only by the holder's user
 // or an admin; once the Lease is released anyone with RBAC may.
 func TestDelete(t *testing.T) {
-	startOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	a := newWorker(t, ns, "worker-a")

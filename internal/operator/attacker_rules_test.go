@@ -15,6 +15,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/admission"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
@@ -57,7 +58,7 @@ func retryRBAC(t *testing.T, what string, write func() error) error {
 }
 
 func TestRuleChangeAttacks(t *testing.T) {
-	startOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 
 	// A create of a covered claim by the volume binder (or kube-controller-manager's one credential, as

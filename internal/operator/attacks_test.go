@@ -16,6 +16,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/admission"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
@@ -45,7 +46,7 @@ func mergePatch(t *testing.T, c client.Client, key types.NamespacedName, patch s
 // writer from the stored object before the token moved into the request; now each is refused and the live
 // holder's data stays.
 func TestStaleReplicaOfTheSameUser(t *testing.T) {
-	startOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	r1, r2 := replicas(t, ns)
@@ -165,7 +166,7 @@ func applyData(t *testing.T, c client.Client, key types.NamespacedName, data, fi
 // 9007199254740993 to 9007199254740992 (equal as float64) is a change, and the holder's Writer.Update of
 // another key writes 9007199254740993 back, not 9007199254740992.
 func TestBigIntegers(t *testing.T) {
-	startOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
@@ -202,7 +203,7 @@ func TestBigIntegers(t *testing.T) {
 // TestUnlabelledLease: a Lease without fencing.fencekit.io/fenced=true is not guarded by the Lease policy
 // (anyone with RBAC on Leases may write its epoch and acquirer), so a write bound to it is refused.
 func TestUnlabelledLease(t *testing.T) {
-	startOperator(t)
+	operatortest.Start(t, env)
 	ns := env.Namespace(t)
 	a := newWorker(t, ns, "worker-a")
 	key := declare(t, ns, "orders", "plain-lease")
@@ -227,7 +228,7 @@ func TestUnlabelledLease(t *testing.T) {
 // TestFenceOnAcquireResourceAhead: a resource above the new epoch fails the acquisition, naming the
 // resource and both epochs, instead of being skipped (which handed out a token the resource refuses).
 func TestFenceOnAcquireResourceAhead(t *testing.T) {
-	startOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
@@ -278,7 +279,7 @@ func userClient(t *testing.T, name string) client.Client {
 // first write the deletion marker at the current epoch. A stale replica of the same user, whose marker is
 // from its own (past) epoch or absent, is refused; the live holder's Writer.Delete is admitted.
 func TestDeleteUnderLiveLease(t *testing.T) {
-	startOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	r1, r2 := replicas(t, ns)
@@ -329,7 +330,7 @@ func TestDeleteUnderLiveLease(t *testing.T) {
 // may delete only in a terminating namespace; no other kube-system ServiceAccount is exempt.
 // (A real kube-controller-manager is not run: these are its requests, made as its users.)
 func TestGarbageCollectorPath(t *testing.T) {
-	startOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")

@@ -22,6 +22,7 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/admission"
 	"github.com/fencekit/fencekit/internal/admission/cases"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
@@ -33,7 +34,7 @@ import (
 // and written for it: its stale holder acquired epoch e-1, the holder e (the same user), and wrote the
 // objects at e.
 func TestCases(t *testing.T) {
-	startOperator(t)
+	operatortest.Start(t, env)
 	ns := env.Namespace(t)
 	grantPolicies(t, ns, string(cases.HolderUser))
 	rules := []rbacv1.PolicyRule{

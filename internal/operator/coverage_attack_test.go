@@ -19,6 +19,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/internal/webhook"
 	"github.com/fencekit/fencekit/pkg/elector"
@@ -518,7 +519,7 @@ func TestCoverageWhileTheOperatorIsDown(t *testing.T) {
 		cfg := rest.CopyConfig(env.Config)
 		cfg.Wrap(s.wrap)
 		leases := webhook.NewLeaseCache(kubernetes.NewForConfigOrDie(cfg))
-		stop := startOperator(t, func(o *operator.Options) {
+		stop := operatortest.Start(t, env, func(o *operator.Options) {
 			o.LeaseCache = leases
 			if !leader {
 				o.LeaderElect, o.LeaderElectionNamespace = true, ns

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
@@ -38,7 +39,7 @@ func (b *beforeFirst) RoundTrip(req *http.Request) (*http.Response, error) {
 // then fails with a conflict. A non-holder must not be able to make the holder's delete fail this way:
 // NewClient writes the marker again and retries, and the object is deleted.
 func TestDeleteSurvivesAFreeWriteBeforeIt(t *testing.T) {
-	startOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	holder := newWorker(t, ns, "app-operator")

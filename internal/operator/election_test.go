@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fencekit/fencekit/internal/operator"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/internal/testenv"
 )
 
@@ -38,10 +39,10 @@ func TestLeaderElection(t *testing.T) {
 		}
 	}
 
-	stopB := startOperator(t, elect(false))
+	stopB := operatortest.Start(t, env, elect(false))
 	var first string
 	testenv.Eventually(t, "replica b leads", func() (bool, string) { first = holder(); return first != "", "holder " + first })
-	startOperator(t, elect(true)) // replica a: standby, serving the webhook
+	operatortest.Start(t, env, elect(true)) // replica a: standby, serving the webhook
 	declare(t, ns, "one", "l")
 	testenv.Eventually(t, "the leader reconciles", reconciled("one"))
 

@@ -17,6 +17,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/admission"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
@@ -41,7 +42,7 @@ func readConfigMap(t *testing.T, ns, name string) *corev1.ConfigMap {
 // patch set. The holder's next server-side apply, which leaves that field out, would then prune it: data
 // lost by a write admitted without a token. Refused now, and the field survives the holder's apply.
 func TestManagedFieldsAreNotFree(t *testing.T) {
-	startOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	holder := newWorker(t, ns, "app-operator")
@@ -116,7 +117,7 @@ func TestManagedFieldsAreNotFree(t *testing.T) {
 // with write RBAC sets its epoch record to 2^53-1. Once the policy covers it, the record must not lock the
 // holder out: fence-on-acquire replaces it (the Lease never issued it) and the holder's writes go through.
 func TestSeededEpochRecord(t *testing.T) {
-	startOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	holder := newWorker(t, ns, "app-operator")
@@ -152,7 +153,7 @@ func TestSeededEpochRecord(t *testing.T) {
 // labels and annotations are free, and bounded, so that a user with patch rights only cannot pad a fenced
 // object toward etcd's request limit, where the next holder's fence-on-acquire and its writes fail.
 func TestFreeWritesAreBounded(t *testing.T) {
-	startOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	holder := newWorker(t, ns, "app-operator")
@@ -214,7 +215,7 @@ func TestFreeWritesAreBounded(t *testing.T) {
 // carries no token, must not be able to delete the object for the rest of the epoch: a delete names the
 // marker write's resourceVersion as its precondition, which a bare DELETE does not.
 func TestDeletionMarkerAuthorisesOneDelete(t *testing.T) {
-	startOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	r1, _ := replicas(t, ns)
@@ -261,7 +262,7 @@ func TestDeletionMarkerAuthorisesOneDelete(t *testing.T) {
 // covered object, and the Deployment controller's revision annotation written through deployments/status
 // (Kubernetes 1.37); not another change of the object's metadata through status.
 func TestClusterControllersWriteStatusOnly(t *testing.T) {
-	startOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	holder := newWorker(t, ns, "app-operator")
@@ -310,7 +311,7 @@ func TestClusterControllersWriteStatusOnly(t *testing.T) {
 // TestDeleteCollectionNamesTheObject: a deletecollection is admitted object by object; a refusal names
 // the object, not "ns/".
 func TestDeleteCollectionNamesTheObject(t *testing.T) {
-	startOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	holder := newWorker(t, ns, "app-operator")

@@ -32,6 +32,7 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/controllers"
 	"github.com/fencekit/fencekit/internal/operator"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/internal/webhook"
 	"github.com/fencekit/fencekit/pkg/elector"
@@ -58,7 +59,7 @@ func startCopyAttack(t *testing.T) copyAttack {
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Wrap(s.wrap)
 	leases := webhook.NewLeaseCache(kubernetes.NewForConfigOrDie(cfg))
-	startOperator(t, func(o *operator.Options) { o.LeaseCache = leases })
+	operatortest.Start(t, env, func(o *operator.Options) { o.LeaseCache = leases })
 	return copyAttack{s: s, leases: leases}
 }
 

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fencekit/fencekit/internal/operator"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/internal/testenv"
 )
 
@@ -36,7 +37,7 @@ import (
 func TestSecureMetrics(t *testing.T) {
 	ns := env.Namespace(t)
 	addr := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
-	startOperator(t, func(o *operator.Options) {
+	operatortest.Start(t, env, func(o *operator.Options) {
 		o.MetricsAddr, o.MetricsSecure = addr, true
 		// The elector registers fencekit's elector metrics, so that the body has fencekit_ series to show.
 		o.LeaderElect, o.LeaderElectionNamespace = true, ns
@@ -107,7 +108,7 @@ func TestSecureMetricsCertDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
-	startOperator(t, func(o *operator.Options) { o.MetricsAddr, o.MetricsSecure, o.MetricsCertDir = addr, true, dir })
+	operatortest.Start(t, env, func(o *operator.Options) { o.MetricsAddr, o.MetricsSecure, o.MetricsCertDir = addr, true, dir })
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(cert) {
 		t.Fatal("the test certificate does not parse")
@@ -134,7 +135,7 @@ func TestSecureMetricsCertDir(t *testing.T) {
 // TestPlainMetrics: --metrics-secure=false serves plain HTTP to anyone, as an explicit choice.
 func TestPlainMetrics(t *testing.T) {
 	addr := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
-	startOperator(t, func(o *operator.Options) { o.MetricsAddr, o.MetricsSecure = addr, false })
+	operatortest.Start(t, env, func(o *operator.Options) { o.MetricsAddr, o.MetricsSecure = addr, false })
 	c := &http.Client{Timeout: 10 * time.Second}
 	waitServing(t, c, "http://"+addr+"/metrics")
 	if code, body := scrape(t, c, "http://"+addr+"/metrics", ""); code != http.StatusOK || !strings.Contains(body, "controller_runtime_") {

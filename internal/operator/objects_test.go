@@ -18,6 +18,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/admission"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
@@ -120,7 +121,7 @@ func mustContain(t *testing.T, what string, err error, is func(error) bool, part
 // what to send; the live holder's data stays. A new acquisition refuses the old epoch at once (the webhook
 // reads the Lease with a quorum read, no informer to lag).
 func TestFencingPolicyStaleHolder(t *testing.T) {
-	startOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	r1, r2 := replicas(t, ns)
@@ -331,7 +332,7 @@ func TestFencingPolicyStaleHolder(t *testing.T) {
 // epoch record or adding an owner are refused; finalizers are free; a label change that would take an
 // object out of a selector needs the token; an undeclared namespace is not affected at all.
 func TestFencingPolicyOtherWriters(t *testing.T) {
-	startOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	holder := newWorker(t, ns, "app-operator")
@@ -413,7 +414,7 @@ func TestFencingPolicyOtherWriters(t *testing.T) {
 // a policy overlapping another one bound to a different Lease are refused at creation, each naming the
 // problem; the status says whether the policy is enforced, with a real reason.
 func TestFencingPolicyValidation(t *testing.T) {
-	startOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	policy := func(name, lease string, entries ...fencingv1alpha1.FencedObjects) *fencingv1alpha1.FencingPolicy {
@@ -487,7 +488,7 @@ func configMapApply(ns, name, v string) *corev1ac.ConfigMapApplyConfiguration {
 // of a namespace is deleted, its webhook is removed and writes there are free again; the other namespace's
 // webhook stays.
 func TestFencingPolicyDeletion(t *testing.T) {
-	startOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns, kept := env.Namespace(t), env.Namespace(t)
 	p := declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"})
@@ -507,7 +508,7 @@ func TestFencingPolicyDeletion(t *testing.T) {
 // (and no other) with the new token before leadership is reported, so that an earlier holder's write is
 // refused by the per-object rule too, even if the new holder never writes.
 func TestFenceObjectsOnAcquire(t *testing.T) {
-	startOperator(t)
+	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	r1, r2 := replicas(t, ns)

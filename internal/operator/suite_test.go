@@ -6,18 +6,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/internal/operator"
-	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/internal/testenv"
 )
 
 var env *testenv.Env
 
 func TestMain(m *testing.M) { testenv.Main(m, &env, testenv.WithWebhooks(), testenv.WithLeasePolicy()) }
-
-func startOperator(t *testing.T, change ...func(*operator.Options)) (stop func()) {
-	return operatortest.Start(t, env, change...)
-}
 
 // worker is one lease contender; see testenv.Worker.
 type worker = testenv.Worker

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
@@ -107,7 +108,7 @@ func stored(t *testing.T, key types.NamespacedName) (map[string]any, *fencingv1a
 // TestPausedHolder is the story fencekit exists for, in one process: W1 holds epoch N and stops renewing
 // (paused); its lease expires; W2 acquires epoch N+1 and writes; W1 resumes and writes with its old token.
 func TestPausedHolder(t *testing.T) {
-	startOperator(t)
+	operatortest.Start(t, env)
 	ns := env.Namespace(t)
 	key := declare(t, ns, "orders", "orders-writer")
 
@@ -139,7 +140,7 @@ func TestPausedHolder(t *testing.T) {
 // TestFenceOnAcquire: W2 acquires but never writes; W1's delayed write is refused all the same, because
 // the elector fenced the resource at W2's epoch before reporting W2's leadership.
 func TestFenceOnAcquire(t *testing.T) {
-	startOperator(t)
+	operatortest.Start(t, env)
 	ns := env.Namespace(t)
 	keys := []types.NamespacedName{declare(t, ns, "orders", "orders-writer"), declare(t, ns, "invoices", "orders-writer")}
 	other := declare(t, ns, "unrelated", "other-writer")
@@ -177,7 +178,7 @@ func TestFenceOnAcquire(t *testing.T) {
 // a while after it lost the lease (a zombie). Watching the resource, the admitted writes never go down in
 // epoch, and each was made by the holder of its epoch.
 func TestRacingWriters(t *testing.T) {
-	startOperator(t)
+	operatortest.Start(t, env)
 	ns := env.Namespace(t)
 	key := declare(t, ns, "counter", "counter-writer")
 	ctx := t.Context()

@@ -33,7 +33,10 @@ var flagBroken = flag.Bool("chaos.broken", false, "run against a BROKEN fencekit
 // webhook after removing the CRD's epoch rule (the operator then runs without its webhook).
 func serveAdmission(t *testing.T, port int) {
 	if !*flagBroken {
-		startOperator(t, port)
+		w := env.Environment.WebhookInstallOptions
+		operatortest.Start(t, env, func(o *operator.Options) {
+			o.WebhookHost, o.WebhookPort, o.WebhookCertDir = "127.0.0.1", port, w.LocalServingCertDir
+		})
 		return
 	}
 	t.Log("BROKEN BUILD: removing the CRD's epoch rule and answering every admission request with allow")

@@ -19,8 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/fencekit/fencekit/internal/devcluster"
-	"github.com/fencekit/fencekit/internal/operator"
-	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/internal/testenv"
 )
 
@@ -246,12 +244,4 @@ func cluster(t *testing.T) Cluster {
 			return devcluster.BindElector(ctx, env.Client, namespace, user)
 		},
 	}
-}
-
-// startOperator runs fencekit's operator with its webhook server on port.
-func startOperator(t *testing.T, port int) {
-	w := env.Environment.WebhookInstallOptions
-	operatortest.Start(t, env, func(o *operator.Options) {
-		o.WebhookHost, o.WebhookPort, o.WebhookCertDir = "127.0.0.1", port, w.LocalServingCertDir
-	})
 }

@@ -360,7 +360,7 @@ func TestAttackerOperatorToken(t *testing.T) {
 	})
 
 	// The operator runs as its ServiceAccount from here on: FencedResources are admitted by its webhook.
-	startOperator(t, op, r, release)
+	startChartOperator(t, op, r, release)
 
 	t.Run("fencedresources through the status subresource", func(t *testing.T) {
 		fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: user},

@@ -51,7 +51,7 @@ func TestHelmTestHook(t *testing.T) {
 			}
 		}
 	}
-	startOperator(t, serviceAccount(release, "selftest-fencekit-manager"), r, release)
+	startChartOperator(t, serviceAccount(release, "selftest-fencekit-manager"), r, release)
 
 	// Helm creates the hook's objects by ascending hook weight, the pod last.
 	slices.SortStableFunc(hooks, func(a, b *unstructured.Unstructured) int { return weight(t, a) - weight(t, b) })

@@ -207,7 +207,7 @@ func TestOperatorTokenAttacks(t *testing.T) {
 
 	// The operator runs as its ServiceAccount from here on: the FencingPolicy controller writes the object
 	// webhooks under the policy.
-	startOperator(t, op, r, release)
+	startChartOperator(t, op, r, release)
 
 	t.Run("unchecked namespaces", func(t *testing.T) {
 		checkUncheckedUpdate(t, env.Namespace(t))

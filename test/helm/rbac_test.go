@@ -26,6 +26,7 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/controllers"
 	"github.com/fencekit/fencekit/internal/operator"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
@@ -257,7 +258,7 @@ func TestChartRBAC(t *testing.T) {
 
 	// From here on the operator runs as the chart's ServiceAccount: it serves the FencedResource webhook that
 	// envtest installed (every FencedResource write below goes through it) and runs its controllers.
-	startOperator(t, op, r, release)
+	startChartOperator(t, op, r, release)
 
 	t.Run("operator runs", func(t *testing.T) {
 		// A fenced Lease as pkg/elector leaves it: the operator protects only Leases labelled fenced.
@@ -297,10 +298,10 @@ func TestChartRBAC(t *testing.T) {
 	})
 }
 
-// startOperator runs the operator in-process as id with the chart's arguments, until the test ends. Its
+// startChartOperator runs the operator in-process as id with the chart's arguments, until the test ends. Its
 // webhook serves where envtest's webhook configuration sends FencedResource admissions, with envtest's
 // certificate (so no certificate rotation here: checkCertRotation covers it).
-func startOperator(t *testing.T, id identity, r rendered, release string) {
+func startChartOperator(t *testing.T, id identity, r rendered, release string) {
 	t.Helper()
 	opts := operatorOptions(t, r, release)
 	if !opts.LeaderElect || opts.LeaderElectionNamespace != release {
@@ -309,15 +310,7 @@ func startOperator(t *testing.T, id identity, r rendered, release string) {
 	w := env.Environment.WebhookInstallOptions
 	opts.WebhookHost, opts.WebhookPort, opts.WebhookCertDir = w.LocalServingHost, w.LocalServingPort, w.LocalServingCertDir
 	opts.CertRotation, opts.ProbeAddr = false, "0"
-	stop, err := operator.Start(t.Context(), id.config(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Errorf("operator: %v", err)
-		}
-	})
+	operatortest.StartWith(t, id.config(), opts)
 }
 
 // waitFor waits until cond holds (testenv's poller), reporting the last error cond returned.

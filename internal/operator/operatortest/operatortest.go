@@ -7,6 +7,8 @@ package operatortest
 import (
 	"testing"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/fencekit/fencekit/internal/operator"
 	"github.com/fencekit/fencekit/internal/testenv"
 )
@@ -27,7 +29,15 @@ func Start(t testing.TB, env *testenv.Env, change ...func(*operator.Options)) (s
 	for _, c := range change {
 		c(&opts)
 	}
-	stopOperator, err := operator.Start(t.Context(), env.Config, opts)
+	return StartWith(t, env.Config, opts)
+}
+
+// StartWith runs fencekit's operator with opts, as the user of cfg, with operator.Start until the test ends or
+// stop is called: for a test that runs it with the permissions a cluster gives it, or with the options a chart
+// renders. It may be started again after a stop.
+func StartWith(t testing.TB, cfg *rest.Config, opts operator.Options) (stop func()) {
+	t.Helper()
+	stopOperator, err := operator.Start(t.Context(), cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
@@ -23,7 +24,7 @@ const fenceRepeats = 7
 // controllers) runs in process. Each acquisition's hook writes through a client that counts its writes
 // (PATCH requests) and their conflicts, reported per resource.
 func BenchmarkFenceOnAcquire(b *testing.B) {
-	startOperator(b)
+	operatortest.Start(b, env)
 	setWebhook(b, true)
 	for _, n := range []int{1, 10, 100} {
 		b.Run(fmt.Sprintf("resources=%d", n), func(b *testing.B) {

@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
@@ -65,13 +64,6 @@ func newWorker(b *testing.B, ns, holder string) worker {
 func declare(b *testing.B, ns, name, lease string) types.NamespacedName {
 	b.Helper()
 	return env.Declare(b, ns, name, lease)
-}
-
-// startOperator runs fencekit's operator (webhook and controllers) in process until stop is called or the
-// benchmark ends. It may be started again after a stop.
-func startOperator(b *testing.B) (stop func()) {
-	b.Helper()
-	return operatortest.Start(b, env)
 }
 
 // The ValidatingWebhookConfiguration envtest installed, kept to restore it after a CEL-only phase.

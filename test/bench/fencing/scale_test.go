@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/pkg/elector"
 )
 
@@ -32,7 +33,7 @@ const scaleWrites = 400
 // leaves the generation as it was) until every status caught up with the last write, and how long after
 // the last write that took.
 func BenchmarkFencedWriteSweep(b *testing.B) {
-	startOperator(b)
+	operatortest.Start(b, env)
 	setWebhook(b, true)
 	for _, leases := range []int{1, 10, 100} {
 		for _, perLease := range []int{1, 10} {

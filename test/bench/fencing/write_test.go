@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
@@ -62,7 +63,7 @@ type writeSamples struct {
 // and "update", pkg/fencing's Writer.Update (a GET and an UPDATE with the resourceVersion, retried on
 // conflict). Set and Update write through clients of their own, which count their writes and conflicts.
 func BenchmarkFencedWrite(b *testing.B) {
-	stopOperator := startOperator(b)
+	stopOperator := operatortest.Start(b, env)
 	ctx := b.Context()
 	ns := env.Namespace(b)
 	holder := newWorker(b, ns, "holder")
@@ -182,7 +183,7 @@ func BenchmarkFencedWrite(b *testing.B) {
 		}
 		switch {
 		case m.operator && !running:
-			stopOperator, running = startOperator(b), true
+			stopOperator, running = operatortest.Start(b, env), true
 		case !m.operator && running:
 			stopOperator()
 			running = false
@@ -207,7 +208,7 @@ func BenchmarkFencedWrite(b *testing.B) {
 		s.phase++
 	}
 	if !running {
-		startOperator(b)
+		operatortest.Start(b, env)
 	}
 	setWebhook(b, true)
 
