@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -18,17 +17,7 @@ import (
 )
 
 // runFenced competes with pkg/elector; fence-on-acquire and every write are recorded.
-func (w *worker) runFenced(ctx context.Context, cfg *rest.Config) error {
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	s := runtime.NewScheme()
-	_ = fencingv1alpha1.AddToScheme(s)
-	c, err := client.New(cfg, client.Options{Scheme: s})
-	if err != nil {
-		return err
-	}
+func (w *worker) runFenced(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface, c client.Client) error {
 	fence, err := fencing.FenceOnAcquireForConfig(cfg)
 	if err != nil {
 		return err
@@ -59,15 +48,7 @@ func (w *worker) key() types.NamespacedName {
 // writeFenced writes every interval while the elector says it leads. A refusal does not end the loop:
 // the elector ends it when it learns that it lost the Lease, and until then every attempt is history.
 func (w *worker) writeFenced(ctx context.Context, e *elector.Elector, wr *fencing.Writer, tok elector.Token) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(w.o.writeInterval):
-		}
-		if !e.IsLeader() {
-			return
-		}
+	w.writeLoop(ctx, e.IsLeader, func() {
 		left := e.Deadline().Sub(w.clock.Now()) // what it believes, on its own (perhaps skewed) clock
 		w.pauseIfArmed()
 		id := w.nextOp()
@@ -77,7 +58,7 @@ func (w *worker) writeFenced(ctx context.Context, e *elector.Elector, wr *fencin
 		_, err := wr.Set(wctx, tok, w.key(), map[string]any{"op": id, "writer": tok.Holder, "epoch": tok.Epoch})
 		cancel()
 		done(err, nil)
-	}
+	})
 }
 
 func readFenced(ctx context.Context, c client.Client, key types.NamespacedName) (*chaos.Value, error) {
@@ -98,16 +79,37 @@ func readFenced(ctx context.Context, c client.Client, key types.NamespacedName) 
 
 // readLoop reads the target every interval, leading or not, until ctx ends.
 func (w *worker) readLoop(ctx context.Context, read func(context.Context) (*chaos.Value, error)) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(w.o.readInterval):
-		}
+	every(ctx, w.o.readInterval, func() bool {
 		done := w.call(chaos.Record{Op: w.nextOp(), Kind: chaos.KindRead})
 		rctx, cancel := context.WithTimeout(context.Background(), w.o.requestTimeout)
 		v, err := read(rctx)
 		cancel()
 		done(err, v)
+		return true
+	})
+}
+
+// writeLoop calls write every write interval while isLeader holds, until ctx ends.
+func (w *worker) writeLoop(ctx context.Context, isLeader func() bool, write func()) {
+	every(ctx, w.o.writeInterval, func() bool {
+		if !isLeader() {
+			return false
+		}
+		write()
+		return true
+	})
+}
+
+// every calls f each interval until ctx ends or f returns false.
+func every(ctx context.Context, interval time.Duration, f func() bool) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		}
+		if !f() {
+			return
+		}
 	}
 }

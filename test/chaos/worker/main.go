@@ -24,9 +24,15 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/test/chaos"
 	"github.com/fencekit/fencekit/test/chaos/selfstop"
 )
@@ -96,16 +102,32 @@ func main() {
 	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
 	if err == nil {
 		cfg.QPS, cfg.Burst = 200, 400
-		if o.mode == "unfenced" {
-			err = w.runUnfenced(ctx, cfg)
-		} else {
-			err = w.runFenced(ctx, cfg)
-		}
+		err = w.run(ctx, cfg)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
 	}
+}
+
+// run competes for the Lease in --mode, with a clientset for the Lease and a client for the target (a
+// FencedResource or a ConfigMap).
+func (w *worker) run(ctx context.Context, cfg *rest.Config) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = fencingv1alpha1.AddToScheme(s)
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		return err
+	}
+	if w.o.mode == "unfenced" {
+		return w.runUnfenced(ctx, cs, c)
+	}
+	return w.runFenced(ctx, cfg, cs, c)
 }
 
 // nextOp returns a fresh operation id.

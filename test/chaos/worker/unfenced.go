@@ -3,18 +3,18 @@ package main
 import (
 	"context"
 	"strconv"
-	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/fencekit/fencekit/test/chaos"
 )
@@ -22,22 +22,18 @@ import (
 // runUnfenced is the negative control: client-go's leaderelection on a Lease and a ConfigMap written with a
 // careful read-modify-write. The epoch it records (and stores in the data) is the Lease's
 // leaseTransitions when it started leading: client-go's nearest thing to a term.
-func (w *worker) runUnfenced(ctx context.Context, cfg *rest.Config) error {
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
+func (w *worker) runUnfenced(ctx context.Context, cs kubernetes.Interface, c client.Client) error {
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: w.o.namespace, Name: w.o.lease},
 		Client:     cs.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: w.o.identity},
 	}
 	var le *leaderelection.LeaderElector
-	le, err = leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: lock, LeaseDuration: w.o.leaseDuration, RenewDeadline: w.o.renewDeadline, RetryPeriod: w.o.retryPeriod,
 		ReleaseOnCancel: true,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) { w.writeUnfenced(ctx, cs, le) },
+			OnStartedLeading: func(ctx context.Context) { w.writeUnfenced(ctx, cs, c, le) },
 			OnStoppedLeading: func() {},
 		},
 	})
@@ -49,48 +45,32 @@ func (w *worker) runUnfenced(ctx context.Context, cfg *rest.Config) error {
 	return nil
 }
 
-func (w *worker) writeUnfenced(ctx context.Context, cs kubernetes.Interface, le *leaderelection.LeaderElector) {
+func (w *worker) writeUnfenced(ctx context.Context, cs kubernetes.Interface, c client.Client, le *leaderelection.LeaderElector) {
 	lease, err := cs.CoordinationV1().Leases(w.o.namespace).Get(ctx, w.o.lease, metav1.GetOptions{})
 	if err != nil || ptr.Deref(lease.Spec.HolderIdentity, "") != w.o.identity {
 		return
 	}
 	term := termOf(lease)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(w.o.writeInterval):
-		}
-		if !le.IsLeader() {
-			return
-		}
+	w.writeLoop(ctx, le.IsLeader, func() {
 		w.pauseIfArmed()
 		id := w.nextOp()
 		done := w.call(chaos.Record{Op: id, Kind: chaos.KindWrite, Epoch: term, BelievedLeader: true})
 		wctx, cancel := context.WithTimeout(context.Background(), w.o.requestTimeout)
-		err := w.writeConfigMap(wctx, cs, map[string]string{"op": id, "writer": w.o.identity, "epoch": strconv.FormatInt(term, 10)})
+		err := w.writeConfigMap(wctx, c, map[string]string{"op": id, "writer": w.o.identity, "epoch": strconv.FormatInt(term, 10)})
 		cancel()
 		done(err, nil)
-	}
+	})
 }
 
 // termOf is leaseTransitions + 1: client-go adds one with every change of holder.
 func termOf(l *coordinationv1.Lease) int64 { return int64(ptr.Deref(l.Spec.LeaseTransitions, 0)) + 1 }
 
-// writeConfigMap replaces the ConfigMap's data, creating it if needed, retrying resourceVersion conflicts.
-func (w *worker) writeConfigMap(ctx context.Context, cs kubernetes.Interface, data map[string]string) error {
-	cms := cs.CoreV1().ConfigMaps(w.o.namespace)
+// writeConfigMap replaces the ConfigMap's data, creating it if needed (controllerutil.CreateOrUpdate: a
+// read-modify-write), retrying resourceVersion conflicts.
+func (w *worker) writeConfigMap(ctx context.Context, c client.Client, data map[string]string) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cm, err := cms.Get(ctx, w.o.target, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: w.o.target, Namespace: w.o.namespace}, Data: data}, metav1.CreateOptions{})
-			return err
-		}
-		if err != nil {
-			return err
-		}
-		cm.Data = data
-		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: w.o.target, Namespace: w.o.namespace}}
+		_, err := controllerutil.CreateOrUpdate(ctx, c, cm, func() error { cm.Data = data; return nil })
 		return err
 	})
 }
