@@ -9,14 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fencekit/fencekit/internal/pgtest"
 	"github.com/fencekit/fencekit/pkg/fencing"
 	"github.com/fencekit/fencekit/pkg/fencing/httpfence"
 )
-
-var pg *pgtest.Server
-
-func TestMain(m *testing.M) { pgtest.Main(m, &pg) }
 
 func asFencing(err error, fe **fencing.Error) bool { return errors.As(err, fe) }
 
