@@ -13,7 +13,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -28,6 +27,8 @@ import (
 
 	// The pgx database/sql driver, registered as "pgx".
 	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/fencekit/fencekit/internal/testenv"
 )
 
 // Server is a running PostgreSQL server owned by the test binary.
@@ -167,7 +168,7 @@ func (s *Server) command(cred *syscall.Credential, name string, args ...string) 
 }
 
 func (s *Server) start(cred *syscall.Credential, postgres string) error {
-	port, err := freePort()
+	port, err := testenv.PickFreePort()
 	if err != nil {
 		return err
 	}
@@ -221,15 +222,6 @@ func (s *Server) logTail() string {
 		b = b[len(b)-4000:]
 	}
 	return string(b)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // DSN is the connection string for database db as the superuser postgres, over TCP on 127.0.0.1.

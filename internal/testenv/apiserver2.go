@@ -38,16 +38,7 @@ type APIServer struct {
 // t ends.
 func (e *Env) SecondAPIServer(t testing.TB) *APIServer {
 	t.Helper()
-	a, err := e.StartSecondAPIServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := a.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	return a
+	return forTest(t, e.StartSecondAPIServer)
 }
 
 // StartSecondAPIServer starts a copy of e's kube-apiserver, with its exact command line (read from
@@ -58,7 +49,7 @@ func (e *Env) StartSecondAPIServer() (a *APIServer, err error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := PickFreePort()
 	if err != nil {
 		return nil, err
 	}

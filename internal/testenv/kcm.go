@@ -69,16 +69,7 @@ func WithControllerManagerArg(name, value string) ControllerManagerOption {
 // when t ends.
 func (e *Env) ControllerManager(t testing.TB, opts ...ControllerManagerOption) *ControllerManager {
 	t.Helper()
-	k, err := e.StartControllerManager(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := k.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	return k
+	return forTest(t, func() (*ControllerManager, error) { return e.StartControllerManager(opts...) })
 }
 
 // StartControllerManager starts kube-controller-manager against e's apiserver and returns once it is
@@ -113,7 +104,7 @@ func (e *Env) StartControllerManager(opts ...ControllerManagerOption) (k *Contro
 			return k, err
 		}
 	}
-	port, err := freePort()
+	port, err := PickFreePort()
 	if err != nil {
 		return k, err
 	}

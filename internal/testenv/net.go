@@ -8,14 +8,15 @@ import (
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago, for a server a test starts.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	port, err := freePort()
+	port, err := PickFreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return port
 }
 
-func freePort() (int, error) {
+// PickFreePort is FreePort for code that has no test to fail, such as a server a TestMain starts.
+func PickFreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err

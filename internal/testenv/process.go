@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -103,4 +104,20 @@ func (p *process) tail(n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// forTest starts a process with start for the test t, fails t if it does not start, and stops the process
+// when t ends.
+func forTest[P interface{ Stop() error }](t testing.TB, start func() (P, error)) P {
+	t.Helper()
+	p, err := start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return p
 }

@@ -4,11 +4,12 @@ import (
 	"context"
 
 	"fmt"
-	"github.com/go-logr/logr"
 	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
+
+	"github.com/go-logr/logr"
 
 	corev1 "k8s.io/api/core/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
