@@ -97,41 +97,28 @@ for %s: past its lease. W2 takes over and writes. Then W1 is resumed with SIGCON
 
 `, s.LeaseDuration, s.RenewDeadline, s.RetryPeriod, s.LeaseDuration, s.SafetyMargin, window.Seconds(), s.Pause, runs)
 
-	var mu sync.Mutex
-	live := func(run string) func(demo.Event) {
-		return func(e demo.Event) {
-			if e.Msg == "new leader" || e.Msg == "stopped leading" || e.Msg == "resumed" {
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			fmt.Println(style.Line(run, e))
+	live := printer(func(run string, e demo.Event) string {
+		if e.Msg == "new leader" || e.Msg == "stopped leading" || e.Msg == "resumed" {
+			return ""
 		}
+		return style.Line(run, e)
+	})
+	run := func(fenced bool) (*demo.Result, error) {
+		return demo.Run(ctx, *target, s, demo.PausedHolder, fenced, live(fenced))
 	}
-	var fenced, unfenced *demo.Result
-	var ferr, uerr error
-	var wg sync.WaitGroup
 	if *scenario == scenarioPostgres {
 		pg, stopPG, err := demo.StartPostgres(root)
 		if err != nil {
 			return err
 		}
 		defer stopPG()
-		wg.Go(func() { fenced, ferr = demo.RunPostgres(ctx, *target, pg, s, true, live("fenced")) })
-		wg.Go(func() { unfenced, uerr = demo.RunPostgres(ctx, *target, pg, s, false, live("unfenced")) })
-	} else {
-		wg.Go(func() { fenced, ferr = demo.Run(ctx, *target, s, demo.PausedHolder, true, live("fenced")) })
-		wg.Go(func() { unfenced, uerr = demo.Run(ctx, *target, s, demo.PausedHolder, false, live("unfenced")) })
+		run = func(fenced bool) (*demo.Result, error) {
+			return demo.RunPostgres(ctx, *target, pg, s, fenced, live(fenced))
+		}
 	}
-	wg.Wait()
-	if ctx.Err() != nil {
-		return fmt.Errorf("interrupted; every process the demo started has been stopped")
-	}
-	if ferr != nil {
-		return fmt.Errorf("fenced run: %w", ferr)
-	}
-	if uerr != nil {
-		return fmt.Errorf("unfenced run: %w", uerr)
+	fenced, unfenced, err := both(ctx, run)
+	if err != nil {
+		return err
 	}
 	fmt.Println()
 	style.Summary(os.Stdout, fenced, unfenced)
@@ -152,4 +139,40 @@ func scale(d time.Duration, ratio float64) time.Duration { return time.Duration(
 func isTerminal(f *os.File) bool {
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0 && os.Getenv("NO_COLOR") == ""
+}
+
+// both plays the fenced and the unfenced run at once and returns their results, or the first error.
+func both[R any](ctx context.Context, run func(fenced bool) (R, error)) (fenced, unfenced R, err error) {
+	var ferr, uerr error
+	var wg sync.WaitGroup
+	wg.Go(func() { fenced, ferr = run(true) })
+	wg.Go(func() { unfenced, uerr = run(false) })
+	wg.Wait()
+	switch {
+	case ctx.Err() != nil:
+		return fenced, unfenced, fmt.Errorf("interrupted; every process the demo started has been stopped")
+	case ferr != nil:
+		return fenced, unfenced, fmt.Errorf("fenced run: %w", ferr)
+	case uerr != nil:
+		return fenced, unfenced, fmt.Errorf("unfenced run: %w", uerr)
+	}
+	return fenced, unfenced, nil
+}
+
+// printer returns, for the fenced or the unfenced run, the function that prints each of its events as the
+// line line makes of it (none when line returns ""), one line at a time.
+func printer(line func(run string, e demo.Event) string) func(fenced bool) func(demo.Event) {
+	var mu sync.Mutex
+	return func(fenced bool) func(demo.Event) {
+		run := map[bool]string{true: "fenced", false: "unfenced"}[fenced]
+		return func(e demo.Event) {
+			l := line(run, e)
+			if l == "" {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Println(l)
+		}
+	}
 }

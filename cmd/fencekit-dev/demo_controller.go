@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"sync"
 	"syscall"
 	"text/tabwriter"
 
@@ -31,7 +30,7 @@ func runControllerDemo(root string, s demo.Settings) error {
 	}
 	defer os.RemoveAll(dir)
 	fmt.Fprintln(os.Stderr, "building examples/controller")
-	if target.ControllerBinary, err = demo.BuildController(root, dir); err != nil {
+	if target.ControllerBinary, err = demo.Build(root, dir, "./examples/controller"); err != nil {
 		return err
 	}
 	fmt.Printf(`
@@ -44,27 +43,12 @@ a FencingPolicy), and unfenced (controller-runtime's own leader election).
 
 `, s.LeaseDuration)
 	style := demo.Style{Color: isTerminal(os.Stdout)}
-	var mu sync.Mutex
-	live := func(run string) func(demo.Event) {
-		return func(e demo.Event) {
-			mu.Lock()
-			defer mu.Unlock()
-			fmt.Println(style.ControllerLine(run, e))
-		}
-	}
-	var fenced, unfenced *demo.ControllerResult
-	var ferr, uerr error
-	var wg sync.WaitGroup
-	wg.Go(func() { fenced, ferr = demo.RunController(ctx, *target, s, true, live("fenced")) })
-	wg.Go(func() { unfenced, uerr = demo.RunController(ctx, *target, s, false, live("unfenced")) })
-	wg.Wait()
-	switch {
-	case ctx.Err() != nil:
-		return fmt.Errorf("interrupted; every process the demo started has been stopped")
-	case ferr != nil:
-		return fmt.Errorf("fenced run: %w", ferr)
-	case uerr != nil:
-		return fmt.Errorf("unfenced run: %w", uerr)
+	live := printer(style.ControllerLine)
+	fenced, unfenced, err := both(ctx, func(fenced bool) (*demo.ControllerResult, error) {
+		return demo.RunController(ctx, *target, s, fenced, live(fenced))
+	})
+	if err != nil {
+		return err
 	}
 	fmt.Println()
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 3, ' ', 0)

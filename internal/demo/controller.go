@@ -3,9 +3,6 @@ package demo
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -28,18 +25,6 @@ import (
 // the middle of a reconcile, after each of its four writes took its token; the source moves on; the
 // standby (B) takes over and renders the newer state; A resumes and its writes reach the apiserver.
 const Controller Scenario = "controller"
-
-// BuildController builds examples/controller from the repository at root into dir.
-func BuildController(root, dir string) (string, error) {
-	bin := filepath.Join(dir, "controller")
-	cmd := exec.Command("go", "build", "-o", bin, "./examples/controller")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building examples/controller: %w\n%s", err, out)
-	}
-	return bin, nil
-}
 
 // ControllerState is what the operator's writes left: the round of the rendered ConfigMap, of the
 // Deployment (annotation, replicas, status condition), and the canary Deployment (its UID tells one deleted
@@ -91,17 +76,14 @@ func RunController(ctx context.Context, t Target, s Settings, fenced bool, live 
 	if !fenced {
 		args = append(args, "--unfenced")
 	}
-	takeover := s.LeaseDuration*3 + 30*time.Second
 	a, err := startProcess("A", t.ControllerBinary, t.W1Kubeconfig, nil, r.start, r.record, append(args, "--identity=A", "--pause-on-round=2")...)
 	if err != nil {
 		return nil, err
 	}
 	r.procs = append(r.procs, a)
-	lead, err := a.waitFor(ctx, takeover, "leadership", isMsg("leading"))
-	if err != nil {
+	if res.W1Epoch, err = r.leads(ctx, a); err != nil {
 		return nil, err
 	}
-	res.W1Epoch = lead.Epoch
 	if err := r.waitState(ctx, ns, "A renders round 1", func(st ControllerState) bool { return st.RenderedRound == "1" && st.Canary }); err != nil {
 		return nil, err
 	}
@@ -114,7 +96,7 @@ func RunController(ctx context.Context, t Target, s Settings, fenced bool, live 
 	if err := r.setSource(ctx, ns, "2", "2", "false"); err != nil {
 		return nil, err
 	}
-	if _, err := a.waitFor(ctx, takeover, "its pause in round 2", isMsg("pausing")); err != nil {
+	if _, err := a.waitFor(ctx, r.takeover(), "its pause in round 2", isMsg("pausing")); err != nil {
 		return nil, err
 	}
 	if err := a.signal(syscall.SIGSTOP); err != nil {
@@ -127,11 +109,9 @@ func RunController(ctx context.Context, t Target, s Settings, fenced bool, live 
 	if err := r.setSource(ctx, ns, "3", "3", "true"); err != nil {
 		return nil, err
 	}
-	lead, err = b.waitFor(ctx, takeover, "leadership", isMsg("leading"))
-	if err != nil {
+	if res.W2Epoch, err = r.leads(ctx, b); err != nil {
 		return nil, err
 	}
-	res.W2Epoch = lead.Epoch
 	if err := r.waitState(ctx, ns, "B renders round 3", func(st ControllerState) bool {
 		res.Before = st
 		return st.RenderedRound == "3" && st.DeploymentRound == "3" && st.StatusReason == "Round3" && st.Canary

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -27,18 +26,6 @@ type Postgres struct {
 	DSN string
 	// PSQL is the psql binary; Fencekit the fencekit CLI, built.
 	PSQL, Fencekit string
-}
-
-// BuildFencekit builds cmd/fencekit into dir.
-func BuildFencekit(root, dir string) (string, error) {
-	bin := filepath.Join(dir, "fencekit")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/fencekit")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building cmd/fencekit: %w\n%s", err, out)
-	}
-	return bin, nil
 }
 
 // pgScript is what each worker runs: it announces its leadership, then makes WRITES writes every
@@ -95,10 +82,7 @@ func (r *runner) runPostgres(ctx context.Context, pg Postgres) (*Result, error) 
 		return nil, fmt.Errorf("creating table %s: %w", table, err)
 	}
 	r.say("created table %s; each worker is fencekit run with a psql script", table)
-	w1Config, w2Config := r.t.W1Kubeconfig, r.t.W2Kubeconfig
-	if !r.fenced {
-		w1Config, w2Config = r.t.UnfencedKubeconfig, r.t.UnfencedKubeconfig
-	}
+	w1Config, w2Config := r.kubeconfigs()
 	start := func(name, kubeconfig string, writes, stopBefore int) (*process, error) {
 		env := []string{"PSQL=" + pg.PSQL, "DSN=" + pg.DSN, "TABLE=" + table, "WRITES=" + strconv.Itoa(writes),
 			"STOP_BEFORE=" + strconv.Itoa(stopBefore), "INTERVAL=" + strconv.FormatFloat(r.s.Interval.Seconds(), 'f', 3, 64)}
@@ -116,18 +100,11 @@ func (r *runner) runPostgres(ctx context.Context, pg Postgres) (*Result, error) 
 		r.procs = append(r.procs, p)
 		return p, nil
 	}
-	takeover := r.s.LeaseDuration*3 + 30*time.Second
-
 	w1, err := start("W1", w1Config, 2, 2)
 	if err != nil {
 		return nil, err
 	}
-	lead1, err := w1.waitFor(ctx, takeover, "leadership", isMsg("leading"))
-	if err != nil {
-		return nil, err
-	}
-	res.W1Epoch = lead1.Epoch
-	if _, err := w1.waitFor(ctx, takeover, "an accepted first write", isWrite(1, true)); err != nil {
+	if res.W1Epoch, err = r.leadsAndWrites(ctx, w1, "an accepted first write"); err != nil {
 		return nil, err
 	}
 	w2, err := start("W2", w2Config, 1, 0)
@@ -150,12 +127,7 @@ func (r *runner) runPostgres(ctx context.Context, pg Postgres) (*Result, error) 
 	res.Stopped = time.Since(r.start)
 	r.say("W1 stopped with SIGSTOP (its script and its fencekit run) just before write 2")
 
-	lead2, err := w2.waitFor(ctx, takeover, "leadership", isMsg("leading"))
-	if err != nil {
-		return nil, err
-	}
-	res.W2Epoch = lead2.Epoch
-	if _, err := w2.waitFor(ctx, takeover, "an accepted write", isWrite(1, true)); err != nil {
+	if res.W2Epoch, err = r.leadsAndWrites(ctx, w2, "an accepted write"); err != nil {
 		return nil, err
 	}
 	if wait := res.Stopped + r.s.Pause - time.Since(r.start); wait > 0 {
@@ -209,7 +181,7 @@ func StartPostgres(root string) (pg Postgres, stop func(), err error) {
 	}
 	bindir, err := pgtest.BinDir()
 	if err == nil {
-		pg.Fencekit, err = BuildFencekit(root, dir)
+		pg.Fencekit, err = Build(root, dir, "./cmd/fencekit")
 	}
 	if err == nil {
 		pg.DSN, pg.PSQL = srv.DSN("postgres"), filepath.Join(bindir, "psql")

@@ -196,10 +196,42 @@ func isWrite(n int, accepted bool) func(Event) bool {
 
 func isMsg(msg string) func(Event) bool { return func(e Event) bool { return e.Msg == msg } }
 
+// takeover bounds a wait for a worker's leadership or write: generous, since CI machines are slow and
+// nothing here is timed.
+func (r *runner) takeover() time.Duration { return r.s.LeaseDuration*3 + 30*time.Second }
+
+// kubeconfigs are W1's and W2's: their own users when fenced, the one unfenced user otherwise.
+func (r *runner) kubeconfigs() (w1, w2 string) {
+	if !r.fenced {
+		return r.t.UnfencedKubeconfig, r.t.UnfencedKubeconfig
+	}
+	return r.t.W1Kubeconfig, r.t.W2Kubeconfig
+}
+
+// leads waits until p leads and returns the epoch it leads with.
+func (r *runner) leads(ctx context.Context, p *process) (int64, error) {
+	lead, err := p.waitFor(ctx, r.takeover(), "leadership", isMsg("leading"))
+	return lead.Epoch, err
+}
+
+// leadsAndWrites waits until p leads and its first write is accepted, and returns the epoch it leads with.
+func (r *runner) leadsAndWrites(ctx context.Context, p *process, what string) (int64, error) {
+	epoch, err := r.leads(ctx, p)
+	if err != nil {
+		return 0, err
+	}
+	return epoch, r.accepted(ctx, p, what)
+}
+
+// accepted waits until p's first write is accepted; what is how an error names it.
+func (r *runner) accepted(ctx context.Context, p *process, what string) error {
+	_, err := p.waitFor(ctx, r.takeover(), what, isWrite(1, true))
+	return err
+}
+
 func (r *runner) run(ctx context.Context) (*Result, error) {
 	res := &Result{Scenario: r.scenario, Fenced: r.fenced, Settings: r.s}
 	lease, resource := r.names()
-	takeover := r.s.LeaseDuration*3 + 30*time.Second // generous: CI machines are slow, and nothing here is timed
 
 	stopWatch, err := r.watchTarget(ctx, resource)
 	if err != nil {
@@ -214,10 +246,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		}
 		r.say("declared FencedResource %s bound to lease %s", resource, lease)
 	}
-	w1Config, w2Config := r.t.W1Kubeconfig, r.t.W2Kubeconfig
-	if !r.fenced {
-		w1Config, w2Config = r.t.UnfencedKubeconfig, r.t.UnfencedKubeconfig
-	}
+	w1Config, w2Config := r.kubeconfigs()
 
 	w1Args := []string{"--writes=2", "--stop-before-write=2"}
 	if r.scenario == Crash {
@@ -227,12 +256,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	lead1, err := w1.waitFor(ctx, takeover, "leadership", isMsg("leading"))
-	if err != nil {
-		return nil, err
-	}
-	res.W1Epoch = lead1.Epoch
-	if _, err := w1.waitFor(ctx, takeover, "an accepted first write", isWrite(1, true)); err != nil {
+	if res.W1Epoch, err = r.leadsAndWrites(ctx, w1, "an accepted first write"); err != nil {
 		return nil, err
 	}
 
@@ -264,13 +288,11 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		r.say("W1 stopped with SIGSTOP just before write 2; its leadership check had passed")
 	}
 
-	lead2, err := w2.waitFor(ctx, takeover, "leadership", isMsg("leading"))
-	if err != nil {
+	if res.W2Epoch, err = r.leads(ctx, w2); err != nil {
 		return nil, err
 	}
-	res.W2Epoch = lead2.Epoch
 	if r.scenario != PausedBeforeTakeoverWrite {
-		if _, err := w2.waitFor(ctx, takeover, "an accepted write", isWrite(1, true)); err != nil {
+		if err := r.accepted(ctx, w2, "an accepted write"); err != nil {
 			return nil, err
 		}
 	}

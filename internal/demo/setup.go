@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,14 +20,15 @@ import (
 	fkscheme "github.com/fencekit/fencekit/internal/scheme"
 )
 
-// BuildWorker builds examples/worker from the repository at root into dir and returns the binary's path.
-func BuildWorker(root, dir string) (string, error) {
-	bin := filepath.Join(dir, "worker")
-	cmd := exec.Command("go", "build", "-o", bin, "./examples/worker")
+// Build builds the main package pkg (a path relative to the repository at root, such as ./cmd/fencekit) into
+// dir, as a static binary named after pkg's last element, and returns the binary's path.
+func Build(root, dir, pkg string) (string, error) {
+	bin := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building examples/worker: %w\n%s", err, out)
+		return "", fmt.Errorf("building %s: %w\n%s", strings.TrimPrefix(pkg, "./"), err, out)
 	}
 	return bin, nil
 }
@@ -91,7 +93,7 @@ func Local(ctx context.Context, root string, progress io.Writer) (t *Target, sto
 	}
 	cleanups = append(cleanups, func() { _ = os.RemoveAll(dir) })
 	fmt.Fprintln(progress, "building examples/worker")
-	if t.WorkerBinary, err = BuildWorker(root, dir); err != nil {
+	if t.WorkerBinary, err = Build(root, dir, "./examples/worker"); err != nil {
 		return nil, nil, err
 	}
 	return t, teardown, nil
@@ -120,7 +122,7 @@ func Existing(ctx context.Context, root, kubeconfig string) (t *Target, stop fun
 		_ = admin.Delete(context.Background(), ns)
 		_ = os.RemoveAll(dir)
 	}
-	bin, err := BuildWorker(root, dir)
+	bin, err := Build(root, dir, "./examples/worker")
 	if err != nil {
 		stop()
 		return nil, nil, err

@@ -63,7 +63,7 @@ func TestExampleControllerRollsOut(t *testing.T) {
 		err := env.Client.Create(ctx, probe.DeepCopy(), client.DryRunAll)
 		return fencing.IsTokenMissing(err), ErrString(err)
 	})
-	bin, err := demo.BuildController(testenv.RepoRoot(), t.TempDir())
+	bin, err := demo.Build(testenv.RepoRoot(), t.TempDir(), "./examples/controller")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -168,7 +168,7 @@ func TestCrash(t *testing.T) {
 func TestControllerScenario(t *testing.T) {
 	t.Parallel()
 	tgt := *target
-	bin, err := demo.BuildController(testenv.RepoRoot(), t.TempDir())
+	bin, err := demo.Build(testenv.RepoRoot(), t.TempDir(), "./examples/controller")
 	if err != nil {
 		t.Fatal(err)
 	}

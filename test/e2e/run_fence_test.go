@@ -38,7 +38,7 @@ func TestFencekitRunFencesManyAtDefaultQPS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	bin, err := demo.BuildFencekit(testenv.RepoRoot(), t.TempDir())
+	bin, err := demo.Build(testenv.RepoRoot(), t.TempDir(), "./cmd/fencekit")
 	if err != nil {
 		t.Fatal(err)
 	}

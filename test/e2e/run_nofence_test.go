@@ -24,7 +24,7 @@ import (
 func TestFencekitRunWithoutFenceOnDeclaredLease(t *testing.T) {
 	t.Parallel()
 	const lease = "run-nofence"
-	bin, err := demo.BuildFencekit(testenv.RepoRoot(), t.TempDir())
+	bin, err := demo.Build(testenv.RepoRoot(), t.TempDir(), "./cmd/fencekit")
 	if err != nil {
 		t.Fatal(err)
 	}

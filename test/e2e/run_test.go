@@ -136,7 +136,7 @@ func TestFencekitRunPausedPastLease(t *testing.T) {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE orders_log (id bigserial PRIMARY KEY, holder text NOT NULL, epoch bigint NOT NULL, n int NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	bin, err := demo.BuildFencekit(testenv.RepoRoot(), t.TempDir())
+	bin, err := demo.Build(testenv.RepoRoot(), t.TempDir(), "./cmd/fencekit")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,7 @@ func TestPostgresScenario(t *testing.T) {
 // which serves the next epoch; continued, it no longer claims to lead, on /token, /leader and in its file.
 func TestFencekitElectSidecar(t *testing.T) {
 	t.Parallel()
-	bin, err := demo.BuildFencekit(testenv.RepoRoot(), t.TempDir())
+	bin, err := demo.Build(testenv.RepoRoot(), t.TempDir(), "./cmd/fencekit")
 	if err != nil {
 		t.Fatal(err)
 	}
