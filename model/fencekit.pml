@@ -88,7 +88,7 @@
 #else
 #define COPY_COVERAGE (cov_rec && c_ep > cov_ep)
 #endif
-#ifdef MUT_TODAY_RECORD_RULE         /* (e) today's rule: a stored record above the presented refuses */
+#ifdef MUT_TODAY_RECORD_RULE         /* (e) a stored record above the presented refuses */
 #define RECORD_ABOVE_REFUSES 1
 #else
 #define RECORD_ABOVE_REFUSES 0
