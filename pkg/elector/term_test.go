@@ -1,0 +1,43 @@
+package elector
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// The leadership context ends the moment the safe-work deadline passes, and a renewal moves it forward.
+func TestTermDeadline(t *testing.T) {
+	fc := clocktesting.NewFakeClock(t0)
+	tm := newTerm(context.Background(), fc, Token{Epoch: 1}, t0.Add(12850*time.Millisecond))
+	tm.setLeading()
+	waitFor(t, "the deadline timer", fc.HasWaiters)
+	if d, ok := tm.ctx.Deadline(); !ok || !d.Equal(t0.Add(12850*time.Millisecond)) {
+		t.Errorf("Deadline() = %v, %v", d, ok)
+	}
+	tm.extend(t0.Add(14 * time.Second)) // a renewal sent at t0+1.15s
+	tm.extend(t0.Add(13 * time.Second)) // never moves back
+	fc.Step(12900 * time.Millisecond)   // past the first deadline: the timer re-arms for the new one
+	if !tm.valid(fc.Now()) {
+		t.Fatal("the term ended at its old deadline after a renewal moved it")
+	}
+	waitFor(t, "the re-armed deadline timer", fc.HasWaiters)
+	if tm.ctx.Err() != nil {
+		t.Fatalf("context ended early: %v", tm.ctx.Err())
+	}
+	fc.Step(1100 * time.Millisecond) // t0+14s
+	if tm.valid(fc.Now()) {
+		t.Error("valid past the deadline") // synchronous: does not wait for the timer goroutine
+	}
+	select {
+	case <-tm.ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the leadership context was not cancelled at the deadline")
+	}
+	if !errors.Is(context.Cause(tm.ctx), ErrDeadlinePassed) || tm.ctx.Err() != context.DeadlineExceeded {
+		t.Errorf("cause %v, err %v", context.Cause(tm.ctx), tm.ctx.Err())
+	}
+}

@@ -1,0 +1,66 @@
+package elector
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	coordinationv1 "k8s.io/api/coordination/v1"
+)
+
+func TestSafeDeadline(t *testing.T) {
+	tests := map[string]struct {
+		lease  time.Duration
+		drift  float64
+		margin time.Duration
+		want   time.Duration
+	}{
+		"defaults: 15s*0.99-2s":    {15 * time.Second, 0.01, 2 * time.Second, 12850 * time.Millisecond},
+		"10s, 1%, no margin":       {10 * time.Second, 0.01, 0, 9900 * time.Millisecond},
+		"test durations: 2s, 0.2s": {2 * time.Second, 0.01, 200 * time.Millisecond, 1780 * time.Millisecond},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			sent := t0.Add(time.Hour)
+			if got := safeDeadline(sent, SafeWindow(tc.lease, tc.drift, tc.margin)); !got.Equal(sent.Add(tc.want)) {
+				t.Errorf("deadline = sent + %v, want sent + %v", got.Sub(sent), tc.want)
+			}
+		})
+	}
+	if got := renewStepDownAt(t0, DefaultRenewDeadline); !got.Equal(t0.Add(10 * time.Second)) {
+		t.Errorf("renew step-down at t0 + %v, want t0 + 10s", got.Sub(t0))
+	}
+}
+
+func TestTakeoverTime(t *testing.T) {
+	obs := t0.Add(time.Minute)
+	tests := map[string]struct {
+		lease     *coordinationv1.Lease
+		lockDelay time.Duration
+		want      takeover
+	}{
+		"absent: at once":            {nil, 5 * time.Second, takeover{at: obs, why: "absent"}},
+		"released (empty holder)":    {lease("", i32(1), nil), 5 * time.Second, takeover{at: obs, why: "released"}},
+		"released (no holder)":       {lease("-", i32(15), nil), 0, takeover{at: obs, why: "released"}},
+		"held: observation + 15s":    {lease("a", i32(15), nil), 0, takeover{at: obs.Add(15 * time.Second), why: "expiry"}},
+		"held, lock-delay 5s":        {lease("a", i32(15), nil), 5 * time.Second, takeover{at: obs.Add(20 * time.Second), why: "expiry"}},
+		"missing duration: expired":  {lease("a", nil, nil), 0, takeover{at: obs, why: "malformed", detail: "spec.leaseDurationSeconds is missing"}},
+		"negative duration: expired": {lease("a", i32(-3), nil), time.Second, takeover{at: obs.Add(time.Second), why: "malformed", detail: "spec.leaseDurationSeconds is not positive"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := takeoverTime(observation{lease: tc.lease, at: obs}, tc.lockDelay)
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(takeover{})); diff != "" {
+				t.Errorf("takeoverTime() (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestLeaseSeconds(t *testing.T) {
+	for d, want := range map[time.Duration]int32{15 * time.Second: 15, 1500 * time.Millisecond: 2, time.Millisecond: 1} {
+		if got := leaseSeconds(d); got != want {
+			t.Errorf("leaseSeconds(%v) = %d, want %d (rounded up)", d, got, want)
+		}
+	}
+}
