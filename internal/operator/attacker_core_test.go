@@ -223,8 +223,7 @@ func TestCoreAttacks(t *testing.T) {
 	// policy's objects is the Lease's own epoch annotation: the next acquisition would present epoch 2 while
 	// the Lease is at 1 ("never issued"), and nobody could acquire the Lease again. The policy is refused.
 	t.Run("a policy that covers Leases", func(t *testing.T) {
-		a.s.set(false)
-		ns := env.Namespace(t)
+		ns := a.namespace(t)
 		r1, r2 := replicas(t, ns)
 		r1.Acquire(t, ns, "l", 1)
 		env.Grant(t, ns, "policy-writer", []rbacv1.PolicyRule{{APIGroups: []string{"fencing.fencekit.io"}, Resources: []string{"fencingpolicies"},
@@ -252,8 +251,7 @@ func TestCoreAttacks(t *testing.T) {
 	// ConfigMap's data in every shape a client can send: JSON patch, strategic merge patch, server-side
 	// apply with force, a dry run, a create with generateName. Each is refused, naming the object.
 	t.Run("an editor's writes in every shape", func(t *testing.T) {
-		a.s.set(false)
-		ns := env.Namespace(t)
+		ns := a.namespace(t)
 		holder := newWorker(t, ns, "app-operator")
 		grantObjects(t, ns, holder.User, "editor")
 		declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"})
@@ -306,8 +304,7 @@ func TestCoreAttacks(t *testing.T) {
 	// HOLDS: the garbage collector's exemptions are for removing owners and deleting; impersonating its
 	// user does not let one add an owner (an owner deletes) or change data.
 	t.Run("the garbage collector's user adds an owner or changes data", func(t *testing.T) {
-		a.s.set(false)
-		ns := env.Namespace(t)
+		ns := a.namespace(t)
 		holder := newWorker(t, ns, "app-operator")
 		grantObjects(t, ns, holder.User, admission.GarbageCollectorUser, admission.NamespaceControllerUser)
 		declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"})
@@ -335,10 +332,8 @@ func TestCoreAttacks(t *testing.T) {
 	// fence-on-acquire: it stays covered (the copy may decide), but the fence raised it through the first
 	// policy, so the write is refused stale.
 	t.Run("a stale holder moves an object between two policies of its Lease", func(t *testing.T) {
-		a.s.set(false)
-		ns := env.Namespace(t)
-		r1, r2 := replicas(t, ns)
-		r1.Fences, r2.Fences = objects, objects
+		ns := a.namespace(t)
+		r1, r2 := objectReplicas(t, ns)
 		grantObjects(t, ns, r1.User)
 		grantPolicies(t, ns, r1.User)
 		for _, v := range []string{"a", "b"} {
@@ -364,10 +359,7 @@ func TestCoreAttacks(t *testing.T) {
 		onCopy(t, "objects", "replica-1's write at epoch 1", func() error { return patchConfigMap(t, c1, ns, "m", `{"data":{"v":"one"}}`) })
 
 		a.s.set(true)
-		t2 := r2.Acquire(t, ns, "l", 2)
-		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
-			t.Fatal(err)
-		}
+		acquireAndFence(t, r2, ns, "l", 2)
 		mustContain(t, "replica-1 moves the ConfigMap to policy b at epoch 1, the copy stalled",
 			patchConfigMap(t, c1, ns, "m", `{"metadata":{"labels":{"app":"b"}},"data":{"v":"late"}}`), fencing.IsStale, "stale epoch 1")
 		a.s.set(false)

@@ -282,9 +282,7 @@ func TestRuleChangeAttacks(t *testing.T) {
 		// replica-1 writes its marker (Writer.Delete's first step), pauses; replica-2 takes over and fences.
 		paused := marker(r1.Client, "paused", 1)
 		t2 := r2.Acquire(t, ns, appLease, 2)
-		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
-			t.Fatal(err)
-		}
+		fenceObjects(t, r2, t2)
 		rv, uid := paused.ResourceVersion, paused.UID
 		mustContain(t, "replica-1 resumes its delete with its marker write's resourceVersion",
 			r1.Client.Delete(ctx, paused, client.Preconditions{ResourceVersion: &rv, UID: &uid}), nil)

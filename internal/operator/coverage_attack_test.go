@@ -116,20 +116,14 @@ func TestCoverageAttacks(t *testing.T) {
 	// The normal install order: the policy exists before the Lease (coverage epoch 0), so every acquisition
 	// listed what it declares, and the holder's steady writes are decided on the copy, none on a quorum read.
 	t.Run("the policy before the Lease keeps the fast path", func(t *testing.T) {
-		a.s.set(false)
-		ns := env.Namespace(t)
+		ns := a.namespace(t)
 		r1, _ := replicas(t, ns)
 		r1.Fences = objects
 		configMapPolicy(t, ns, "l", nil, nil, r1.User)
 		coverageOf(t, ns, "app", 0)
-		t1 := r1.Acquire(t, ns, "l", 1)
-		if err := fencing.FenceObjectsOnAcquire(r1.Client, r1.Client).Raise(ctx, t1); err != nil {
-			t.Fatal(err)
-		}
+		t1 := acquireAndFence(t, r1, ns, "l", 1)
 		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
-		if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm"}}); err != nil {
-			t.Fatal(err)
-		}
+		createConfigMap(t, c1, ns, "cm", nil)
 		a.seen(t, ns, "l", 1, r1.Holder)
 		onCopy(t, "objects", "replica-1's write at epoch 1", func() error { return patchConfigMap(t, c1, ns, "cm", `{"data":{"v":"one"}}`) })
 		steadyOnCopy(t, "replica-1's steady write at epoch 1", 5, func(i int) error {
@@ -143,24 +137,17 @@ func TestCoverageAttacks(t *testing.T) {
 	// (refused), and so are the holder's until the next acquisition, whose fence lists cm: then the copy
 	// decides again.
 	t.Run("a policy created while the Lease is held", func(t *testing.T) {
-		a.s.set(false)
-		ns := env.Namespace(t)
-		r1, r2 := replicas(t, ns)
-		r1.Fences, r2.Fences = objects, objects
+		ns := a.namespace(t)
+		r1, r2 := objectReplicas(t, ns)
 		grantObjects(t, ns, r1.User)
 		grantPolicies(t, ns, r1.User)
 		t1 := r1.Acquire(t, ns, "l", 1)
 		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
-		if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm"}}); err != nil {
-			t.Fatal(err)
-		}
+		createConfigMap(t, c1, ns, "cm", nil)
 		a.seen(t, ns, "l", 1, r1.Holder)
 
 		a.s.set(true)
-		t2 := r2.Acquire(t, ns, "l", 2)
-		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
-			t.Fatal(err)
-		}
+		t2 := acquireAndFence(t, r2, ns, "l", 2)
 		if got := objectEpoch(t, ns, "cm"); got != "1" {
 			t.Fatalf("cm records epoch %q after replica-2's fence, want 1 (no policy covered it)", got)
 		}
@@ -182,10 +169,7 @@ func TestCoverageAttacks(t *testing.T) {
 		admittedOnQuorum(t, "replica-2's write at epoch 2 (its fence never listed cm)", func() error {
 			return patchConfigMap(t, c2, ns, "cm", `{"data":{"v":"two"}}`)
 		})
-		t3 := r1.Acquire(t, ns, "l", 3)
-		if err := fencing.FenceObjectsOnAcquire(r1.Client, r1.Client).Raise(ctx, t3); err != nil {
-			t.Fatal(err)
-		}
+		t3 := acquireAndFence(t, r1, ns, "l", 3)
 		a.seen(t, ns, "l", 3, r1.Holder)
 		c3 := fencing.NewClient(r1.Client, tokenOf(t3))
 		onCopy(t, "objects", "the holder's write at epoch 3", func() error { return patchConfigMap(t, c3, ns, "cm", `{"data":{"v":"three"}}`) })
@@ -196,24 +180,17 @@ func TestCoverageAttacks(t *testing.T) {
 	// the webhook reads: until the operator records the new object's coverage the copy decides nothing for
 	// it, and then its coverage epoch is the Lease's current one.
 	t.Run("a policy deleted and recreated wider under the same name", func(t *testing.T) {
-		a.s.set(false)
-		ns := env.Namespace(t)
-		r1, r2 := replicas(t, ns)
-		r1.Fences, r2.Fences = objects, objects
+		ns := a.namespace(t)
+		r1, r2 := objectReplicas(t, ns)
 		configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
 		coverageOf(t, ns, "app", 0)
 		t1 := r1.Acquire(t, ns, "l", 1)
 		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
-		if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "out"}}); err != nil {
-			t.Fatal(err)
-		}
+		createConfigMap(t, c1, ns, "out", nil)
 		a.seen(t, ns, "l", 1, r1.Holder)
 
 		a.s.set(true)
-		t2 := r2.Acquire(t, ns, "l", 2)
-		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
-			t.Fatal(err)
-		}
+		t2 := acquireAndFence(t, r2, ns, "l", 2)
 		old := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}
 		if err := env.Client.Delete(ctx, old); err != nil {
 			t.Fatal(err)
@@ -260,10 +237,8 @@ func TestCoverageAttacks(t *testing.T) {
 	// A second policy bound to the same Lease covers an object the first does not: the webhook takes the
 	// highest coverage epoch of the matching policies, recorded for each one's generation.
 	t.Run("a second policy of the same Lease covers the object", func(t *testing.T) {
-		a.s.set(false)
-		ns := env.Namespace(t)
-		r1, r2 := replicas(t, ns)
-		r1.Fences, r2.Fences = objects, objects
+		ns := a.namespace(t)
+		r1, r2 := objectReplicas(t, ns)
 		configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
 		coverageOf(t, ns, "app", 0)
 		t1 := r1.Acquire(t, ns, "l", 1)
@@ -289,10 +264,7 @@ func TestCoverageAttacks(t *testing.T) {
 		})
 
 		a.s.set(true)
-		t2 := r2.Acquire(t, ns, "l", 2)
-		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
-			t.Fatal(err)
-		}
+		acquireAndFence(t, r2, ns, "l", 2)
 		more := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "more"},
 			Spec: fencingv1alpha1.FencingPolicySpec{LeaseName: "l", Resources: []fencingv1alpha1.FencedObjects{{Resource: "configmaps",
 				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "cache"}}}}}}
@@ -313,20 +285,13 @@ func TestCoverageAttacks(t *testing.T) {
 	// under a policy created before the first Lease (coverage epoch 0): the new holder's fence lists what the
 	// policy declares, and its writes are decided on the copy.
 	t.Run("a policy before its Lease, the Lease recreated", func(t *testing.T) {
-		a.s.set(false)
-		ns := env.Namespace(t)
-		r1, r2 := replicas(t, ns)
-		r1.Fences, r2.Fences = objects, objects
+		ns := a.namespace(t)
+		r1, r2 := objectReplicas(t, ns)
 		configMapPolicy(t, ns, "l", nil, nil, r1.User)
 		coverageOf(t, ns, "app", 0)
-		t1 := r1.Acquire(t, ns, "l", 1)
-		if err := fencing.FenceObjectsOnAcquire(r1.Client, r1.Client).Raise(ctx, t1); err != nil {
-			t.Fatal(err)
-		}
+		t1 := acquireAndFence(t, r1, ns, "l", 1)
 		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
-		if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm"}}); err != nil {
-			t.Fatal(err)
-		}
+		createConfigMap(t, c1, ns, "cm", nil)
 		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "l"}}
 		if err := env.Client.Delete(ctx, lease); err != nil {
 			t.Fatal(err)
@@ -335,10 +300,7 @@ func TestCoverageAttacks(t *testing.T) {
 			err := env.Client.Get(ctx, client.ObjectKeyFromObject(lease), lease)
 			return apierrors.IsNotFound(err), errString(err)
 		})
-		t5 := r2.Acquire(t, ns, "l", 5)
-		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t5); err != nil {
-			t.Fatal(err)
-		}
+		t5 := acquireAndFence(t, r2, ns, "l", 5)
 		a.seen(t, ns, "l", 5, r2.Holder)
 		c5 := fencing.NewClient(r2.Client, tokenOf(t5))
 		onCopy(t, "objects", "the new Lease's holder's write at epoch 5", func() error { return patchConfigMap(t, c5, ns, "cm", `{"data":{"v":"five"}}`) })
@@ -358,17 +320,13 @@ func TestCoverageAttacks(t *testing.T) {
 	// No one else holds a token meanwhile; the next acquisition (at 2, declaring objects) lists the object
 	// and raises it, and replica-1's write is refused from then on.
 	t.Run("a policy widened while its Lease is deleted, residual", func(t *testing.T) {
-		a.s.set(false)
-		ns := env.Namespace(t)
-		r1, r2 := replicas(t, ns)
-		r1.Fences, r2.Fences = objects, objects
+		ns := a.namespace(t)
+		r1, r2 := objectReplicas(t, ns)
 		p := configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
 		coverageOf(t, ns, "app", 0)
 		t1 := r1.Acquire(t, ns, "l", 1)
 		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
-		if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "out"}}); err != nil {
-			t.Fatal(err)
-		}
+		createConfigMap(t, c1, ns, "out", nil)
 		a.seen(t, ns, "l", 1, r1.Holder)
 
 		a.s.set(true)
@@ -394,10 +352,7 @@ func TestCoverageAttacks(t *testing.T) {
 		admittedOnCopy(t, "objects", "replica-1's write at epoch 1 to the newly covered ConfigMap, its Lease deleted", func() error {
 			return patchConfigMap(t, c1, ns, "out", `{"data":{"v":"no-lease"}}`)
 		})
-		t2 := r2.Acquire(t, ns, "l", 2)
-		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
-			t.Fatal(err)
-		}
+		acquireAndFence(t, r2, ns, "l", 2)
 		mustContain(t, "replica-1's write after the recreated Lease's fence", patchConfigMap(t, c1, ns, "out", `{"data":{"v":"late"}}`),
 			fencing.IsStale, "stale epoch 1")
 		a.s.set(false)
@@ -408,8 +363,7 @@ func TestCoverageAttacks(t *testing.T) {
 	// server-side apply; every change of the spec, by update or apply, raises the generation (so the recorded
 	// coverage no longer counts), and a change of metadata alone does not (coverage reads the spec only).
 	t.Run("coverage is the status subresource's, and every spec change is a new generation", func(t *testing.T) {
-		a.s.set(false)
-		ns := env.Namespace(t)
+		ns := a.namespace(t)
 		admin, _, err := env.UserClient("policy-editor")
 		if err != nil {
 			t.Fatal(err)
@@ -482,8 +436,7 @@ func TestCoverageAttacks(t *testing.T) {
 	// write the declared objects and to read policies, as fence-on-acquire needs) nor another elector-role
 	// user of the namespace.
 	t.Run("electors and object writers cannot write a policy's status", func(t *testing.T) {
-		a.s.set(false)
-		ns := env.Namespace(t)
+		ns := a.namespace(t)
 		r1, _ := replicas(t, ns)
 		other := newWorker(t, ns, "worker-b")
 		configMapPolicy(t, ns, "l", nil, nil, r1.User)
@@ -508,11 +461,9 @@ func TestCoverageAttacks(t *testing.T) {
 // coverage at the Lease's current epoch; the copy decides again from the next acquisition on.
 func TestCoverageWhileTheOperatorIsDown(t *testing.T) {
 	ctx := t.Context()
-	objects := elector.Fences{Objects: true}
 	fenced := map[string]string{"app": "fenced"}
 	ns := env.Namespace(t)
-	r1, r2 := replicas(t, ns)
-	r1.Fences, r2.Fences = objects, objects
+	r1, r2 := objectReplicas(t, ns)
 
 	withCopy := func(leader bool) (copyAttack, func()) {
 		s := newStall()
@@ -533,9 +484,7 @@ func TestCoverageWhileTheOperatorIsDown(t *testing.T) {
 	coverageOf(t, ns, "app", 0)
 	t1 := r1.Acquire(t, ns, "l", 1)
 	c1 := fencing.NewClient(r1.Client, tokenOf(t1))
-	if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "out"}}); err != nil {
-		t.Fatal(err)
-	}
+	createConfigMap(t, c1, ns, "out", nil)
 	stop()
 
 	// The operator's election Lease is held by a replica that never reconciles: this one only serves.
@@ -547,10 +496,7 @@ func TestCoverageWhileTheOperatorIsDown(t *testing.T) {
 	a, stop := withCopy(false)
 	a.seen(t, ns, "l", 1, r1.Holder)
 	a.s.set(true)
-	t2 := r2.Acquire(t, ns, "l", 2)
-	if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
-		t.Fatal(err)
-	}
+	t2 := acquireAndFence(t, r2, ns, "l", 2)
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
 			return err
@@ -579,10 +525,7 @@ func TestCoverageWhileTheOperatorIsDown(t *testing.T) {
 	coverageOf(t, ns, "app", 2)
 	a.seen(t, ns, "l", 2, r2.Holder)
 	admittedOnQuorum(t, "replica-2's write at epoch 2, the coverage recorded at 2", func() error { return patchConfigMap(t, c2, ns, "out", `{"data":{"v":"two-b"}}`) })
-	t3 := r1.Acquire(t, ns, "l", 3)
-	if err := fencing.FenceObjectsOnAcquire(r1.Client, r1.Client).Raise(ctx, t3); err != nil {
-		t.Fatal(err)
-	}
+	t3 := acquireAndFence(t, r1, ns, "l", 3)
 	a.seen(t, ns, "l", 3, r1.Holder)
 	c3 := fencing.NewClient(r1.Client, tokenOf(t3))
 	onCopy(t, "objects", "the holder's write at epoch 3", func() error { return patchConfigMap(t, c3, ns, "out", `{"data":{"v":"three"}}`) })

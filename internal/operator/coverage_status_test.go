@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,7 +18,6 @@ import (
 	"github.com/fencekit/fencekit/internal/operator"
 	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/internal/webhook"
-	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
@@ -76,7 +74,6 @@ func startLaggingOperator(t *testing.T) copyAttack {
 func TestCoveragePoliciesLagResidual(t *testing.T) {
 	a := startLaggingOperator(t)
 	ctx := t.Context()
-	objects := elector.Fences{Objects: true}
 	fenced := map[string]string{"app": "fenced"}
 	setSelector := func(t *testing.T, ns string, selector *metav1.LabelSelector) {
 		t.Helper()
@@ -125,29 +122,19 @@ func TestCoveragePoliciesLagResidual(t *testing.T) {
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			a.s.set(false)
-			ns := env.Namespace(t)
-			r1, r2 := replicas(t, ns)
-			r1.Fences, r2.Fences = objects, objects
+			ns := a.namespace(t)
+			r1, r2 := objectReplicas(t, ns)
 			configMapPolicy(t, ns, "l", nil, nil, r1.User)
 			coverageOf(t, ns, "app", 0)
-			t1 := r1.Acquire(t, ns, "l", 1)
-			if err := fencing.FenceObjectsOnAcquire(r1.Client, r1.Client).Raise(ctx, t1); err != nil {
-				t.Fatal(err)
-			}
+			t1 := acquireAndFence(t, r1, ns, "l", 1)
 			c1 := fencing.NewClient(r1.Client, tokenOf(t1))
-			if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm"}}); err != nil {
-				t.Fatal(err)
-			}
+			createConfigMap(t, c1, ns, "cm", nil)
 			a.seen(t, ns, "l", 1, r1.Holder)
 			onCopy(t, "objects", "replica-1's write at epoch 1", func() error { return patchConfigMap(t, c1, ns, "cm", `{"data":{"v":"one"}}`) })
 
 			a.s.set(true) // the webhook's watches (Leases and policies) lag from here
 			c.uncover(t, ns)
-			t2 := r2.Acquire(t, ns, "l", 2)
-			if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
-				t.Fatal(err)
-			}
+			acquireAndFence(t, r2, ns, "l", 2)
 			if got := objectEpoch(t, ns, "cm"); got != "1" {
 				t.Fatalf("cm records epoch %q after replica-2's fence, want 1 (not listed: no policy covered it)", got)
 			}
@@ -172,24 +159,17 @@ func TestCoveragePoliciesLagResidual(t *testing.T) {
 func TestCoverageIsTheOperators(t *testing.T) {
 	a := startCopyAttack(t)
 	ctx := t.Context()
-	objects := elector.Fences{Objects: true}
 	fenced := map[string]string{"app": "fenced"}
 	ns := env.Namespace(t)
-	r1, r2 := replicas(t, ns)
-	r1.Fences, r2.Fences = objects, objects
+	r1, r2 := objectReplicas(t, ns)
 	configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
 	t1 := r1.Acquire(t, ns, "l", 1)
 	c1 := fencing.NewClient(r1.Client, tokenOf(t1))
-	if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "out"}}); err != nil {
-		t.Fatal(err)
-	}
+	createConfigMap(t, c1, ns, "out", nil)
 	a.seen(t, ns, "l", 1, r1.Holder)
 
 	a.s.set(true)
-	t2 := r2.Acquire(t, ns, "l", 2)
-	if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
-		t.Fatal(err)
-	}
+	acquireAndFence(t, r2, ns, "l", 2)
 	p := &fencingv1alpha1.FencingPolicy{}
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "app"}, p); err != nil {

@@ -112,6 +112,46 @@ func configMapPolicy(t *testing.T, ns, lease string, selector *metav1.LabelSelec
 	return p
 }
 
+// namespace starts a step of the attack: the copy in step again, and a fresh namespace.
+func (a copyAttack) namespace(t *testing.T) string {
+	t.Helper()
+	a.s.set(false)
+	return env.Namespace(t)
+}
+
+// acquireAndFence makes r acquire Lease ns/lease at epoch and raise the objects its FencingPolicies cover,
+// and returns its token.
+func acquireAndFence(t *testing.T, r worker, ns, lease string, epoch int64) elector.Token {
+	t.Helper()
+	tok := r.Acquire(t, ns, lease, epoch)
+	fenceObjects(t, r, tok)
+	return tok
+}
+
+// objectReplicas are two replicas of one user (replicas) whose elections fence the objects of FencingPolicies.
+func objectReplicas(t *testing.T, ns string) (worker, worker) {
+	t.Helper()
+	r1, r2 := replicas(t, ns)
+	r1.Fences, r2.Fences = elector.Fences{Objects: true}, elector.Fences{Objects: true}
+	return r1, r2
+}
+
+// fenceObjects raises the objects r's FencingPolicies cover to tok's epoch, as r's fence-on-acquire does.
+func fenceObjects(t *testing.T, r worker, tok elector.Token) {
+	t.Helper()
+	if err := fencing.FenceObjectsOnAcquire(r.Client, r.Client).Raise(t.Context(), tok); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// createConfigMap creates the ConfigMap ns/name with labels through c (a fenced client: it records the epoch).
+func createConfigMap(t *testing.T, c client.Client, ns, name string, labels map[string]string) {
+	t.Helper()
+	if err := c.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func patchConfigMap(t *testing.T, c client.Client, ns, name, patch string) error {
 	t.Helper()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
@@ -230,29 +270,20 @@ func TestLeaseCacheAttacks(t *testing.T) {
 	// coverage check the copy would admit the write (and every later one), which the quorum read refuses: the
 	// Lease is at 2. The webhook decides on the copy only a write to an object the policy already covered.
 	t.Run("a stale holder labels an object into the policy's selector", func(t *testing.T) {
-		a.s.set(false)
-		ns := env.Namespace(t)
-		r1, r2 := replicas(t, ns)
-		r1.Fences, r2.Fences = objects, objects
+		ns := a.namespace(t)
+		r1, r2 := objectReplicas(t, ns)
 		configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
 		t1 := r1.Acquire(t, ns, "l", 1)
 		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
-		if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "in", Labels: fenced}}); err != nil {
-			t.Fatal(err)
-		}
-		if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "out"}}); err != nil {
-			t.Fatal(err)
-		}
+		createConfigMap(t, c1, ns, "in", fenced)
+		createConfigMap(t, c1, ns, "out", nil)
 		a.seen(t, ns, "l", 1, r1.Holder)
 		onCopy(t, "objects", "replica-1's write of a covered ConfigMap at epoch 1", func() error {
 			return patchConfigMap(t, c1, ns, "in", `{"data":{"v":"one"}}`)
 		})
 
 		a.s.set(true)
-		t2 := r2.Acquire(t, ns, "l", 2)
-		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
-			t.Fatal(err)
-		}
+		acquireAndFence(t, r2, ns, "l", 2)
 		if got := objectEpoch(t, ns, "out"); got != "1" {
 			t.Fatalf("the uncovered ConfigMap's epoch record is %q after replica-2's fence, want 1 (not raised)", got)
 		}
@@ -268,16 +299,12 @@ func TestLeaseCacheAttacks(t *testing.T) {
 	// holder's later writes to it (no longer covered) would win over the new holder's. A write that changes
 	// coverage is decided on a quorum read, which refuses it.
 	t.Run("a stale holder labels an object out of the policy's selector", func(t *testing.T) {
-		a.s.set(false)
-		ns := env.Namespace(t)
-		r1, r2 := replicas(t, ns)
-		r1.Fences, r2.Fences = objects, objects
+		ns := a.namespace(t)
+		r1, r2 := objectReplicas(t, ns)
 		configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
 		t1 := r1.Acquire(t, ns, "l", 1)
 		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
-		if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "in", Labels: fenced}}); err != nil {
-			t.Fatal(err)
-		}
+		createConfigMap(t, c1, ns, "in", fenced)
 		a.seen(t, ns, "l", 1, r1.Holder)
 		onCopy(t, "objects", "replica-1's write of a covered ConfigMap at epoch 1", func() error {
 			return patchConfigMap(t, c1, ns, "in", `{"data":{"v":"one"}}`)
@@ -287,9 +314,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 		t2 := r2.Acquire(t, ns, "l", 2)
 		mustContain(t, "replica-1 labels the ConfigMap out of the selector at epoch 1, the copy stalled at epoch 1",
 			patchConfigMap(t, c1, ns, "in", `{"metadata":{"labels":{"app":null}}}`), fencing.IsStale, "stale epoch 1")
-		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
-			t.Fatal(err)
-		}
+		fenceObjects(t, r2, t2)
 		if got := objectEpoch(t, ns, "in"); got != "2" {
 			t.Fatalf("the ConfigMap's epoch record is %q after replica-2's fence, want 2 (still covered, raised)", got)
 		}
@@ -304,17 +329,14 @@ func TestLeaseCacheAttacks(t *testing.T) {
 	// shows the stale epoch and a declaration.
 	t.Run("a declaration of the other kind decides nothing", func(t *testing.T) {
 		for _, declared := range []elector.Fences{{FencedResources: true}, objects} {
-			a.s.set(false)
-			ns := env.Namespace(t)
+			ns := a.namespace(t)
 			r1, r2 := replicas(t, ns)
 			r1.Fences, r2.Fences = declared, declared
 			configMapPolicy(t, ns, "l", nil, nil, r1.User)
 			key := declare(t, ns, "r", "l")
 			t1 := r1.Acquire(t, ns, "l", 1)
 			c1 := fencing.NewClient(r1.Client, tokenOf(t1))
-			if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm"}}); err != nil {
-				t.Fatal(err)
-			}
+			createConfigMap(t, c1, ns, "cm", nil)
 			writer := fencing.NewWriter(r1.Client)
 			set := func(v string) error {
 				_, err := writer.Set(ctx, t1, key, map[string]any{"v": v})
@@ -352,16 +374,12 @@ func TestLeaseCacheAttacks(t *testing.T) {
 	// The stale holder's next write is then admitted on the stalled copy, as a write to an object created in
 	// that window would be; the quorum read refuses it.
 	t.Run("a write that labels an object in, committed after the fence listed, residual", func(t *testing.T) {
-		a.s.set(false)
-		ns := env.Namespace(t)
-		r1, r2 := replicas(t, ns)
-		r1.Fences, r2.Fences = objects, objects
+		ns := a.namespace(t)
+		r1, r2 := objectReplicas(t, ns)
 		configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
 		t1 := r1.Acquire(t, ns, "l", 1)
 		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
-		if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "slow"}}); err != nil {
-			t.Fatal(err)
-		}
+		createConfigMap(t, c1, ns, "slow", nil)
 		a.seen(t, ns, "l", 1, r1.Holder)
 		arrived, release := holdUpdates(t, ns, "slow")
 
@@ -377,10 +395,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 		})
 
 		a.s.set(true)
-		t2 := r2.Acquire(t, ns, "l", 2)
-		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
-			t.Fatal(err)
-		}
+		acquireAndFence(t, r2, ns, "l", 2)
 		release()
 		if err := <-labelled; err != nil {
 			t.Fatalf("the labelling write decided at epoch 1: %v", err)
@@ -404,23 +419,16 @@ func TestLeaseCacheAttacks(t *testing.T) {
 	// widened policy's objects is decided on a quorum read until the next acquisition, whose fence lists
 	// them. Then the copy decides again.
 	t.Run("a policy widened after the takeover", func(t *testing.T) {
-		a.s.set(false)
-		ns := env.Namespace(t)
-		r1, r2 := replicas(t, ns)
-		r1.Fences, r2.Fences = objects, objects
+		ns := a.namespace(t)
+		r1, r2 := objectReplicas(t, ns)
 		p := configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
 		t1 := r1.Acquire(t, ns, "l", 1)
 		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
-		if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "out"}}); err != nil {
-			t.Fatal(err)
-		}
+		createConfigMap(t, c1, ns, "out", nil)
 		a.seen(t, ns, "l", 1, r1.Holder)
 
 		a.s.set(true)
-		t2 := r2.Acquire(t, ns, "l", 2)
-		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
-			t.Fatal(err)
-		}
+		t2 := acquireAndFence(t, r2, ns, "l", 2)
 		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
 				return err
@@ -457,10 +465,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 
 		// The next acquisition lists the widened policy's objects: the copy decides again.
 		a.s.set(false)
-		t3 := r1.Acquire(t, ns, "l", 3)
-		if err := fencing.FenceObjectsOnAcquire(r1.Client, r1.Client).Raise(ctx, t3); err != nil {
-			t.Fatal(err)
-		}
+		t3 := acquireAndFence(t, r1, ns, "l", 3)
 		a.seen(t, ns, "l", 3, r1.Holder)
 		c3 := fencing.NewClient(r1.Client, tokenOf(t3))
 		onCopy(t, "objects", "the holder's write at epoch 3", func() error { return patchConfigMap(t, c3, ns, "out", `{"data":{"v":"three"}}`) })
@@ -474,8 +479,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 	// No other holder has a token until an acquisition at 2, whose fence-on-acquire orders these writes
 	// before its token, as for any write admitted on the copy; then they are refused.
 	t.Run("the holder writes after releasing, residual", func(t *testing.T) {
-		a.s.set(false)
-		ns := env.Namespace(t)
+		ns := a.namespace(t)
 		r1, r2 := replicas(t, ns)
 		r1.Fences, r2.Fences = elector.Fences{FencedResources: true}, elector.Fences{FencedResources: true}
 		key := declare(t, ns, "r", "l")
@@ -509,16 +513,13 @@ func TestLeaseCacheAttacks(t *testing.T) {
 	// is at a higher epoch and its holder fenced nothing; the quorum read refuses them. They are refused once
 	// the copy sees the deletion.
 	t.Run("the Lease is deleted and recreated without the declaration, residual", func(t *testing.T) {
-		a.s.set(false)
-		ns := env.Namespace(t)
+		ns := a.namespace(t)
 		r1, r2 := replicas(t, ns)
 		r1.Fences = objects
 		configMapPolicy(t, ns, "l", nil, nil, r1.User)
 		t1 := r1.Acquire(t, ns, "l", 1)
 		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
-		if err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm"}}); err != nil {
-			t.Fatal(err)
-		}
+		createConfigMap(t, c1, ns, "cm", nil)
 		a.seen(t, ns, "l", 1, r1.Holder)
 		onCopy(t, "objects", "replica-1's write at epoch 1", func() error { return patchConfigMap(t, c1, ns, "cm", `{"data":{"v":"one"}}`) })
 
@@ -549,8 +550,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 	// finalizer alone stays possible (the policy leaves other metadata free for the operator): it only stops
 	// delaying a deletion, which the role cannot start.
 	t.Run("the elector role cannot hand a fenced Lease to the garbage collector", func(t *testing.T) {
-		a.s.set(false)
-		ns := env.Namespace(t)
+		ns := a.namespace(t)
 		r1, _ := replicas(t, ns)
 		other := newWorker(t, ns, "worker-b")
 		declare(t, ns, "r", "l")
@@ -580,8 +580,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 	// shows epoch 1 declaring FencedResources, though the quorum read refuses them. A break-glass takeover
 	// must run fence-on-acquire itself (keeping the declaration does not help: it is a promise, not a fence).
 	t.Run("break glass takes over dropping the declaration, residual", func(t *testing.T) {
-		a.s.set(false)
-		ns := env.Namespace(t)
+		ns := a.namespace(t)
 		r1, _ := replicas(t, ns)
 		r1.Fences = elector.Fences{FencedResources: true}
 		key := declare(t, ns, "r", "l")

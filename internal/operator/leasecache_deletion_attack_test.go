@@ -118,8 +118,7 @@ func TestLeaseCacheAttacksOnDeletion(t *testing.T) {
 	// Holds, for a ConfigMap under a FencingPolicy (fencing.NewClient's Delete writes the marker, then
 	// deletes): the marker write at epoch 1 is admitted on the copy, the DELETE is decided on a quorum read.
 	t.Run("a stale replica's fenced ConfigMap delete across a takeover, the copy stalled", func(t *testing.T) {
-		a.s.set(false)
-		ns := env.Namespace(t)
+		ns := a.namespace(t)
 		r1, r2 := replicas(t, ns)
 		r1.Fences, r2.Fences = elector.Fences{Objects: true}, elector.Fences{Objects: true}
 		configMapPolicy(t, ns, "l", nil, nil, r1.User)
@@ -139,9 +138,7 @@ func TestLeaseCacheAttacksOnDeletion(t *testing.T) {
 		if leaseReads(t, "objects", "cache") <= before {
 			t.Errorf("replica-1's marker write was not admitted on the copy: the test did not reach the DELETE through the fast path")
 		}
-		if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
-			t.Fatal(err)
-		}
+		fenceObjects(t, r2, t2)
 		// Its refused DELETE removed the marker it wrote (a marker authorises one delete), so a bare DELETE
 		// finds none.
 		mustContain(t, "replica-1's bare DELETE after replica-2's fence", r1.Client.Delete(ctx, cm.DeepCopy()), fencing.IsTokenMissing,
