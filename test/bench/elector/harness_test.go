@@ -15,11 +15,9 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
 	"github.com/fencekit/fencekit/internal/testenv"
@@ -118,22 +116,13 @@ var fencekit = impl{name: "fencekit", start: func(tb testing.TB, cs kubernetes.I
 }}
 
 var clientGo = impl{name: "client-go", start: func(tb testing.TB, cs kubernetes.Interface, ns, lease, id string, release bool, onStart func(started), onNewLeader func(string)) (context.CancelFunc, chan struct{}) {
-	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Namespace: ns, Name: lease},
-			Client:     cs.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+	le, err := NewClientGoElector(cs, ns, lease, id, release, leaderelection.LeaderCallbacks{
+		OnStartedLeading: func(ctx context.Context) {
+			onStart(started{id: id, at: time.Now()})
+			<-ctx.Done()
 		},
-		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
-		ReleaseOnCancel: release,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				onStart(started{id: id, at: time.Now()})
-				<-ctx.Done()
-			},
-			OnStoppedLeading: func() {},
-			OnNewLeader:      onNewLeader,
-		},
+		OnStoppedLeading: func() {},
+		OnNewLeader:      onNewLeader,
 	})
 	if err != nil {
 		tb.Fatal(err)

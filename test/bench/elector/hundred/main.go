@@ -20,14 +20,13 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
 	"github.com/fencekit/fencekit/pkg/elector"
+	electorbench "github.com/fencekit/fencekit/test/bench/elector"
 )
 
 // Result is what the benchmark reads.
@@ -118,19 +117,10 @@ func run(impl, kubeconfig, ns, prefix string, n int, lead, partial bool, window,
 			}
 			wg.Go(func() { _ = e.Run(ctx) }) // Run competes again after losing the Lease
 		case "client-go":
-			le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-				Lock: &resourcelock.LeaseLock{
-					LeaseMeta:  metav1.ObjectMeta{Namespace: ns, Name: name},
-					Client:     cs.CoordinationV1(),
-					LockConfig: resourcelock.ResourceLockConfig{Identity: id},
-				},
-				LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
-				ReleaseOnCancel: true,
-				Callbacks: leaderelection.LeaderCallbacks{
-					OnStartedLeading: lead,
-					OnStoppedLeading: func() {},
-					OnNewLeader:      func(string) { observe() },
-				},
+			le, err := electorbench.NewClientGoElector(cs, ns, name, id, true, leaderelection.LeaderCallbacks{
+				OnStartedLeading: lead,
+				OnStoppedLeading: func() {},
+				OnNewLeader:      func(string) { observe() },
 			})
 			if err != nil {
 				return err
