@@ -2,8 +2,8 @@
 # Prints the module's packages whose tests are unit tests: packages with tests whose test build reaches
 # none of the helpers that build or start something outside the test process, namely internal/testenv,
 # internal/devcluster and controller-runtime's envtest (kube-apiserver, etcd, kube-controller-manager),
-# internal/pgtest (PostgreSQL) and model (spin). It reads the import graph (go list -test -deps), so a test that moves
-# between tiers moves between lists with it. make test-unit runs these packages.
+# internal/pgtest (PostgreSQL) and model (spin). It reads the import graph (go list -test -deps), so a
+# test that moves between tiers moves between lists with it. make test-unit runs these packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 module=$(go list -m)
