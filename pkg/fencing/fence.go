@@ -48,15 +48,18 @@ func FenceOnAcquire(c client.Client) elector.AcquireFence {
 			client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("spec.leaseName", token.Lease.Name)}); err != nil {
 			return fmt.Errorf("listing FencedResources bound to lease %s: %w", token.Lease, err)
 		}
-		errs := make([]error, len(list.Items))
-		workqueue.ParallelizeUntil(ctx, fenceWorkers, len(list.Items), func(i int) {
-			errs[i] = raise(ctx, c, &list.Items[i], token)
-		})
-		if err := errors.Join(errs...); err != nil {
+		if err := raiseEach(ctx, len(list.Items), func(i int) error { return raise(ctx, c, &list.Items[i], token) }); err != nil {
 			return fmt.Errorf("fencing %d FencedResources bound to lease %s at epoch %d: %w", len(list.Items), token.Lease, token.Epoch, err)
 		}
 		return ctx.Err()
 	}, elector.Fences{FencedResources: true})
+}
+
+// raiseEach calls raise for each of n objects, fenceWorkers at a time, and returns their errors joined.
+func raiseEach(ctx context.Context, n int, raise func(i int) error) error {
+	errs := make([]error, n)
+	workqueue.ParallelizeUntil(ctx, fenceWorkers, n, func(i int) { errs[i] = raise(i) })
+	return errors.Join(errs...)
 }
 
 // FenceOnAcquireForConfig returns FenceOnAcquire's fence with a client of its own, built from a copy of cfg

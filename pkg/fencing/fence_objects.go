@@ -3,7 +3,6 @@ package fencing
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -13,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
@@ -54,11 +52,7 @@ func FenceObjectsOnAcquire(c client.Client, reader client.Reader) elector.Acquir
 				objects = append(objects, found...)
 			}
 		}
-		errs := make([]error, len(objects))
-		workqueue.ParallelizeUntil(ctx, fenceWorkers, len(objects), func(i int) {
-			errs[i] = raiseObject(ctx, c, objects[i], token)
-		})
-		if err := errors.Join(errs...); err != nil {
+		if err := raiseEach(ctx, len(objects), func(i int) error { return raiseObject(ctx, c, objects[i], token) }); err != nil {
 			return fmt.Errorf("fencing %d objects declared for lease %s at epoch %d: %w", len(objects), token.Lease, token.Epoch, err)
 		}
 		return ctx.Err()
