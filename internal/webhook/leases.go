@@ -3,7 +3,6 @@ package webhook
 import (
 	"context"
 
-	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
@@ -11,7 +10,6 @@ import (
 	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/fencekit/fencekit/pkg/elector"
 )
@@ -59,22 +57,3 @@ func (c *LeaseCache) Lease(namespace, name string) *coordinationv1.Lease {
 
 // Synced reports whether the copy has listed the Leases once (false for a nil LeaseCache: no copy).
 func (c *LeaseCache) Synced() bool { return c != nil && c.informer.HasSynced() }
-
-// The sources a webhook's decision read its Lease from.
-const (
-	sourceCache     = "cache"
-	sourceAPIServer = "apiserver"
-)
-
-// leaseReads counts the webhooks' decisions that needed the bound Lease, by where they read it: "cache"
-// (admitted on the LeaseCache, no request to the apiserver) or "apiserver" (a quorum read). It shows
-// whether the fast path is taken, and how often writes fall back to the quorum read.
-var leaseReads = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Name: "fencekit_webhook_lease_reads_total",
-	Help: "Decisions of a fencekit webhook (webhook: fencedresources or objects) that needed the bound Lease, by source: " +
-		"cache (admitted on the watch-fed copy of a Lease that declares fence-on-acquire) or apiserver (a quorum read).",
-}, []string{"webhook", "source"})
-
-func init() {
-	metrics.Registry.MustRegister(leaseReads)
-}

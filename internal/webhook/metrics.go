@@ -30,8 +30,23 @@ var deprecatedRejectedWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Deprecated: use fencekit_webhook_admission_refusals_total, which counts the same admission requests; this name will be removed in the next minor release.",
 }, []string{"namespace", "lease", "reason"})
 
+// The sources a webhook's decision read its Lease from.
+const (
+	sourceCache     = "cache"
+	sourceAPIServer = "apiserver"
+)
+
+// leaseReads counts the webhooks' decisions that needed the bound Lease, by where they read it: "cache"
+// (admitted on the LeaseCache, no request to the apiserver) or "apiserver" (a quorum read). It shows
+// whether the fast path is taken, and how often writes fall back to the quorum read.
+var leaseReads = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "fencekit_webhook_lease_reads_total",
+	Help: "Decisions of a fencekit webhook (webhook: fencedresources or objects) that needed the bound Lease, by source: " +
+		"cache (admitted on the watch-fed copy of a Lease that declares fence-on-acquire) or apiserver (a quorum read).",
+}, []string{"webhook", "source"})
+
 func init() {
-	metrics.Registry.MustRegister(admissionRefusals, deprecatedRejectedWrites)
+	metrics.Registry.MustRegister(admissionRefusals, deprecatedRejectedWrites, leaseReads)
 }
 
 // countRefusal counts one refused admission request of webhook.
