@@ -9,10 +9,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// ErrInvalidResourceVersion is returned (and the acquisition abandoned) when a resourceVersion the epoch
+// errInvalidResourceVersion is returned (and the acquisition abandoned) when a resourceVersion the epoch
 // would be seeded from is not a well-formed positive integer. Kubernetes >= 1.35 guarantees that it is; the
 // elector fails closed rather than guess.
-var ErrInvalidResourceVersion = errors.New("elector: resourceVersion is not a positive integer")
+var errInvalidResourceVersion = errors.New("elector: resourceVersion is not a positive integer")
 
 // ErrNoEpoch is returned (and the acquisition abandoned) when no epoch can be issued safely: the next one
 // would exceed MaxEpoch, or would not be above an epoch already seen under the Lease's name (which only a
@@ -59,7 +59,7 @@ func trustedEpoch(l *coordinationv1.Lease) (int64, error) {
 func parseResourceVersion(rv string) (int64, error) {
 	v, err := strconv.ParseInt(rv, 10, 64)
 	if err != nil || v < 1 || strconv.FormatInt(v, 10) != rv {
-		return 0, fmt.Errorf("%w: %q", ErrInvalidResourceVersion, rv)
+		return 0, fmt.Errorf("%w: %q", errInvalidResourceVersion, rv)
 	}
 	return v, nil
 }

@@ -31,11 +31,11 @@ func init() {
 	ctrlmetrics.Registry.MustRegister(writerRefusals)
 }
 
-// RefusedBy returns the mechanism and reason of a write refused by the apiserver for fencing: the webhook
+// refusedBy returns the mechanism and reason of a write refused by the apiserver for fencing: the webhook
 // when the API status names the reason as a cause's type (Error.APIStatus), the CRD's epoch rule when
 // ReasonOf recognises its message. It returns "", "" for any other error, including an *Error the writer
 // raised itself before sending (nothing was refused by the apiserver).
-func RefusedBy(err error) (mechanism string, reason Reason) {
+func refusedBy(err error) (mechanism string, reason Reason) {
 	reason = ReasonOf(err)
 	if reason == "" {
 		return "", ""
@@ -57,7 +57,7 @@ func RefusedBy(err error) (mechanism string, reason Reason) {
 
 // countRefusal counts err in fencekit_writer_refusals_total if the apiserver refused the write for fencing.
 func countRefusal(lease string, err error) {
-	if mechanism, reason := RefusedBy(err); mechanism != "" {
+	if mechanism, reason := refusedBy(err); mechanism != "" {
 		writerRefusals.WithLabelValues(lease, mechanism, string(reason)).Inc()
 	}
 }

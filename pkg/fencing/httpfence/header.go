@@ -27,11 +27,11 @@ const (
 // maxEcho bounds how much of a malformed header value a refusal repeats.
 const maxEcho = 40
 
-// ParseEpoch parses a Fencing-Token value. It accepts exactly the canonical decimal form of an epoch in
+// ParseHeader parses a Fencing-Token value. It accepts exactly the canonical decimal form of an epoch in
 // [1, elector.MaxEpoch] and refuses anything else with a *fencing.Error naming the header and the value:
 // ReasonFutureEpoch above elector.MaxEpoch, ReasonInvalid otherwise ("", "0", "007", "+7", "-1", "1e3",
 // "7.0", "0x7", "5, 7").
-func ParseEpoch(v string) (int64, error) {
+func ParseHeader(v string) (int64, error) {
 	digits := v != "" && strings.Trim(v, "0123456789") == ""
 	if !digits || v[0] == '0' {
 		return 0, &fencing.Error{Reason: fencing.ReasonInvalid, Resource: HeaderToken,
@@ -60,7 +60,7 @@ func TokenFromHeader(h http.Header) (elector.Token, error) {
 		return elector.Token{}, &fencing.Error{Reason: fencing.ReasonInvalid, Resource: HeaderToken,
 			Message: fmt.Sprintf("header %s appears %d times: send it exactly once", HeaderToken, len(vals))}
 	}
-	epoch, err := ParseEpoch(vals[0])
+	epoch, err := ParseHeader(vals[0])
 	if err != nil {
 		return elector.Token{}, err
 	}

@@ -13,9 +13,9 @@ import (
 	"github.com/fencekit/fencekit/pkg/fencing/httpfence"
 )
 
-// TestParseEpoch: only the canonical decimal form of an issued epoch is a token; every other spelling a
+// TestParseHeader: only the canonical decimal form of an issued epoch is a token; every other spelling a
 // buggy or hostile client might send is refused, naming the header and the value, compared as int64.
-func TestParseEpoch(t *testing.T) {
+func TestParseHeader(t *testing.T) {
 	for _, tc := range []struct {
 		value  string
 		epoch  int64
@@ -44,7 +44,7 @@ func TestParseEpoch(t *testing.T) {
 		{"٣", 0, fencing.ReasonInvalid}, // a non-ASCII digit
 		{"7\x00", 0, fencing.ReasonInvalid},
 	} {
-		epoch, err := httpfence.ParseEpoch(tc.value)
+		epoch, err := httpfence.ParseHeader(tc.value)
 		if got := fencing.ReasonOf(err); epoch != tc.epoch || got != tc.reason {
 			t.Errorf("ParseEpoch(%q) = %d, %v (reason %q); want %d, reason %q", tc.value, epoch, err, got, tc.epoch, tc.reason)
 		}

@@ -1,21 +1,18 @@
 package httpfence
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/fencing"
 	"github.com/fencekit/fencekit/pkg/fencing/sqlfence"
 )
-
-// ErrNoToken: the Transport had no fencing token (not the leader) and did not send the request.
-var ErrNoToken = errors.New("no fencing token: not the leader")
 
 // Transport is an http.RoundTripper that presents the current fencing token on every request it sends
 // (HeaderToken, and HeaderLease when the token names a Lease). It asks Token for the token on every request,
 // so it follows re-acquisitions (pass the elector's Token method); with the zero Token, or an epoch outside
-// [1, elector.MaxEpoch], it sends nothing and fails with ErrNoToken or the epoch's error.
+// [1, elector.MaxEpoch], it sends nothing and fails with fencing.ErrNoToken or the epoch's error.
 type Transport struct {
 	// Token returns the token to present; the zero Token means no leadership.
 	Token func() elector.Token
@@ -33,7 +30,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	var err error
 	if tok.IsZero() {
-		err = ErrNoToken
+		err = fencing.ErrNoToken
 	} else {
 		err = sqlfence.CheckEpoch("fencing token", tok.Epoch)
 	}

@@ -73,7 +73,7 @@ func TestTransport(t *testing.T) {
 		}
 	}
 	h.set(elector.Token{})
-	if _, _, err := put(); !errors.Is(err, httpfence.ErrNoToken) {
+	if _, _, err := put(); !errors.Is(err, fencing.ErrNoToken) {
 		t.Errorf("zero token: got %v, want ErrNoToken", err)
 	}
 	h.set(elector.Token{Epoch: -3})

@@ -1,0 +1,4 @@
+package fencing
+
+// RefusedBy is refusedBy, for the external tests.
+var RefusedBy = refusedBy
