@@ -180,26 +180,33 @@ func decodeObject(raw []byte, rawData bool) (map[string]any, error) {
 	if err := json.Unmarshal(raw, &top); err != nil {
 		return nil, err
 	}
-	m = make(map[string]any, len(top))
-	for k, v := range top {
-		if k == "spec" {
-			var spec map[string]json.RawMessage
-			if err := json.Unmarshal(v, &spec); err != nil {
-				return nil, err
-			}
-			sm := make(map[string]any, len(spec))
-			for sk, sv := range spec {
-				if sk == "data" {
-					sm[sk] = sv
-					continue
-				}
-				var x any
-				if err := utiljson.Unmarshal(sv, &x); err != nil {
-					return nil, err
-				}
-				sm[sk] = x
-			}
-			m[k] = sm
+	specRaw, hasSpec := top["spec"]
+	var spec map[string]json.RawMessage
+	if hasSpec {
+		if err := json.Unmarshal(specRaw, &spec); err != nil {
+			return nil, err
+		}
+	}
+	m, err := decodeFields(top, "spec")
+	if err != nil || !hasSpec {
+		return m, err
+	}
+	sm, err := decodeFields(spec, "data")
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := spec["data"]; ok {
+		sm["data"] = d
+	}
+	m["spec"] = sm
+	return m, nil
+}
+
+// decodeFields decodes each field of fields as unstructured reads it, all but the one named skip.
+func decodeFields(fields map[string]json.RawMessage, skip string) (map[string]any, error) {
+	m := make(map[string]any, len(fields))
+	for k, v := range fields {
+		if k == skip {
 			continue
 		}
 		var x any
