@@ -14,10 +14,10 @@ import (
 // elector fails closed rather than guess.
 var errInvalidResourceVersion = errors.New("elector: resourceVersion is not a positive integer")
 
-// ErrNoEpoch is returned (and the acquisition abandoned) when no epoch can be issued safely: the next one
+// errNoEpoch is returned (and the acquisition abandoned) when no epoch can be issued safely: the next one
 // would exceed MaxEpoch, or would not be above an epoch already seen under the Lease's name (which only a
 // hand-edited or unguarded Lease can cause). The error names the numbers; an admin has to repair the Lease.
-var ErrNoEpoch = errors.New("elector: no epoch can be issued safely")
+var errNoEpoch = errors.New("elector: no epoch can be issued safely")
 
 // parseEpoch reads l's epoch annotation with ParseEpoch. It may be above MaxEpoch (written by hand or
 // before fencekit bounded epochs); trustedEpoch decides whether to use it.
@@ -80,7 +80,7 @@ type epochChoice struct {
 //     and every epoch is below the resourceVersion of the write that issued it).
 //   - otherwise (no valid epoch, or an unlabelled Lease): l's own resourceVersion, for the same reason.
 //
-// It fails closed (ErrNoEpoch, with the numbers) rather than issue an epoch above MaxEpoch or one at or
+// It fails closed (errNoEpoch, with the numbers) rather than issue an epoch above MaxEpoch or one at or
 // below an epoch already seen: floor, or the number in l's annotation, trusted or not. It never computes
 // past MaxEpoch+1, so it cannot overflow.
 func nextEpoch(lease types.NamespacedName, l *coordinationv1.Lease, listRV string, floor int64) (epochChoice, error) {
@@ -100,7 +100,7 @@ func nextEpoch(lease types.NamespacedName, l *coordinationv1.Lease, listRV strin
 		prev, perr := trustedEpoch(l)
 		if perr == nil {
 			if prev == MaxEpoch {
-				return c, fmt.Errorf("%w: lease %s is at epoch %d; the next epoch %d would exceed the highest epoch %d", ErrNoEpoch, lease, prev, prev+1, MaxEpoch)
+				return c, fmt.Errorf("%w: lease %s is at epoch %d; the next epoch %d would exceed the highest epoch %d", errNoEpoch, lease, prev, prev+1, MaxEpoch)
 			}
 			c = epochChoice{epoch: prev + 1}
 			break
@@ -112,10 +112,10 @@ func nextEpoch(lease types.NamespacedName, l *coordinationv1.Lease, listRV strin
 		c = epochChoice{epoch: v, seed: perr.Error()}
 	}
 	if c.seed != "" && c.epoch > MaxEpoch {
-		return c, fmt.Errorf("%w: lease %s: the seed resourceVersion %d exceeds the highest epoch %d", ErrNoEpoch, lease, c.epoch, MaxEpoch)
+		return c, fmt.Errorf("%w: lease %s: the seed resourceVersion %d exceeds the highest epoch %d", errNoEpoch, lease, c.epoch, MaxEpoch)
 	}
 	if c.epoch <= seen {
-		return c, fmt.Errorf("%w: lease %s: the next epoch %d is not above %d, %s; an admin must repair the Lease", ErrNoEpoch, lease, c.epoch, seen, seenWhere)
+		return c, fmt.Errorf("%w: lease %s: the next epoch %d is not above %d, %s; an admin must repair the Lease", errNoEpoch, lease, c.epoch, seen, seenWhere)
 	}
 	return c, nil
 }

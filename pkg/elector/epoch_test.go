@@ -77,7 +77,7 @@ func TestNextEpoch(t *testing.T) {
 	if _, err := nextEpoch(name, nil, "abc", 0); !errors.Is(err, errInvalidResourceVersion) {
 		t.Errorf("a bad resourceVersion is not errInvalidResourceVersion: %v", err)
 	}
-	if _, err := nextEpoch(name, lease("a", i32(15), ann("9007199254740991")), "", 0); !errors.Is(err, ErrNoEpoch) {
-		t.Errorf("an exhausted epoch is not ErrNoEpoch: %v", err)
+	if _, err := nextEpoch(name, lease("a", i32(15), ann("9007199254740991")), "", 0); !errors.Is(err, errNoEpoch) {
+		t.Errorf("an exhausted epoch is not errNoEpoch: %v", err)
 	}
 }
