@@ -133,23 +133,31 @@ func settled(t *testing.T, key types.NamespacedName, epoch int64) {
 	}
 }
 
+// takenOverUnfenced sets the scene of a late write: worker-a (a) wrote FencedResource orders (key) with its
+// token ta of Lease orders-writer at epoch 5, then worker-b took the Lease over (token tb, epoch 6) without
+// fencing the resource, and the operator has seen epoch 6. worker-a's late write at epoch 5 passes the
+// CRD's own rule (the resource is at 5) and reaches the webhook, which knows the Lease is at 6.
+func takenOverUnfenced(t *testing.T) (ns string, key types.NamespacedName, a worker, ta, tb elector.Token) {
+	t.Helper()
+	ns = env.Namespace(t)
+	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
+	key = declare(t, ns, "orders", "orders-writer")
+	ta = a.Acquire(t, ns, "orders-writer", 5)
+	if _, err := fencing.NewWriter(a.Client).Set(t.Context(), ta, key, map[string]any{"v": "a5"}); err != nil {
+		t.Fatal(err)
+	}
+	tb = b.Acquire(t, ns, "orders-writer", 6)
+	settled(t, key, 6)
+	return ns, key, a, ta, tb
+}
+
 // TestRefusedWritesAreReported: each write the webhook refuses leaves a Warning Event on the resource,
 // with the fencing reason and the refusal's message, and counts in fencekit_webhook_admission_refusals_total{webhook="fencedresources"} (and the deprecated
 // fencekit_stale_writes_rejected_total).
 func TestRefusedWritesAreReported(t *testing.T) {
 	operatortest.Start(t, env)
 	ctx := t.Context()
-	ns := env.Namespace(t)
-	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
-	key := declare(t, ns, "orders", "orders-writer")
-	ta := a.Acquire(t, ns, "orders-writer", 5)
-	if _, err := fencing.NewWriter(a.Client).Set(ctx, ta, key, map[string]any{"v": "a5"}); err != nil {
-		t.Fatal(err)
-	}
-	// worker-b takes over without fencing the resource: worker-a's write at epoch 5 passes the CRD's own
-	// rule (the resource is at 5) and reaches the webhook, which knows the lease is at 6.
-	tb := b.Acquire(t, ns, "orders-writer", 6)
-	settled(t, key, 6)
+	ns, key, a, ta, tb := takenOverUnfenced(t)
 
 	_, err := fencing.NewWriter(a.Client).Set(ctx, ta, key, map[string]any{"v": "a5-late"})
 	if !fencing.IsStale(err) {
@@ -180,15 +188,7 @@ func TestRefusedWritesAreReported(t *testing.T) {
 func TestDryRunRefusalsLeaveNoTrace(t *testing.T) {
 	operatortest.Start(t, env)
 	ctx := t.Context()
-	ns := env.Namespace(t)
-	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
-	key := declare(t, ns, "orders", "orders-writer")
-	ta := a.Acquire(t, ns, "orders-writer", 5)
-	if _, err := fencing.NewWriter(a.Client).Set(ctx, ta, key, map[string]any{"v": "a5"}); err != nil {
-		t.Fatal(err)
-	}
-	tb := b.Acquire(t, ns, "orders-writer", 6)
-	settled(t, key, 6)
+	ns, _, a, ta, tb := takenOverUnfenced(t)
 
 	write := func(tok elector.Token, opts ...client.PatchOption) error {
 		fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"}}
