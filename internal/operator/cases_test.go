@@ -23,7 +23,6 @@ import (
 	"github.com/fencekit/fencekit/internal/admission"
 	"github.com/fencekit/fencekit/internal/admission/cases"
 	"github.com/fencekit/fencekit/internal/operator/operatortest"
-	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
@@ -156,11 +155,7 @@ func declarePolicyFor(t *testing.T, ns, name, lease string) {
 	if err := env.Client.Create(t.Context(), p); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, "the webhook refuses an unfenced write of a declared ConfigMap", func() (bool, string) {
-		probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe", Labels: map[string]string{"app": "fenced"}}}
-		err := env.Client.Create(t.Context(), probe, client.DryRunAll)
-		return fencing.IsTokenMissing(err), errString(err)
-	})
+	enforced(t, ns, name, map[string]string{"app": "fenced"})
 }
 
 // nextEpoch is the epoch the next acquisition of Lease ns/name takes: one above the stored one, or 1.

@@ -92,8 +92,7 @@ func onCopy(t *testing.T, hook, what string, write func() error) {
 }
 
 // configMapPolicy declares ConfigMaps of ns matching selector (nil: all) fenced by lease, lets users write
-// ConfigMaps and list policies, and waits until the webhook refuses an unfenced write of a covered
-// ConfigMap labelled probeLabels.
+// ConfigMaps and list policies, and waits until the policy is enforced (see enforced).
 func configMapPolicy(t *testing.T, ns, lease string, selector *metav1.LabelSelector, probeLabels map[string]string, users ...string) *fencingv1alpha1.FencingPolicy {
 	t.Helper()
 	grantObjects(t, ns, users...)
@@ -104,11 +103,7 @@ func configMapPolicy(t *testing.T, ns, lease string, selector *metav1.LabelSelec
 	if err := env.Client.Create(t.Context(), p); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, "the webhook refuses an unfenced write of a declared ConfigMap", func() (bool, string) {
-		probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe", Labels: probeLabels}}
-		err := env.Client.Create(t.Context(), probe, client.DryRunAll)
-		return fencing.IsTokenMissing(err), errString(err)
-	})
+	enforced(t, ns, p.Name, probeLabels)
 	return p
 }
 
@@ -126,6 +121,29 @@ func acquireAndFence(t *testing.T, r worker, ns, lease string, epoch int64) elec
 	tok := r.Acquire(t, ns, lease, epoch)
 	fenceObjects(t, r, tok)
 	return tok
+}
+
+// setPolicySelector sets the selector of p's first entry (nil: every object of its resource in the
+// namespace), retrying conflicts; p is read again first, and holds the policy as updated.
+func setPolicySelector(t *testing.T, p *fencingv1alpha1.FencingPolicy, selector *metav1.LabelSelector) {
+	t.Helper()
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(p), p); err != nil {
+			return err
+		}
+		p.Spec.Resources[0].Selector = selector
+		return env.Client.Update(t.Context(), p)
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// holderClient makes r acquire Lease ns/lease at epoch and returns its token and a fenced client
+// (fencing.NewClient) that writes with it.
+func holderClient(t *testing.T, r worker, ns, lease string, epoch int64) (elector.Token, client.Client) {
+	t.Helper()
+	tok := r.Acquire(t, ns, lease, epoch)
+	return tok, fencing.NewClient(r.Client, tokenOf(tok))
 }
 
 // objectReplicas are two replicas of one user (replicas) whose elections fence the objects of FencingPolicies.
@@ -273,8 +291,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 		ns := a.namespace(t)
 		r1, r2 := objectReplicas(t, ns)
 		configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
-		t1 := r1.Acquire(t, ns, "l", 1)
-		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+		_, c1 := holderClient(t, r1, ns, "l", 1)
 		createConfigMap(t, c1, ns, "in", fenced)
 		createConfigMap(t, c1, ns, "out", nil)
 		a.seen(t, ns, "l", 1, r1.Holder)
@@ -302,8 +319,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 		ns := a.namespace(t)
 		r1, r2 := objectReplicas(t, ns)
 		configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
-		t1 := r1.Acquire(t, ns, "l", 1)
-		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+		_, c1 := holderClient(t, r1, ns, "l", 1)
 		createConfigMap(t, c1, ns, "in", fenced)
 		a.seen(t, ns, "l", 1, r1.Holder)
 		onCopy(t, "objects", "replica-1's write of a covered ConfigMap at epoch 1", func() error {
@@ -334,8 +350,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 			r1.Fences, r2.Fences = declared, declared
 			configMapPolicy(t, ns, "l", nil, nil, r1.User)
 			key := declare(t, ns, "r", "l")
-			t1 := r1.Acquire(t, ns, "l", 1)
-			c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+			t1, c1 := holderClient(t, r1, ns, "l", 1)
 			createConfigMap(t, c1, ns, "cm", nil)
 			writer := fencing.NewWriter(r1.Client)
 			set := func(v string) error {
@@ -377,8 +392,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 		ns := a.namespace(t)
 		r1, r2 := objectReplicas(t, ns)
 		configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
-		t1 := r1.Acquire(t, ns, "l", 1)
-		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+		_, c1 := holderClient(t, r1, ns, "l", 1)
 		createConfigMap(t, c1, ns, "slow", nil)
 		a.seen(t, ns, "l", 1, r1.Holder)
 		arrived, release := holdUpdates(t, ns, "slow")
@@ -422,22 +436,13 @@ func TestLeaseCacheAttacks(t *testing.T) {
 		ns := a.namespace(t)
 		r1, r2 := objectReplicas(t, ns)
 		p := configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
-		t1 := r1.Acquire(t, ns, "l", 1)
-		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+		_, c1 := holderClient(t, r1, ns, "l", 1)
 		createConfigMap(t, c1, ns, "out", nil)
 		a.seen(t, ns, "l", 1, r1.Holder)
 
 		a.s.set(true)
 		t2 := acquireAndFence(t, r2, ns, "l", 2)
-		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
-				return err
-			}
-			p.Spec.Resources[0].Selector = nil // every ConfigMap of the namespace
-			return env.Client.Update(ctx, p)
-		}); err != nil {
-			t.Fatal(err)
-		}
+		setPolicySelector(t, p, nil) // every ConfigMap of the namespace
 		probes := 0
 		testenv.Eventually(t, "the webhook covers the ConfigMap outside the old selector", func() (bool, string) {
 			probes++
@@ -517,8 +522,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 		r1, r2 := replicas(t, ns)
 		r1.Fences = objects
 		configMapPolicy(t, ns, "l", nil, nil, r1.User)
-		t1 := r1.Acquire(t, ns, "l", 1)
-		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+		_, c1 := holderClient(t, r1, ns, "l", 1)
 		createConfigMap(t, c1, ns, "cm", nil)
 		a.seen(t, ns, "l", 1, r1.Holder)
 		onCopy(t, "objects", "replica-1's write at epoch 1", func() error { return patchConfigMap(t, c1, ns, "cm", `{"data":{"v":"one"}}`) })

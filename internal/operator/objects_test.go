@@ -2,6 +2,7 @@ package operator_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -49,12 +50,28 @@ func declarePolicy(t *testing.T, ns, name string, resources ...fencingv1alpha1.F
 	if err := env.Client.Create(t.Context(), p); err != nil {
 		t.Fatalf("declaring FencingPolicy %s: %v", name, err)
 	}
+	enforced(t, ns, name, map[string]string{"app": "fenced"})
+	return p
+}
+
+// enforced waits until the webhook enforces FencingPolicy ns/name (it refuses a tokenless dry-run create
+// of a ConfigMap labelled probeLabels) and the operator has recorded the policy's coverage for its
+// generation: a Lease acquired from then on has its writes decided on the webhook's copy.
+func enforced(t *testing.T, ns, name string, probeLabels map[string]string) {
+	t.Helper()
 	testenv.Eventually(t, "the webhook refuses an unfenced write of a declared ConfigMap", func() (bool, string) {
-		probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe", Labels: map[string]string{"app": "fenced"}}}
+		probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe", Labels: probeLabels}}
 		err := env.Client.Create(t.Context(), probe, client.DryRunAll)
 		return fencing.IsTokenMissing(err), errString(err)
 	})
-	return p
+	testenv.Eventually(t, "the operator records FencingPolicy "+name+"'s coverage", func() (bool, string) {
+		var p fencingv1alpha1.FencingPolicy
+		if err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, &p); err != nil {
+			return false, err.Error()
+		}
+		return p.Status.CoverageGeneration == p.Generation,
+			fmt.Sprintf("generation %d, coverage generation %d", p.Generation, p.Status.CoverageGeneration)
+	})
 }
 
 func errString(err error) string {
@@ -129,8 +146,7 @@ func TestFencingPolicyStaleHolder(t *testing.T) {
 	grantObjects(t, ns, r1.User, other.User)
 	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"}, fencingv1alpha1.FencedObjects{Group: "apps", Resource: "deployments"})
 
-	t1 := r1.Acquire(t, ns, appLease, 1)
-	c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+	t1, c1 := holderClient(t, r1, ns, appLease, 1)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-config"}, Data: map[string]string{"v": "r1"}}
 	testenv.Eventually(t, "replica-1 (RBAC granted) creates the ConfigMap at epoch 1", func() (bool, string) {
 		err := c1.Create(ctx, cm.DeepCopy())
@@ -516,8 +532,7 @@ func TestFenceObjectsOnAcquire(t *testing.T) {
 	grantPolicies(t, ns, r1.User)
 	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps",
 		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "fenced"}}})
-	t1 := r1.Acquire(t, ns, appLease, 1)
-	c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+	_, c1 := holderClient(t, r1, ns, appLease, 1)
 	fenced := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fenced", Labels: map[string]string{"app": "fenced"}}}
 	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"}}
 	testenv.Eventually(t, "replica-1 (RBAC granted) creates both ConfigMaps at epoch 1", func() (bool, string) {
