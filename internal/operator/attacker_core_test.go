@@ -349,8 +349,7 @@ func TestCoreAttacks(t *testing.T) {
 				return fencing.IsTokenMissing(err), errString(err)
 			})
 		}
-		t1 := r1.Acquire(t, ns, "l", 1)
-		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+		_, c1 := holderClient(t, r1, ns, "l", 1)
 		testenv.Eventually(t, "replica-1 creates the ConfigMap (RBAC granted)", func() (bool, string) {
 			err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "m", Labels: map[string]string{"app": "a"}}})
 			return err == nil, errString(err)

@@ -261,8 +261,7 @@ func TestRuleChangeAttacks(t *testing.T) {
 		grantRuleObjects(t, ns, r1.User)
 		grantPolicies(t, ns, r1.User)
 		rulePolicy(t, ns)
-		t1 := r1.Acquire(t, ns, appLease, 1)
-		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+		_, c1 := holderClient(t, r1, ns, appLease, 1)
 		for _, n := range []string{"paused", "uid", "coll-a", "coll-b"} {
 			if err := retryRBAC(t, "the holder's create", func() error {
 				return c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n}, Data: map[string]string{"v": "1"}})

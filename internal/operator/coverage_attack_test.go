@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
@@ -141,8 +140,7 @@ func TestCoverageAttacks(t *testing.T) {
 		r1, r2 := objectReplicas(t, ns)
 		grantObjects(t, ns, r1.User)
 		grantPolicies(t, ns, r1.User)
-		t1 := r1.Acquire(t, ns, "l", 1)
-		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+		_, c1 := holderClient(t, r1, ns, "l", 1)
 		createConfigMap(t, c1, ns, "cm", nil)
 		a.seen(t, ns, "l", 1, r1.Holder)
 
@@ -184,8 +182,7 @@ func TestCoverageAttacks(t *testing.T) {
 		r1, r2 := objectReplicas(t, ns)
 		configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
 		coverageOf(t, ns, "app", 0)
-		t1 := r1.Acquire(t, ns, "l", 1)
-		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+		_, c1 := holderClient(t, r1, ns, "l", 1)
 		createConfigMap(t, c1, ns, "out", nil)
 		a.seen(t, ns, "l", 1, r1.Holder)
 
@@ -241,8 +238,7 @@ func TestCoverageAttacks(t *testing.T) {
 		r1, r2 := objectReplicas(t, ns)
 		configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
 		coverageOf(t, ns, "app", 0)
-		t1 := r1.Acquire(t, ns, "l", 1)
-		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+		_, c1 := holderClient(t, r1, ns, "l", 1)
 		for _, name := range []string{"in", "out"} {
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 			if name == "in" {
@@ -324,8 +320,7 @@ func TestCoverageAttacks(t *testing.T) {
 		r1, r2 := objectReplicas(t, ns)
 		p := configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
 		coverageOf(t, ns, "app", 0)
-		t1 := r1.Acquire(t, ns, "l", 1)
-		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+		_, c1 := holderClient(t, r1, ns, "l", 1)
 		createConfigMap(t, c1, ns, "out", nil)
 		a.seen(t, ns, "l", 1, r1.Holder)
 
@@ -338,15 +333,7 @@ func TestCoverageAttacks(t *testing.T) {
 			err := env.Client.Get(ctx, client.ObjectKeyFromObject(lease), lease)
 			return apierrors.IsNotFound(err), errString(err)
 		})
-		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
-				return err
-			}
-			p.Spec.Resources[0].Selector = nil
-			return env.Client.Update(ctx, p)
-		}); err != nil {
-			t.Fatal(err)
-		}
+		setPolicySelector(t, p, nil)
 		covers(t, ns, "out")
 		coverageOf(t, ns, "app", 0)
 		admittedOnCopy(t, "objects", "replica-1's write at epoch 1 to the newly covered ConfigMap, its Lease deleted", func() error {
@@ -482,8 +469,7 @@ func TestCoverageWhileTheOperatorIsDown(t *testing.T) {
 	_, stop := withCopy(true)
 	p := configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
 	coverageOf(t, ns, "app", 0)
-	t1 := r1.Acquire(t, ns, "l", 1)
-	c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+	_, c1 := holderClient(t, r1, ns, "l", 1)
 	createConfigMap(t, c1, ns, "out", nil)
 	stop()
 
@@ -497,15 +483,7 @@ func TestCoverageWhileTheOperatorIsDown(t *testing.T) {
 	a.seen(t, ns, "l", 1, r1.Holder)
 	a.s.set(true)
 	t2 := acquireAndFence(t, r2, ns, "l", 2)
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
-			return err
-		}
-		p.Spec.Resources[0].Selector = nil
-		return env.Client.Update(ctx, p)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	setPolicySelector(t, p, nil)
 	covers(t, ns, "out")
 	refusedOnQuorum(t, "replica-1's write at epoch 1 to the ConfigMap the widened policy covers, no operator", 1,
 		func() error { return patchConfigMap(t, c1, ns, "out", `{"data":{"v":"late"}}`) })

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
@@ -77,16 +76,7 @@ func TestCoveragePoliciesLagResidual(t *testing.T) {
 	fenced := map[string]string{"app": "fenced"}
 	setSelector := func(t *testing.T, ns string, selector *metav1.LabelSelector) {
 		t.Helper()
-		p := &fencingv1alpha1.FencingPolicy{}
-		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "app"}, p); err != nil {
-				return err
-			}
-			p.Spec.Resources[0].Selector = selector
-			return env.Client.Update(ctx, p)
-		}); err != nil {
-			t.Fatal(err)
-		}
+		setPolicySelector(t, &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}, selector)
 	}
 
 	for _, c := range []struct {
@@ -163,23 +153,14 @@ func TestCoverageIsTheOperators(t *testing.T) {
 	ns := env.Namespace(t)
 	r1, r2 := objectReplicas(t, ns)
 	configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
-	t1 := r1.Acquire(t, ns, "l", 1)
-	c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+	_, c1 := holderClient(t, r1, ns, "l", 1)
 	createConfigMap(t, c1, ns, "out", nil)
 	a.seen(t, ns, "l", 1, r1.Holder)
 
 	a.s.set(true)
 	acquireAndFence(t, r2, ns, "l", 2)
-	p := &fencingv1alpha1.FencingPolicy{}
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "app"}, p); err != nil {
-			return err
-		}
-		p.Spec.Resources[0].Selector = nil
-		return env.Client.Update(ctx, p)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	p := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}
+	setPolicySelector(t, p, nil)
 	covers(t, ns, "out")
 	coverageOf(t, ns, "app", 2)
 	refusedOnQuorum(t, "replica-1's write at epoch 1 to the newly covered ConfigMap", 1,

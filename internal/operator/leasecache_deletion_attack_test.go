@@ -122,8 +122,7 @@ func TestLeaseCacheAttacksOnDeletion(t *testing.T) {
 		r1, r2 := replicas(t, ns)
 		r1.Fences, r2.Fences = elector.Fences{Objects: true}, elector.Fences{Objects: true}
 		configMapPolicy(t, ns, "l", nil, nil, r1.User)
-		t1 := r1.Acquire(t, ns, "l", 1)
-		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
+		_, c1 := holderClient(t, r1, ns, "l", 1)
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm"}}
 		if err := c1.Create(ctx, cm.DeepCopy()); err != nil {
 			t.Fatal(err)
