@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -206,16 +207,11 @@ func dialWebhook(t *testing.T, r *replica, bundle []byte) *x509.Certificate {
 		t.Fatalf("the caBundle holds no certificate: %q", bundle)
 	}
 	var conn *tls.Conn
-	var err error
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	testenv.Eventually(t, "a TLS handshake with the webhook server, trusting the caBundle", func() (bool, string) {
+		var err error
 		conn, err = tls.Dial("tcp", r.addr, &tls.Config{RootCAs: pool, ServerName: r.opts.ServiceName + "." + r.opts.Namespace + ".svc"})
-		if err == nil {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatalf("TLS handshake with the webhook server, trusting the caBundle: %v", err)
-	}
+		return err == nil, fmt.Sprint(err)
+	})
 	defer conn.Close()
 	return conn.ConnectionState().PeerCertificates[0]
 }
@@ -290,11 +286,10 @@ func TestReplicasAgree(t *testing.T) {
 	for _, r := range []*replica{ra, rb} {
 		// The losing replica's files follow the Secret through its watch.
 		var served *x509.Certificate
-		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-			if served = dialWebhook(t, r, caBundle(t, opts)); served.Equal(want) {
-				break
-			}
-		}
+		_ = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			served = dialWebhook(t, r, caBundle(t, opts))
+			return served.Equal(want), nil
+		})
 		if !served.Equal(want) {
 			t.Errorf("replica with CertDir %s serves a certificate other than the Secret's", r.opts.CertDir)
 		}
@@ -394,11 +389,10 @@ func TestRenewsWhileRunning(t *testing.T) {
 	// The webhook server's certwatcher follows the swap of ..data: a handshake gets the renewed certificate.
 	want := parseCert(t, renewed.Data["tls.crt"])
 	var served *x509.Certificate
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if served = dialWebhook(t, r, renewed.Data["ca.crt"]); served.Equal(want) {
-			break
-		}
-	}
+	_ = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		served = dialWebhook(t, r, renewed.Data["ca.crt"])
+		return served.Equal(want), nil
+	})
 	if !served.Equal(want) {
 		t.Errorf("after the swap the webhook server serves the certificate expiring %v, want the renewed one expiring %v", served.NotAfter, want.NotAfter)
 	}
