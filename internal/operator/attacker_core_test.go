@@ -252,10 +252,7 @@ func TestCoreAttacks(t *testing.T) {
 	// apply with force, a dry run, a create with generateName. Each is refused, naming the object.
 	t.Run("an editor's writes in every shape", func(t *testing.T) {
 		ns := a.namespace(t)
-		holder := newWorker(t, ns, "app-operator")
-		grantObjects(t, ns, holder.User, "editor")
-		declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"})
-		tok := holder.Acquire(t, ns, appLease, 1)
+		holder, tok := configMapHolder(t, ns, "editor")
 		if err := fencing.NewClient(holder.Client, tokenOf(tok)).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"},
 			Data: map[string]string{"v": "holder"}}); err != nil {
 			t.Fatal(err)
@@ -305,10 +302,7 @@ func TestCoreAttacks(t *testing.T) {
 	// user does not let one add an owner (an owner deletes) or change data.
 	t.Run("the garbage collector's user adds an owner or changes data", func(t *testing.T) {
 		ns := a.namespace(t)
-		holder := newWorker(t, ns, "app-operator")
-		grantObjects(t, ns, holder.User, admission.GarbageCollectorUser, admission.NamespaceControllerUser)
-		declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"})
-		tok := holder.Acquire(t, ns, appLease, 1)
+		holder, tok := configMapHolder(t, ns, admission.GarbageCollectorUser, admission.NamespaceControllerUser)
 		if err := fencing.NewClient(holder.Client, tokenOf(tok)).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"},
 			Data: map[string]string{"v": "holder"}}); err != nil {
 			t.Fatal(err)

@@ -12,7 +12,6 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
@@ -42,10 +41,7 @@ func TestDeleteSurvivesAFreeWriteBeforeIt(t *testing.T) {
 	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
-	holder := newWorker(t, ns, "app-operator")
-	grantObjects(t, ns, holder.User, "editor")
-	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"})
-	tok := holder.Acquire(t, ns, appLease, 1)
+	holder, tok := configMapHolder(t, ns, "editor")
 	if err := fencing.NewClient(holder.Client, tokenOf(tok)).Create(ctx,
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}, Data: map[string]string{"v": "1"}}); err != nil {
 		t.Fatal(err)

@@ -45,10 +45,7 @@ func TestManagedFieldsAreNotFree(t *testing.T) {
 	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
-	holder := newWorker(t, ns, "app-operator")
-	grantObjects(t, ns, holder.User, "editor")
-	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"})
-	tok := holder.Acquire(t, ns, appLease, 1)
+	holder, tok := configMapHolder(t, ns, "editor")
 	hc := fencing.NewClient(holder.Client, tokenOf(tok))
 	apply := func(data map[string]string) error {
 		return hc.Apply(ctx, corev1ac.ConfigMap("app", ns).WithData(data))
@@ -314,10 +311,7 @@ func TestDeleteCollectionNamesTheObject(t *testing.T) {
 	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
-	holder := newWorker(t, ns, "app-operator")
-	grantObjects(t, ns, holder.User, "editor")
-	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"})
-	tok := holder.Acquire(t, ns, appLease, 1)
+	holder, tok := configMapHolder(t, ns, "editor")
 	if err := fencing.NewClient(holder.Client, tokenOf(tok)).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}); err != nil {
 		t.Fatal(err)
 	}

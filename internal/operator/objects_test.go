@@ -54,6 +54,17 @@ func declarePolicy(t *testing.T, ns, name string, resources ...fencingv1alpha1.F
 	return p
 }
 
+// configMapHolder is the holder of the objects tests: worker app-operator, allowed with users to write
+// ConfigMaps and Deployments in ns (grantObjects), holding Lease appLease at epoch 1 under FencingPolicy app,
+// which fences the ConfigMaps of ns. It returns the holder and its token.
+func configMapHolder(t *testing.T, ns string, users ...string) (worker, elector.Token) {
+	t.Helper()
+	holder := newWorker(t, ns, "app-operator")
+	grantObjects(t, ns, append([]string{holder.User}, users...)...)
+	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"})
+	return holder, holder.Acquire(t, ns, appLease, 1)
+}
+
 // enforced waits until the webhook enforces FencingPolicy ns/name (it refuses a tokenless dry-run create
 // of a ConfigMap labelled probeLabels) and the operator has recorded the policy's coverage for its
 // generation: a Lease acquired from then on has its writes decided on the webhook's copy.
