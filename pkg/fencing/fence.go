@@ -89,13 +89,18 @@ func fenceClient(cfg *rest.Config) (client.Client, error) {
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
+	return newClient(cfg, "the fence-on-acquire client")
+}
+
+// newClient is an uncached client for cfg with fencekit's API in its scheme; what names it in an error.
+func newClient(cfg *rest.Config, what string) (client.Client, error) {
 	s := runtime.NewScheme()
 	if err := fencingv1alpha1.AddToScheme(s); err != nil {
 		return nil, err
 	}
 	c, err := client.New(cfg, client.Options{Scheme: s})
 	if err != nil {
-		return nil, fmt.Errorf("building the fence-on-acquire client for %s: %w", cfg.Host, err)
+		return nil, fmt.Errorf("building %s for %s: %w", what, cfg.Host, err)
 	}
 	return c, nil
 }

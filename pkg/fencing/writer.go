@@ -60,13 +60,9 @@ func NewWriterForConfig(cfg *rest.Config) (*Writer, error) {
 	if cfg == nil {
 		return nil, errors.New("building the fenced writer's client: no rest.Config given")
 	}
-	s := runtime.NewScheme()
-	if err := fencingv1alpha1.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: s})
+	c, err := newClient(cfg, "the fenced writer's client")
 	if err != nil {
-		return nil, fmt.Errorf("building the fenced writer's client for %s: %w", cfg.Host, err)
+		return nil, err
 	}
 	return NewWriter(c), nil
 }
