@@ -27,6 +27,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/admission"
+	"github.com/fencekit/fencekit/pkg/elector"
 )
 
 // +kubebuilder:rbac:groups=fencing.fencekit.io,resources=fencingpolicies,verbs=get;list;watch
@@ -134,11 +135,13 @@ func (r *FencingPolicyReconciler) updateStatus(ctx context.Context, p *fencingv1
 			p.Spec.LeaseName, describe(p.Spec.Resources), p.Namespace, webhookName(p.Namespace), r.configName)
 	}
 	if want.CoverageGeneration != p.Generation {
-		epoch, err := r.quorumEpoch(ctx, p)
+		epoch, known, err := r.quorumEpoch(ctx, p)
 		if err != nil {
 			return err
 		}
-		want.CoverageGeneration, want.CoverageEpoch = p.Generation, epoch
+		if known { // otherwise the coverage stays unrecorded (quorum reads) until the Lease's next change
+			want.CoverageGeneration, want.CoverageEpoch = p.Generation, epoch
+		}
 	}
 	meta.SetStatusCondition(&want.Conditions, cond)
 	refused := metav1.Condition{Type: fencingv1alpha1.ConditionControllersRefused, Status: metav1.ConditionFalse,
@@ -159,21 +162,38 @@ func (r *FencingPolicyReconciler) updateStatus(ctx context.Context, p *fencingv1
 }
 
 // quorumEpoch reads p's Lease from the apiserver, after p's generation was observed, and returns its
-// epoch (0 if it does not exist): every acquisition above it comes after p's spec, so its fence-on-acquire
+// coverage epoch (coverageEpoch): every acquisition above it comes after p's spec, so its fence-on-acquire
 // listed what p declares.
-func (r *FencingPolicyReconciler) quorumEpoch(ctx context.Context, p *fencingv1alpha1.FencingPolicy) (int64, error) {
+func (r *FencingPolicyReconciler) quorumEpoch(ctx context.Context, p *fencingv1alpha1.FencingPolicy) (epoch int64, known bool, err error) {
 	if r.reader == nil {
-		return 0, errors.New("the FencingPolicy reconciler has no API reader: call SetupWithManager")
+		return 0, false, errors.New("the FencingPolicy reconciler has no API reader: call SetupWithManager")
 	}
 	var lease coordinationv1.Lease
-	err := r.reader.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.LeaseName}, &lease)
+	err = r.reader.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.LeaseName}, &lease)
 	switch {
 	case apierrors.IsNotFound(err):
-		return 0, nil
+		epoch, known = coverageEpoch(nil)
+		return epoch, known, nil
 	case err != nil:
-		return 0, fmt.Errorf("reading lease %s/%s for FencingPolicy %s's coverage: %w", p.Namespace, p.Spec.LeaseName, p.Name, err)
+		return 0, false, fmt.Errorf("reading lease %s/%s for FencingPolicy %s's coverage: %w", p.Namespace, p.Spec.LeaseName, p.Name, err)
 	}
-	return admission.ParseLease(&lease, admission.Quorum).Epoch, nil
+	epoch, known = coverageEpoch(&lease)
+	return epoch, known, nil
+}
+
+// coverageEpoch is the coverage epoch a policy's generation gets from its Lease as read now: 0 if the Lease
+// does not exist or carries no epoch (every later acquisition is above 0), its epoch otherwise. A
+// malformed epoch annotation (one a user wrote by hand) says nothing of the epochs held before or after:
+// known is false, and the coverage stays unrecorded until the Lease changes again.
+func coverageEpoch(lease *coordinationv1.Lease) (epoch int64, known bool) {
+	if lease == nil {
+		return 0, true
+	}
+	if _, set := lease.Annotations[elector.EpochAnnotation]; !set {
+		return 0, true
+	}
+	l := admission.ParseLease(lease, admission.Quorum)
+	return l.Epoch, l.EpochErr == ""
 }
 
 func describe(entries []fencingv1alpha1.FencedObjects) string {
