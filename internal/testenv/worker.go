@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -46,28 +47,32 @@ func (e *Env) NewWorker(t testing.TB, namespace, holder string) Worker {
 func (w Worker) Acquire(t testing.TB, namespace, name string, epoch int64) elector.Token {
 	t.Helper()
 	ctx := t.Context()
-	var lease coordinationv1.Lease
-	err := w.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &lease)
-	exists := err == nil
-	if err != nil && !apierrors.IsNotFound(err) {
-		t.Fatal(err)
-	}
-	lease.Namespace, lease.Name = namespace, name
 	duration := w.LeaseDuration
 	if duration == 0 {
 		duration = 15 * time.Second
 	}
-	AcquiredBy(&lease, w.User, w.Holder, epoch, duration)
-	if f := w.Fences.String(); f != "" {
-		lease.Annotations[elector.FencesAnnotation] = f
-	} else {
-		delete(lease.Annotations, elector.FencesAnnotation)
-	}
-	if exists {
-		err = w.Client.Update(ctx, &lease, Presenting(epoch))
-	} else {
-		err = w.Client.Create(ctx, &lease, Presenting(epoch))
-	}
+	// Read and compare-and-swap, again on a conflict, as the elector does: fencekit's operator writes the
+	// Lease too (its finalizer), and such a write must not fail the acquisition. A conflict with another
+	// acquisition still fails: the Lease policy refuses an epoch that is not the stored one plus one.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var lease coordinationv1.Lease
+		err := w.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &lease)
+		exists := err == nil
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		lease.Namespace, lease.Name = namespace, name
+		AcquiredBy(&lease, w.User, w.Holder, epoch, duration)
+		if f := w.Fences.String(); f != "" {
+			lease.Annotations[elector.FencesAnnotation] = f
+		} else {
+			delete(lease.Annotations, elector.FencesAnnotation)
+		}
+		if exists {
+			return w.Client.Update(ctx, &lease, Presenting(epoch))
+		}
+		return w.Client.Create(ctx, &lease, Presenting(epoch))
+	})
 	if err != nil {
 		t.Fatalf("%s acquiring lease %s at epoch %d: %v", w.Holder, name, epoch, err)
 	}
