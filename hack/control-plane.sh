@@ -7,7 +7,7 @@
 #   hack/control-plane.sh          build what is missing, then print the assets directory
 #   hack/control-plane.sh --path   print the assets directory only (builds nothing)
 #
-# kube-controller-manager is not part of envtest's control plane; test/cluster and internal/testenv start it next
+# kube-controller-manager is not part of envtest's control plane; test/cluster and test/util/testenv start it next
 # to the envtest apiserver so that the cluster's own controllers run against fencekit's admission.
 #
 # Idempotent: a second run finds every binary, checks their versions and does nothing.

@@ -1,5 +1,5 @@
 /*
- * fencekit.pml: fencekit's protocol (docs/design/, the admission core of internal/admission) as a
+ * fencekit.pml: fencekit's protocol (docs/design/, the admission core of internal/operator/admission) as a
  * Promela model, checked exhaustively by spin. docs/model.md states the properties, maps each action
  * to the Go function or CEL rule it stands for, and lists the mutations (-D flags) the model must refute.
  *
@@ -154,7 +154,7 @@ mtype = { at, deleted_at, released_at, expired_at, exists, absent, labelled_in, 
           with_deletion_marker, no_marker, declares_fence_on_acquire, declares_nothing_and_fences_nothing,
           o0_and_o1, o0, o1, none, held, without_a_live_holder, writes, creates, declaring_fence_on_acquire, declaring_nothing }
 
-/* The webhook's decision for a write presenting t (internal/admission Decide on the adapter's inputs):
+/* The webhook's decision for a write presenting t (internal/operator/admission Decide on the adapter's inputs):
  * the copy may admit an update of the object itself, covered before and after, at the stored record,
  * on a copy that shows the Lease at t, held, declaring fence-on-acquire; everything else, and every
  * refusal, on a quorum read. v: 0 admitted, 1 refused for the Lease (stale, released, expired, missing),

@@ -11,7 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/fencekit/fencekit/internal/demo"
+	"github.com/fencekit/fencekit/internal/dev/demo"
 )
 
 // runControllerDemo is `fencekit demo --scenario controller`.

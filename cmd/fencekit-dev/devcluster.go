@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/fencekit/fencekit/internal/devcluster"
+	"github.com/fencekit/fencekit/internal/dev/devcluster"
 )
 
 func runDevcluster(args []string) error {

@@ -4,7 +4,7 @@
 //	fencekit-dev devcluster   start a local control plane with fencekit installed and run the operator against it (make run)
 //	fencekit-dev demo         the paused lock holder, fenced and unfenced (make demo)
 //
-// It only parses flags and wires; the work is done in internal/devcluster and internal/demo.
+// It only parses flags and wires; the work is done in internal/dev/devcluster and internal/demo.
 package main
 
 import (

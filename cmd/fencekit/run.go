@@ -16,7 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/fencekit/fencekit/internal/leadrun"
+	"github.com/fencekit/fencekit/internal/cli/leadrun"
 )
 
 // logger is fencekit's log: JSON lines on stderr, without stack traces (an error is one line). client-go's

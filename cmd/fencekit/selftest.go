@@ -17,7 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fencekit/fencekit/internal/leadrun"
+	"github.com/fencekit/fencekit/internal/cli/leadrun"
 	fkscheme "github.com/fencekit/fencekit/internal/scheme"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"

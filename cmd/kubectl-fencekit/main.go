@@ -13,7 +13,7 @@ import (
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/fencekit/fencekit/internal/plugin"
+	"github.com/fencekit/fencekit/internal/cli/plugin"
 )
 
 func main() {

@@ -23,20 +23,17 @@ const module = "github.com/fencekit/fencekit"
 var testCode = []string{
 	"testing",
 	"sigs.k8s.io/controller-runtime/pkg/envtest",
-	module + "/internal/testenv",
-	module + "/internal/pgtest",
-	module + "/internal/operator/operatortest",
 }
 
 // binaries are the shipped binaries and what each must not link besides testCode. Packages under the
-// module's test/ are forbidden to all of them.
+// module's test/ (test/util holds the test helpers: testenv, pgtest, operatortest) are forbidden to all of them.
 var binaries = []struct {
 	main      string
 	forbidden []string
 }{
-	{"./cmd/fencekit", []string{module + "/internal/demo", module + "/internal/devcluster", module + "/internal/operator"}},
+	{"./cmd/fencekit", []string{module + "/internal/dev/...", module + "/internal/operator/..."}},
 	{"./cmd/manager", nil},
-	{"./cmd/kubectl-fencekit", []string{module + "/internal/demo", module + "/internal/devcluster"}},
+	{"./cmd/kubectl-fencekit", []string{module + "/internal/dev/..."}},
 }
 
 type pkg struct {
@@ -118,6 +115,9 @@ func isForbidden(p string, forbidden []string) bool {
 		return true
 	}
 	for _, f := range forbidden {
+		if prefix, ok := strings.CutSuffix(f, "/..."); ok && (p == prefix || strings.HasPrefix(p, prefix+"/")) {
+			return true
+		}
 		if p == f {
 			return true
 		}

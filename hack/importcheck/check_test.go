@@ -39,7 +39,7 @@ func graphOf(lines ...string) *graph {
 func TestCheck(t *testing.T) {
 	rules := []rule{
 		{Subjects: []string{"pkg/..."}, May: []string{"pkg/..."}, Why: "library"},
-		{Subjects: []string{"pkg/..."}, Tests: true, May: []string{"pkg/...", "internal/testenv"}, Why: "library tests"},
+		{Subjects: []string{"pkg/..."}, Tests: true, May: []string{"pkg/...", "test/util/testenv"}, Why: "library tests"},
 		{Subjects: []string{"pkg/e"}, May: []string{"pkg/..."}, Never: []string{"sigs.k8s.io/controller-runtime/..."}, Why: "generic"},
 	}
 	cases := map[string]struct {
@@ -49,13 +49,13 @@ func TestCheck(t *testing.T) {
 		"the library's test reaches the operator through the test helper": {
 			graph: graphOf(
 				"pkg/a: std/fmt",
-				"pkg/a_test [pkg/a.test]: pkg/a [pkg/a.test], internal/testenv [pkg/a.test]",
+				"pkg/a_test [pkg/a.test]: pkg/a [pkg/a.test], test/util/testenv [pkg/a.test]",
 				"pkg/a [pkg/a.test]: std/fmt",
-				"internal/testenv [pkg/a.test]: pkg/a [pkg/a.test], internal/operator",
-				"internal/operator: internal/webhook",
-				"internal/webhook:",
+				"test/util/testenv [pkg/a.test]: pkg/a [pkg/a.test], internal/operator",
+				"internal/operator: internal/operator/webhook",
+				"internal/operator/webhook:",
 			),
-			want: []string{"the test build of pkg/a reaches internal/operator: pkg/a_test (test) -> internal/testenv (test) -> internal/operator"},
+			want: []string{"the test build of pkg/a reaches internal/operator: pkg/a_test (test) -> test/util/testenv (test) -> internal/operator"},
 		},
 		"the library reaches internal/": {
 			graph: graphOf("pkg/a: pkg/b", "pkg/b: internal/x", "internal/x:"),
@@ -67,8 +67,8 @@ func TestCheck(t *testing.T) {
 		"the library's test uses only the control plane": {
 			graph: graphOf(
 				"pkg/a:",
-				"pkg/a_test [pkg/a.test]: pkg/a, internal/testenv",
-				"internal/testenv: pkg/a, std/k8s.io/client-go",
+				"pkg/a_test [pkg/a.test]: pkg/a, test/util/testenv",
+				"test/util/testenv: pkg/a, std/k8s.io/client-go",
 			),
 		},
 		"the elector reaches controller-runtime through another module": {

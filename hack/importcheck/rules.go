@@ -20,8 +20,8 @@ type rule struct {
 }
 
 // controlPlane are the test helpers that start a control plane with fencekit's CRDs and policies but not
-// its operator (internal/procfs reads /proc for them), what the tests of the public packages may use.
-var controlPlane = []string{"internal/testenv", "internal/devcluster", "internal/scheme", "internal/pgtest", "internal/procfs"}
+// its operator (internal/procfs reads /proc for them; internal/dev/devcluster is the dev cluster they share with make demo), what the tests of the public packages may use.
+var controlPlane = []string{"test/util/testenv", "internal/dev/devcluster", "internal/scheme", "test/util/pgtest", "internal/dev/postgres", "internal/procfs"}
 
 // rules are the import rules of docs/design/imports.md.
 var rules = []rule{
@@ -52,7 +52,7 @@ var rules = []rule{
 		Tests:    true,
 		May:      append([]string{"api/...", "pkg/..."}, controlPlane...),
 		Why: "the public packages' tests (their pure tests in the package, those on a control plane or PostgreSQL in " +
-			"test/integration) use a control plane with the CRDs and policies (internal/testenv), " +
+			"test/integration) use a control plane with the CRDs and policies (test/util/testenv), " +
 			"never the operator's code: tests that need the running operator live on its side (internal/operator)",
 	},
 	{
@@ -60,6 +60,12 @@ var rules = []rule{
 		May:      []string{"api/...", "pkg/..."},
 		Why: "a user copies an example out of the repository into a module of their own, where only the " +
 			"public packages can be imported (test/snippets builds such a copy)",
+	},
+	{
+		Subjects: []string{"cmd/...", "internal/..."},
+		May:      []string{"api/...", "pkg/...", "internal/..."},
+		Why: "the shipped and development binaries link no test helper: test infrastructure lives under test/ " +
+			"(test/util), and only tests import it",
 	},
 	{
 		Subjects: controlPlane,

@@ -17,13 +17,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/internal/admission"
-	"github.com/fencekit/fencekit/internal/testenv"
+	"github.com/fencekit/fencekit/internal/operator/admission"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
-// Attacks on the admission core (internal/admission and its webhook adapters), on the real apiserver.
+// Attacks on the admission core (internal/operator/admission and its webhook adapters), on the real apiserver.
 // Each subtest says what it tries and which check stops it.
 
 // acquireErr is Worker.Acquire returning the error instead of failing the test.

@@ -15,11 +15,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/internal/admission"
-	"github.com/fencekit/fencekit/internal/operator/operatortest"
-	"github.com/fencekit/fencekit/internal/testenv"
+	"github.com/fencekit/fencekit/internal/operator/admission"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/test/util/operatortest"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 // Attacks on FencedResources and their Lease (stale replicas, big integers, unlabelled Leases, a resource

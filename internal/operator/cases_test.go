@@ -20,14 +20,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/internal/admission"
-	"github.com/fencekit/fencekit/internal/admission/cases"
-	"github.com/fencekit/fencekit/internal/operator/operatortest"
+	"github.com/fencekit/fencekit/internal/operator/admission"
+	"github.com/fencekit/fencekit/internal/operator/admission/cases"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/test/util/operatortest"
 )
 
-// TestCases runs every row of the threat model (internal/admission/cases) on the real apiserver: through
+// TestCases runs every row of the threat model (internal/operator/admission/cases) on the real apiserver: through
 // the operator's webhooks (with the copy of the Lease), the CRD's CEL rule, RBAC and the Lease policy. The
 // rows share one namespace and one FencingPolicy; each row has a Lease and objects of its own, acquired
 // and written for it: its stale holder acquired epoch e-1, the holder e (the same user), and wrote the

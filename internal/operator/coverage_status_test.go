@@ -15,9 +15,9 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator"
-	"github.com/fencekit/fencekit/internal/testenv"
-	"github.com/fencekit/fencekit/internal/webhook"
+	"github.com/fencekit/fencekit/internal/operator/webhook"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 // The coverage epoch against a writer of the policy's status, and its residual: the webhook's caches of

@@ -13,9 +13,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fencekit/fencekit/internal/admission"
-	"github.com/fencekit/fencekit/internal/testenv"
+	"github.com/fencekit/fencekit/internal/operator/admission"
 	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 // Attacks on the Lease policy's rules on the fence-on-acquire declaration and on ownerReferences

@@ -30,13 +30,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/controllers"
 	"github.com/fencekit/fencekit/internal/operator"
-	"github.com/fencekit/fencekit/internal/operator/operatortest"
-	"github.com/fencekit/fencekit/internal/testenv"
-	"github.com/fencekit/fencekit/internal/webhook"
+	"github.com/fencekit/fencekit/internal/operator/controllers"
+	"github.com/fencekit/fencekit/internal/operator/webhook"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/test/util/operatortest"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 // Attacks on the webhooks' watch-fed copy of the fenced Leases (webhook.LeaseCache) and on the

@@ -16,11 +16,11 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator"
-	"github.com/fencekit/fencekit/internal/operator/operatortest"
-	"github.com/fencekit/fencekit/internal/testenv"
-	"github.com/fencekit/fencekit/internal/webhook"
+	"github.com/fencekit/fencekit/internal/operator/webhook"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/test/util/operatortest"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 // stall holds every response of a client while it is stalled: a request waits before it is sent, and a

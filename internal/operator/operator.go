@@ -25,10 +25,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	"github.com/fencekit/fencekit/controllers"
-	"github.com/fencekit/fencekit/internal/certs"
+	"github.com/fencekit/fencekit/internal/operator/certs"
+	"github.com/fencekit/fencekit/internal/operator/controllers"
+	"github.com/fencekit/fencekit/internal/operator/webhook"
 	"github.com/fencekit/fencekit/internal/scheme"
-	"github.com/fencekit/fencekit/internal/webhook"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/elector/managed"
 )

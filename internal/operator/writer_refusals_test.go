@@ -3,9 +3,9 @@ package operator_test
 import (
 	"testing"
 
-	"github.com/fencekit/fencekit/internal/operator/operatortest"
-	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/test/util/operatortest"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 // The writer's refusal counter against the running operator: the webhook must be there for the second

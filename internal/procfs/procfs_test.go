@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/internal/procfs"
-	"github.com/fencekit/fencekit/internal/testenv"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 // TestChildLifecycle follows a real child through running, stopped, continued and killed.

@@ -32,7 +32,7 @@ import (
 // yet) and resolves resources with its RESTMapper. The hook needs list on fencingpolicies and on the
 // declared resources. Raising N objects takes 1 + M + N requests (M declared resources); see raiseObject
 // for the record it finds. Any raise that fails fails the acquisition: no user without the token can make
-// one fail, because what such a user may write is bounded (internal/admission).
+// one fail, because what such a user may write is bounded (internal/operator/admission).
 func FenceObjectsOnAcquire(c client.Client, reader client.Reader) elector.AcquireFence {
 	return elector.DeclaredFence(seal.Key{}, func(ctx context.Context, token elector.Token) error {
 		var policies fencingv1alpha1.FencingPolicyList

@@ -21,8 +21,8 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator"
-	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	fkscheme "github.com/fencekit/fencekit/internal/scheme"
+	"github.com/fencekit/fencekit/test/util/operatortest"
 )
 
 // flagBroken is the deliberately broken build, reachable from this test binary only: the CRD loses its

@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/fencekit/fencekit/internal/devcluster"
-	"github.com/fencekit/fencekit/internal/testenv"
+	"github.com/fencekit/fencekit/internal/dev/devcluster"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 var (

@@ -20,11 +20,11 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fencekit/fencekit/internal/certs"
+	"github.com/fencekit/fencekit/internal/operator/certs"
 )
 
 // WebhookRotator rotates the admission webhook's CA and serving certificate (fault F11) the way a rotator
-// in the operator's pod does it (internal/certs: cert-controller writes a new CA and serving certificate into
+// in the operator's pod does it (internal/operator/certs: cert-controller writes a new CA and serving certificate into
 // the Secret, injects the CA into the caBundle of the ValidatingWebhookConfiguration, and each replica writes
 // the certificate into its CertDir, where controller-runtime's webhook server reloads it), without the
 // Secret: the two halves a real rotation applies independently are applied here directly, in a chosen order

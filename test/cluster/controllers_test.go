@@ -17,8 +17,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 // TestDeploymentRollsOut: a Deployment declared in a FencingPolicy, written by the holder, is rolled out by

@@ -9,9 +9,9 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/fencekit/fencekit/internal/demo"
-	"github.com/fencekit/fencekit/internal/pgtest"
-	"github.com/fencekit/fencekit/internal/testenv"
+	"github.com/fencekit/fencekit/internal/dev/demo"
+	"github.com/fencekit/fencekit/test/util/pgtest"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 var (

@@ -14,9 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/internal/demo"
-	"github.com/fencekit/fencekit/internal/testenv"
+	"github.com/fencekit/fencekit/internal/dev/demo"
 	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 // TestFencekitRunFencesManyAtDefaultQPS: `fencekit run --kubeconfig` builds its rest.Config with

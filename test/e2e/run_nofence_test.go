@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencekit/fencekit/internal/demo"
-	"github.com/fencekit/fencekit/internal/testenv"
+	"github.com/fencekit/fencekit/internal/dev/demo"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 // TestFencekitRunWithoutFenceOnDeclaredLease: `fencekit run` (fence-on-acquire by default) declares on its

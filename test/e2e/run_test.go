@@ -16,12 +16,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencekit/fencekit/internal/demo"
-	"github.com/fencekit/fencekit/internal/leadrun"
-	"github.com/fencekit/fencekit/internal/pgtest"
+	"github.com/fencekit/fencekit/internal/cli/leadrun"
+	"github.com/fencekit/fencekit/internal/dev/demo"
+	"github.com/fencekit/fencekit/internal/dev/postgres"
 	"github.com/fencekit/fencekit/internal/procfs"
-	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/fencing/sqlfence"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 // writer is the workload `fencekit run` runs: a shell script that knows nothing of Kubernetes. Every
@@ -46,7 +46,7 @@ type runProc struct {
 func startRun(t *testing.T, bin, kubeconfig, identity, dsn string) *runProc {
 	t.Helper()
 	dir := t.TempDir()
-	bindir, err := pgtest.BinDir()
+	bindir, err := postgres.BinDir()
 	if err != nil {
 		t.Fatal(err)
 	}

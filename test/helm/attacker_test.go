@@ -25,9 +25,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/controllers"
-	"github.com/fencekit/fencekit/internal/testenv"
+	"github.com/fencekit/fencekit/internal/operator/controllers"
 	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 // The attacks of this file are made by an attacker who holds one of the identities the chart creates or

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/internal/testenv"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 // The rule chart B (the upgrade) adds to spec.leaseName of the FencedResource CRD, and a name it refuses.

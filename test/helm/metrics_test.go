@@ -20,7 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/fencekit/fencekit/internal/operator"
-	"github.com/fencekit/fencekit/internal/testenv"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 // TestChartSecureMetrics runs the operator as the chart's ServiceAccount, with only the chart's permissions

@@ -16,8 +16,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fencekit/fencekit/internal/operator/operatortest"
-	"github.com/fencekit/fencekit/internal/testenv"
+	"github.com/fencekit/fencekit/test/util/operatortest"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 var env *testenv.Env

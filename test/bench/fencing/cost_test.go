@@ -30,7 +30,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/procfs"
-	"github.com/fencekit/fencekit/internal/testenv"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 var (

@@ -9,9 +9,9 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/test/util/operatortest"
 )
 
 // fenceRepeats is the number of acquisitions measured per size, after one warm-up acquisition.

@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/internal/operator/operatortest"
 	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/test/util/operatortest"
 )
 
 // scaleWrites is the number of fenced writes (and ConfigMap writes) measured per point of the sweep.

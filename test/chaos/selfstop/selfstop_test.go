@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/internal/procfs"
-	"github.com/fencekit/fencekit/internal/testenv"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 // TestMain lets the test binary play the child that stops itself.

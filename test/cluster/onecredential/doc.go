@@ -1,7 +1,7 @@
 // Package onecredential runs fencekit next to the real kube-controller-manager under a single credential
 // (--use-service-account-credentials=false, a common setup): every controller writes as
 // system:kube-controller-manager, not as its own kube-system ServiceAccount. It asserts that what
-// internal/admission admits for a kube-system controller it also admits for that user: a Deployment
+// internal/operator/admission admits for a kube-system controller it also admits for that user: a Deployment
 // declared in a FencingPolicy rolls out and an orphan-mode deletion of fenced objects completes, and a
 // stale holder is still refused.
 //

@@ -3,7 +3,7 @@ package onecredential
 import (
 	"testing"
 
-	"github.com/fencekit/fencekit/internal/testenv"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 var env *testenv.Env

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/test/cluster"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 // TestSingleCredential: with kube-controller-manager under one credential and a FencingPolicy declaring

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/fencekit/fencekit/internal/testenv"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

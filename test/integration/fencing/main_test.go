@@ -3,7 +3,7 @@ package fencing_test
 import (
 	"testing"
 
-	"github.com/fencekit/fencekit/internal/testenv"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 // env is a control plane with fencekit's CRDs, not its operator: the tests of the writer against the

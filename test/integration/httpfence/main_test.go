@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fencekit/fencekit/internal/pgtest"
 	"github.com/fencekit/fencekit/pkg/fencing/httpfence"
+	"github.com/fencekit/fencekit/test/util/pgtest"
 )
 
 // pg is the package's PostgreSQL server; each test takes a database of its own.

@@ -12,9 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/fencekit/fencekit/internal/testenv"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/elector/managed"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 // TestFenceLogsThroughTheManager: the elector that Fence builds logs through the manager's logger (named

@@ -1,0 +1,205 @@
+package leadrun_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fencekit/fencekit/internal/cli/leadrun"
+	"github.com/fencekit/fencekit/internal/procfs"
+	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/test/util/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
+
+// config is a short-timed elector config on a Lease of its own.
+func config(t *testing.T, lease string) elector.Config {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return elector.Config{Client: cs, Namespace: env.Namespace(t), Name: lease, Identity: "runner-" + lease,
+		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 300 * time.Millisecond,
+		SafetyMargin: 200 * time.Millisecond}
+}
+
+func lease(t *testing.T, cfg elector.Config) *coordinationv1.Lease {
+	t.Helper()
+	var l coordinationv1.Lease
+	if err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name}, &l); err != nil {
+		t.Fatal(err)
+	}
+	return &l
+}
+
+// TestRunGivesTheTokenAndReleases: the command sees the acquisition's token in its environment; when it
+// exits 0, Run returns nil and the Lease is released.
+func TestRunGivesTheTokenAndReleases(t *testing.T) {
+	cfg := config(t, "env")
+	out := filepath.Join(t.TempDir(), "env")
+	script := `printf '%s\n%s\n%s\n%s\n' "$FENCEKIT_EPOCH" "$FENCEKIT_LEASE" "$FENCEKIT_HOLDER" "$FENCEKIT_FIELD_MANAGER" > "$OUT"`
+	err := leadrun.Run(t.Context(), cfg, leadrun.Command{Args: []string{"sh", "-c", script}, Env: []string{"OUT=" + out}})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := lease(t, cfg)
+	epoch := l.Annotations[elector.EpochAnnotation]
+	want := strings.Join([]string{epoch, cfg.Namespace + "/" + cfg.Name, cfg.Identity, "fencing.fencekit.io/epoch=" + epoch}, "\n") + "\n"
+	if string(b) != want {
+		t.Errorf("the command saw\n%s\nwant\n%s", b, want)
+	}
+	if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != "" {
+		t.Errorf("after the command exited, the Lease is still held by %q", h)
+	}
+}
+
+// TestRunExitStatus: Run reports the command's own exit status.
+func TestRunExitStatus(t *testing.T) {
+	err := leadrun.Run(t.Context(), config(t, "status"), leadrun.Command{Args: []string{"sh", "-c", "exit 3"}})
+	var ee *leadrun.ExitError
+	if !errors.As(err, &ee) || ee.Code != 3 {
+		t.Fatalf("Run = %v, want an ExitError with code 3", err)
+	}
+	err = leadrun.Run(t.Context(), config(t, "missing"), leadrun.Command{Args: []string{"/nonexistent/fencekit-cmd"}})
+	if !errors.As(err, &ee) || ee.Code != 127 {
+		t.Fatalf("Run of a missing command = %v, want an ExitError with code 127", err)
+	}
+}
+
+// takeOver makes an admin the holder of the Lease at the next epoch, as a break-glass recovery would:
+// the running elector loses leadership.
+func takeOver(t *testing.T, cfg elector.Config) {
+	t.Helper()
+	l := lease(t, cfg)
+	epoch, err := strconv.ParseInt(l.Annotations[elector.EpochAnnotation], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Annotations[elector.EpochAnnotation] = strconv.FormatInt(epoch+1, 10)
+	l.Spec.HolderIdentity = ptr.To("admin")
+	l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+	if err := env.Client.Update(t.Context(), l, &client.UpdateOptions{FieldManager: elector.FieldManagerFor(epoch + 1)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runUntilStarted runs cmd in the background and waits until it has written its marker file.
+func runUntilStarted(t *testing.T, cfg elector.Config, script string, grace time.Duration) (marker string, result <-chan error) {
+	t.Helper()
+	dir := t.TempDir()
+	marker = filepath.Join(dir, "marker")
+	res := make(chan error, 1)
+	go func() {
+		res <- leadrun.Run(t.Context(), cfg, leadrun.Command{Args: []string{"sh", "-c", script}, Env: []string{"MARKER=" + marker}, Grace: grace})
+	}()
+	waitFile(t, marker)
+	return marker, res
+}
+
+// waitFile waits until the command has written path.
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	testenv.Eventually(t, "the command writes "+path, func() (bool, string) {
+		_, err := os.Stat(path)
+		return err == nil, fmt.Sprint(err)
+	})
+}
+
+// exitAfterTakeover takes the Lease over from the running command's elector and returns how Run ended.
+func exitAfterTakeover(t *testing.T, cfg elector.Config, res <-chan error) *leadrun.ExitError {
+	t.Helper()
+	takeOver(t, cfg)
+	var err error
+	select {
+	case err = <-res:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after leadership was lost")
+	}
+	var ee *leadrun.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("Run = %v, want an ExitError", err)
+	}
+	return ee
+}
+
+// TestLostLeadershipStopsTheCommand: when another holder takes the Lease, the command gets SIGTERM and
+// Run reports why it ended.
+func TestLostLeadershipStopsTheCommand(t *testing.T) {
+	cfg := config(t, "lost")
+	script := `trap 'echo term >> "$MARKER"; exit 143' TERM; echo started > "$MARKER"; while :; do sleep 0.1; done`
+	marker, res := runUntilStarted(t, cfg, script, 10*time.Second)
+	if ee := exitAfterTakeover(t, cfg, res); ee.Code != 143 || !strings.Contains(ee.Why, "leadership ended") {
+		t.Fatalf("Run = %v, want an ExitError 143 saying leadership ended", ee)
+	}
+	if b, _ := os.ReadFile(marker); string(b) != "started\nterm\n" {
+		t.Errorf("the command's marker is %q, want it to have seen SIGTERM", b)
+	}
+}
+
+// TestCommandIgnoringSIGTERMIsKilled: a command that ignores SIGTERM is killed after the grace period,
+// its children too (its process group).
+func TestCommandIgnoringSIGTERMIsKilled(t *testing.T) {
+	cfg := config(t, "stubborn")
+	script := `trap '' TERM; sleep 1000 & echo $! > "$MARKER"; wait`
+	marker, res := runUntilStarted(t, cfg, script, 500*time.Millisecond)
+	if ee := exitAfterTakeover(t, cfg, res); ee.Code != 137 || !strings.Contains(ee.Why, "SIGKILL") {
+		t.Fatalf("Run = %v, want an ExitError 137 saying SIGKILL", ee)
+	}
+	b, err := os.ReadFile(marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("the command's marker %q is not a pid: %v", b, err)
+	}
+	// Gone, or a zombie waiting for a parent that does not reap it: either way it runs no more.
+	testenv.Eventually(t, fmt.Sprintf("the command's child %d is gone", child), func() (bool, string) {
+		return !procfs.Running(child), ""
+	})
+}
+
+// TestCancelStopsTheCommandAndReleases: cancelling Run (fencekit run got SIGTERM) stops the command and
+// releases the Lease.
+func TestCancelStopsTheCommandAndReleases(t *testing.T) {
+	cfg := config(t, "cancel")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "marker")
+	res := make(chan error, 1)
+	go func() {
+		res <- leadrun.Run(ctx, cfg, leadrun.Command{Args: []string{"sh", "-c", `echo started > "$MARKER"; exec sleep 1000`}, Env: []string{"MARKER=" + marker}})
+	}()
+	waitFile(t, marker)
+	cancel()
+	err := <-res
+	var ee *leadrun.ExitError
+	if !errors.As(err, &ee) || ee.Code != 143 {
+		t.Fatalf("Run = %v, want the command stopped with SIGTERM (143)", err)
+	}
+	if h := ptr.Deref(lease(t, cfg).Spec.HolderIdentity, ""); h != "" {
+		t.Errorf("after cancel, the Lease is still held by %q", h)
+	}
+}

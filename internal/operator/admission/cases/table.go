@@ -1,0 +1,301 @@
+package cases
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/operator/admission"
+	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/fencing"
+)
+
+const (
+	markerKey = fencingv1alpha1.DeleteAtEpochAnnotation
+	writerKey = fencingv1alpha1.WriterAnnotation
+	recordKey = fencingv1alpha1.ObjectEpochAnnotation
+)
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// Table is every row. Its order is the order rows are run and reported in.
+var Table = []Case{
+	// A FencedResource.
+	{Name: "the holder writes data", Target: FencedResource, Actor: HolderUser, Token: CurrentToken, Patch: data("b")},
+	{Name: "a stale holder writes data", Target: FencedResource, Actor: HolderUser, Token: StaleToken, Patch: data("b"), Want: fencing.ReasonStale,
+		Why: "a paused replica of the holder's Deployment resumes after the takeover"},
+	{Name: "the holder's user writes data without a token", Target: FencedResource, Actor: HolderUser, Token: NoToken, Patch: data("b"),
+		Want: fencing.ReasonTokenMissing, Why: "a merge patch, kubectl edit or a server-side apply that leaves the token out inherits nothing"},
+	{Name: "another elector presents the current token", Target: FencedResource, Actor: OtherElector, Token: CurrentToken, Patch: data("b"),
+		Want: fencing.ReasonNotHolder, Why: "an epoch is not a password: it is bound to the user that acquired it"},
+	{Name: "another elector presents a future epoch", Target: FencedResource, Actor: OtherElector, Token: FutureToken, Patch: data("b"),
+		Want: fencing.ReasonFutureEpoch},
+	{Name: "an editor labels a FencedResource", Target: FencedResource, Actor: Editor, Token: NoToken, Patch: label("team", "orders"),
+		Why: "a FencedResource's labels are free: fencekit reads none"},
+	{Name: "an editor annotates a FencedResource", Target: FencedResource, Actor: Editor, Token: NoToken, Patch: annotate("example.com/note", "x")},
+	{Name: "an editor sets the writer annotation", Target: FencedResource, Actor: Editor, Token: NoToken, Patch: annotate(writerKey, "someone"),
+		Want: fencing.ReasonTokenMissing},
+	{Name: "an editor adds a finalizer", Target: FencedResource, Actor: Editor, Token: NoToken, Patch: finalizers(1)},
+	{Name: "an editor pads finalizers", Target: FencedResource, Actor: Editor, Token: NoToken, Patch: finalizers(admission.MaxFreeFinalizers + 1),
+		Want: fencing.ReasonInvalid, Why: "free additions are bounded: nobody without the token may pad the object toward etcd's limit"},
+	{Name: "an editor pads annotations", Target: FencedResource, Actor: Editor, Token: NoToken,
+		Patch: annotate("example.com/pad", strings.Repeat("x", admission.MaxFreeMetadataBytes)), Want: fencing.ReasonInvalid},
+	{Name: "an editor moves ownership of the data to the holder's apply", Target: FencedResource, Actor: Editor, Token: NoToken,
+		Patch: stealOwnership, Want: fencing.ReasonTokenMissing,
+		Why: "managedFields decide what the holder's next server-side apply prunes"},
+	{Name: "an editor adds an owner", Target: FencedResource, Actor: Editor, Token: NoToken, Patch: owners(ghost),
+		Want: fencing.ReasonTokenMissing, Why: "an owner reference deletes"},
+	{Name: "the garbage collector orphans", Target: FencedResource, Actor: GarbageCollector, Token: NoToken, Setup: owners(ghost),
+		Patch: owners()},
+	{Name: "break glass writes data without a token", Target: FencedResource, Actor: BreakGlass, Token: NoToken, Patch: data("b"),
+		Want: fencing.ReasonTokenMissing, Why: "break glass skips the acquirer check only"},
+	{Name: "break glass presents the current token", Target: FencedResource, Actor: BreakGlass, Token: CurrentToken, Patch: data("b")},
+	{Name: "the holder writes after its release", Target: FencedResource, Actor: HolderUser, Token: CurrentToken, Lease: Released,
+		Patch: data("b"), Want: fencing.ReasonNotHolder},
+	{Name: "the holder keeps an armed marker in a raw write", Target: FencedResource, Actor: HolderUser, Token: CurrentToken,
+		Setup: annotate(markerKey, marker), Raw: true, Patch: data("b"),
+		Why: "a marker alone authorises nothing: the delete must also name the marker write's resourceVersion"},
+	{Name: "an editor deletes a FencedResource", Target: FencedResource, Actor: Editor, Op: admission.Delete, Want: fencing.ReasonNotHolder},
+	{Name: "the holder's user deletes without the marker", Target: FencedResource, Actor: HolderUser, Op: admission.Delete,
+		Want: fencing.ReasonTokenMissing, Why: "a DELETE carries no token: a stale replica's bare DELETE"},
+	{Name: "the holder deletes after its marker", Target: FencedResource, Actor: HolderUser, Op: admission.Delete, Setup: annotate(markerKey, marker),
+		Precondition: true},
+	{Name: "the holder's user deletes after the marker without a precondition", Target: FencedResource, Actor: HolderUser, Op: admission.Delete,
+		Setup: annotate(markerKey, marker), Want: fencing.ReasonTokenMissing,
+		Why: "a stale replica's bare DELETE, after a marker whose delete did not happen (or one written before coverage)"},
+	{Name: "an editor deletes after the release", Target: FencedResource, Actor: Editor, Op: admission.Delete, Lease: Released},
+
+	// A ConfigMap a FencingPolicy covers.
+	{Name: "the holder writes a ConfigMap", Target: ConfigMap, Actor: HolderUser, Token: CurrentToken, Patch: data("b")},
+	{Name: "a stale holder writes a ConfigMap", Target: ConfigMap, Actor: HolderUser, Token: StaleToken, Patch: data("b"), Want: fencing.ReasonStale},
+	{Name: "the holder's user writes a ConfigMap without a token", Target: ConfigMap, Actor: HolderUser, Token: NoToken, Patch: data("b"),
+		Want: fencing.ReasonTokenMissing},
+	{Name: "an editor adds a finalizer to a ConfigMap", Target: ConfigMap, Actor: Editor, Token: NoToken, Patch: finalizers(1)},
+	{Name: "an editor pads a ConfigMap's finalizers", Target: ConfigMap, Actor: Editor, Token: NoToken,
+		Patch: finalizers(admission.MaxFreeFinalizers + 1), Want: fencing.ReasonInvalid},
+	{Name: "an editor moves ownership of a ConfigMap's data", Target: ConfigMap, Actor: Editor, Token: NoToken, Patch: stealOwnership,
+		Want: fencing.ReasonTokenMissing},
+	{Name: "an editor annotates a ConfigMap", Target: ConfigMap, Actor: Editor, Token: NoToken, Patch: annotate("example.com/note", "x"),
+		Want: fencing.ReasonTokenMissing, Why: "all of a covered object is the holder's, annotations too"},
+	{Name: "an editor labels a ConfigMap out of the selector", Target: ConfigMap, Actor: Editor, Token: NoToken, Patch: label("app", nil),
+		Want: fencing.ReasonTokenMissing, Why: "labels decide coverage"},
+	{Name: "a stale holder labels a ConfigMap out of the selector", Target: ConfigMap, Actor: HolderUser, Token: StaleToken,
+		Patch: label("app", nil), Want: fencing.ReasonStale, Why: "a write that changes coverage is decided on a quorum read"},
+	{Name: "the holder keeps an armed marker on a ConfigMap", Target: ConfigMap, Actor: HolderUser, Token: CurrentToken,
+		Setup: annotate(markerKey, marker), Raw: true, Patch: data("b")},
+	{Name: "an editor adds an owner to a ConfigMap", Target: ConfigMap, Actor: Editor, Token: NoToken, Patch: owners(ghost),
+		Want: fencing.ReasonTokenMissing},
+	{Name: "the garbage collector orphans a ConfigMap", Target: ConfigMap, Actor: GarbageCollector, Token: NoToken, Setup: owners(ghost),
+		Patch: owners()},
+	{Name: "the holder writes a ConfigMap after its release", Target: ConfigMap, Actor: HolderUser, Token: CurrentToken, Lease: Released,
+		Patch: data("b"), Want: fencing.ReasonNotHolder},
+	{Name: "an editor deletes a ConfigMap", Target: ConfigMap, Actor: Editor, Op: admission.Delete, Want: fencing.ReasonNotHolder},
+	{Name: "the holder's user deletes a ConfigMap without the marker", Target: ConfigMap, Actor: HolderUser, Op: admission.Delete,
+		Want: fencing.ReasonTokenMissing},
+	{Name: "the holder deletes a ConfigMap after its marker", Target: ConfigMap, Actor: HolderUser, Op: admission.Delete, Setup: annotate(markerKey, marker),
+		Precondition: true},
+	{Name: "the holder's user deletes a ConfigMap after the marker without a precondition", Target: ConfigMap, Actor: HolderUser,
+		Op: admission.Delete, Setup: annotate(markerKey, marker), Want: fencing.ReasonTokenMissing},
+
+	// A Deployment the same FencingPolicy covers, and the cluster's controllers.
+	{Name: "the Deployment controller writes status", Target: Deployment, Actor: DeploymentCtrl, Token: NoToken, Subresource: "status",
+		Patch: status(7)},
+	{Name: "the Deployment controller writes the revision", Target: Deployment, Actor: DeploymentCtrl, Token: NoToken, Subresource: "status",
+		Patch: annotate("deployment.kubernetes.io/revision", "2")},
+	{Name: "the Deployment controller annotates through status", Target: Deployment, Actor: DeploymentCtrl, Token: NoToken, Subresource: "status",
+		Patch: annotate("example.com/owner", "x"), Want: fencing.ReasonTokenMissing, Why: "the status exemption covers status only"},
+	{Name: "another kube-system controller writes the revision", Target: Deployment, Actor: ReplicaSetCtrl, Token: NoToken, Subresource: "status",
+		Patch: annotate("deployment.kubernetes.io/revision", "2"), Want: fencing.ReasonTokenMissing},
+	{Name: "an editor writes status", Target: Deployment, Actor: Editor, Token: NoToken, Subresource: "status", Patch: status(7),
+		Want: fencing.ReasonTokenMissing},
+	{Name: "the holder scales", Target: Deployment, Actor: HolderUser, Token: CurrentToken, Patch: replicas(2)},
+	{Name: "a stale holder scales", Target: Deployment, Actor: HolderUser, Token: StaleToken, Patch: replicas(2), Want: fencing.ReasonStale},
+
+	// The Lease, under the Lease policy.
+	{Name: "the holder renews", Target: Lease, Actor: HolderUser, Token: CurrentToken, Patch: renew},
+	{Name: "the holder's user renews without a token", Target: Lease, Actor: HolderUser, Token: NoToken, Patch: renew, Want: LeasePolicy,
+		Why: "every acquire, renew and release presents the epoch it is made at"},
+	{Name: "the holder drops the declaration", Target: Lease, Actor: HolderUser, Token: CurrentToken, Patch: declare(""), Want: LeasePolicy,
+		Why: "the copy of the Lease relies on every later acquisition fencing the declared kinds"},
+	{Name: "another elector takes the holder without a new epoch", Target: Lease, Actor: OtherElector, Token: CurrentToken,
+		Patch: holderIs("intruder"), Want: LeasePolicy},
+	{Name: "another elector acquires, declaring", Target: Lease, Actor: OtherElector, Token: FutureToken, Patch: acquire(true)},
+	{Name: "another elector acquires, dropping the declaration", Target: Lease, Actor: OtherElector, Token: FutureToken, Patch: acquire(false),
+		Want: LeasePolicy},
+	{Name: "the holder adds an owner to its Lease", Target: Lease, Actor: HolderUser, Token: CurrentToken, Patch: owners(ghost),
+		Want: LeasePolicy, Why: "an owner would let the garbage collector delete the Lease resources are bound to"},
+}
+
+// ghost is an owner that does not exist.
+var ghost = map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "ghost", "uid": "00000000-0000-0000-0000-000000000001"}
+
+func data(v string) func(map[string]any) map[string]any {
+	return func(stored map[string]any) map[string]any {
+		if stored["kind"] == string(FencedResource) {
+			return map[string]any{"spec": map[string]any{"data": map[string]any{"v": v}}}
+		}
+		return map[string]any{"data": map[string]any{"v": v}}
+	}
+}
+
+func replicas(n int64) func(map[string]any) map[string]any {
+	return func(map[string]any) map[string]any { return map[string]any{"spec": map[string]any{"replicas": n}} }
+}
+
+func status(generation int64) func(map[string]any) map[string]any {
+	return func(map[string]any) map[string]any {
+		return map[string]any{"status": map[string]any{"observedGeneration": generation}}
+	}
+}
+
+func label(k string, v any) func(map[string]any) map[string]any {
+	return func(map[string]any) map[string]any {
+		return map[string]any{"metadata": map[string]any{"labels": map[string]any{k: v}}}
+	}
+}
+
+func annotate(k string, v any) func(map[string]any) map[string]any {
+	return func(stored map[string]any) map[string]any {
+		if v == marker {
+			v = currentEpoch(stored)
+		}
+		return map[string]any{"metadata": map[string]any{"annotations": map[string]any{k: v}}}
+	}
+}
+
+// currentEpoch is the epoch the stored object was written at: a FencedResource's spec.epoch, an object's
+// record.
+func currentEpoch(stored map[string]any) string {
+	if spec, ok := stored["spec"].(map[string]any); ok && stored["kind"] == string(FencedResource) {
+		switch e := spec["epoch"].(type) {
+		case int64:
+			return itoa(e)
+		case float64:
+			return itoa(int64(e))
+		}
+	}
+	md, _ := stored["metadata"].(map[string]any)
+	ann, _ := md["annotations"].(map[string]any)
+	s, _ := ann[recordKey].(string)
+	return s
+}
+
+func finalizers(n int) func(map[string]any) map[string]any {
+	return func(map[string]any) map[string]any {
+		f := make([]any, n)
+		for i := range f {
+			f[i] = fmt.Sprintf("example.com/f%d", i)
+		}
+		return map[string]any{"metadata": map[string]any{"finalizers": f}}
+	}
+}
+
+func owners(refs ...map[string]any) func(map[string]any) map[string]any {
+	return func(map[string]any) map[string]any {
+		list := make([]any, len(refs))
+		for i, r := range refs {
+			list[i] = r
+		}
+		return map[string]any{"metadata": map[string]any{"ownerReferences": list}}
+	}
+}
+
+// marker is the deletion marker at the current epoch, as the stored record says it.
+const marker = "<the record>"
+
+// stealOwnership moves ownership of the data out of every managedFields entry into a new Apply entry of
+// the holder's epoch manager, as a write that changes nothing but managedFields can.
+func stealOwnership(stored map[string]any) map[string]any {
+	md, _ := stored["metadata"].(map[string]any)
+	list, _ := md["managedFields"].([]any)
+	out := make([]any, 0, len(list)+1)
+	for _, raw := range list {
+		e, _ := raw.(map[string]any)
+		c := map[string]any{}
+		for k, v := range e {
+			c[k] = v
+		}
+		if f, ok := c["fieldsV1"].(map[string]any); ok {
+			c["fieldsV1"] = withoutData(f)
+		}
+		out = append(out, c)
+	}
+	owned := map[string]any{"f:data": map[string]any{"f:v": map[string]any{}}}
+	if stored["kind"] == string(FencedResource) {
+		owned = map[string]any{"f:spec": map[string]any{"f:data": map[string]any{}}}
+	}
+	out = append(out, map[string]any{"manager": elector.FieldManagerFor(Current), "operation": "Apply",
+		"apiVersion": stored["apiVersion"], "fieldsType": "FieldsV1", "fieldsV1": owned})
+	return map[string]any{"metadata": map[string]any{"managedFields": out}}
+}
+
+// withoutData is a managedFields fieldsV1 without the data it owns.
+func withoutData(f map[string]any) map[string]any {
+	c := map[string]any{}
+	for k, v := range f {
+		switch k {
+		case "f:data":
+			continue
+		case "f:spec":
+			if s, ok := v.(map[string]any); ok {
+				s2 := map[string]any{}
+				for sk, sv := range s {
+					if sk != "f:data" {
+						s2[sk] = sv
+					}
+				}
+				v = s2
+			}
+		}
+		c[k] = v
+	}
+	return c
+}
+
+func renew(stored map[string]any) map[string]any {
+	return map[string]any{"spec": map[string]any{"renewTime": nextRenewTime(stored)}}
+}
+
+func holderIs(h string) func(map[string]any) map[string]any {
+	return func(stored map[string]any) map[string]any {
+		return map[string]any{"spec": map[string]any{"holderIdentity": h, "renewTime": nextRenewTime(stored)}}
+	}
+}
+
+func declare(fences string) func(map[string]any) map[string]any {
+	return func(stored map[string]any) map[string]any {
+		var v any = fences
+		if fences == "" {
+			v = nil
+		}
+		return map[string]any{"metadata": map[string]any{"annotations": map[string]any{elector.FencesAnnotation: v}},
+			"spec": map[string]any{"renewTime": nextRenewTime(stored)}}
+	}
+}
+
+// acquire is another elector's acquisition at the next epoch (the row's FutureToken), as pkg/elector
+// writes it, with or without the declaration the Lease carries.
+func acquire(declaring bool) func(map[string]any) map[string]any {
+	return func(stored map[string]any) map[string]any {
+		var fences any
+		if declaring {
+			fences = elector.Fences{FencedResources: true, Objects: true}.String()
+		}
+		md, _ := stored["metadata"].(map[string]any)
+		ann, _ := md["annotations"].(map[string]any)
+		epoch, _ := strconv.ParseInt(fmt.Sprint(ann[elector.EpochAnnotation]), 10, 64)
+		return map[string]any{
+			"metadata": map[string]any{"annotations": map[string]any{elector.EpochAnnotation: itoa(epoch + 1),
+				elector.AcquirerAnnotation: string(OtherElector), elector.FencesAnnotation: fences}},
+			"spec": map[string]any{"holderIdentity": "intruder", "acquireTime": nextRenewTime(stored), "renewTime": nextRenewTime(stored)},
+		}
+	}
+}
+
+// nextRenewTime is the renewTime a renewal writes: now, as the elector writes it (the Lease rows run on
+// the apiserver only, at the time they run).
+func nextRenewTime(map[string]any) string { return time.Now().UTC().Format(metav1.RFC3339Micro) }

@@ -1,0 +1,220 @@
+package admission_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/operator/admission"
+	"github.com/fencekit/fencekit/internal/operator/admission/cases"
+	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/fencing"
+)
+
+// base is the stored target of every row, as the holder wrote it at cases.Current: with the managedFields
+// entry of its epoch manager owning what it wrote.
+func base(target cases.Target) map[string]any {
+	manager := map[string]any{"manager": elector.FieldManagerFor(cases.Current), "operation": "Update", "fieldsType": "FieldsV1"}
+	meta := map[string]any{"namespace": "ns", "resourceVersion": "7", "uid": "00000000-0000-0000-0000-0000000000aa"}
+	switch target {
+	case cases.FencedResource:
+		meta["name"] = "r"
+		meta["annotations"] = map[string]any{fencingv1alpha1.WriterAnnotation: cases.Holder}
+		manager["apiVersion"] = "fencing.fencekit.io/v1alpha1"
+		manager["fieldsV1"] = map[string]any{"f:metadata": map[string]any{"f:annotations": map[string]any{"f:" + fencingv1alpha1.WriterAnnotation: map[string]any{}}},
+			"f:spec": map[string]any{"f:data": map[string]any{}, "f:epoch": map[string]any{}}}
+		meta["managedFields"] = []any{manager}
+		return map[string]any{"apiVersion": "fencing.fencekit.io/v1alpha1", "kind": "FencedResource", "metadata": meta,
+			"spec": map[string]any{"leaseName": "l", "epoch": cases.Current, "data": map[string]any{"v": "a"}}}
+	case cases.ConfigMap:
+		meta["name"] = "cm"
+		meta["labels"] = map[string]any{"app": "fenced"}
+		meta["annotations"] = map[string]any{fencingv1alpha1.ObjectEpochAnnotation: "3"}
+		manager["apiVersion"] = "v1"
+		manager["fieldsV1"] = map[string]any{"f:data": map[string]any{"f:v": map[string]any{}},
+			"f:metadata": map[string]any{"f:labels": map[string]any{"f:app": map[string]any{}}, "f:annotations": map[string]any{"f:" + fencingv1alpha1.ObjectEpochAnnotation: map[string]any{}}}}
+		meta["managedFields"] = []any{manager}
+		return map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": map[string]any{"v": "a"}}
+	default:
+		meta["name"] = "dep"
+		meta["labels"] = map[string]any{"app": "fenced"}
+		meta["annotations"] = map[string]any{fencingv1alpha1.ObjectEpochAnnotation: "3"}
+		return map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
+			"spec": map[string]any{"replicas": int64(1)}, "status": map[string]any{"observedGeneration": int64(1)}}
+	}
+}
+
+func mergePatch(t *testing.T, obj map[string]any, patch any) map[string]any {
+	t.Helper()
+	doc, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p []byte
+	if s, ok := patch.(string); ok {
+		p = []byte(s)
+	} else if p, err = json.Marshal(patch); err != nil {
+		t.Fatal(err)
+	}
+	out, err := jsonpatch.MergePatch(doc, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(out); err != nil {
+		t.Fatal(err)
+	}
+	return u.Object
+}
+
+// leaseFor is Lease l in the row's state, at cases.Current, acquired by the holder's user.
+func leaseFor(c cases.Case) *coordinationv1.Lease {
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "l", Labels: map[string]string{elector.FencedLabel: "true"},
+			Annotations: map[string]string{elector.EpochAnnotation: "3", elector.AcquirerAnnotation: string(cases.HolderUser),
+				elector.FencesAnnotation: elector.Fences{FencedResources: true, Objects: true}.String()}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(cases.Holder), LeaseDurationSeconds: ptr.To[int32](15),
+			RenewTime: ptr.To(metav1.NewMicroTime(now.Add(-5 * time.Second)))},
+	}
+	if c.Lease == cases.Released {
+		l.Spec.HolderIdentity = ptr.To("")
+	}
+	return l
+}
+
+// request is the admission request of row c: its stored object after the setup, and what its write
+// results in.
+func request(t *testing.T, c cases.Case) *admission.Request {
+	t.Helper()
+	stored := base(c.Target)
+	if c.Setup != nil {
+		stored = mergePatch(t, stored, c.Stamp(c.Setup(stored), cases.Current))
+	}
+	op := c.Op
+	if op == "" {
+		op = admission.Update
+	}
+	r := &admission.Request{Operation: op, Subresource: c.Subresource, User: admission.User{Name: string(c.Actor), Groups: c.Actor.Groups()},
+		Kind: string(c.Target), Namespace: "ns", LeaseName: "l", Old: &unstructured.Unstructured{Object: stored}}
+	r.Name, _, _ = unstructured.NestedString(stored, "metadata", "name")
+	if c.Target == cases.FencedResource {
+		r.Class = admission.FencedResource
+	} else {
+		// The FencingPolicy's coverage was recorded before the stale holder's acquisition.
+		r.Class, r.Policy, r.CoveredBefore = admission.Object, "ns/app", true
+		r.CoverageRecorded, r.CoverageEpoch = true, cases.Stale-1
+	}
+	if op == admission.Delete {
+		if c.Precondition {
+			r.DeletePrecondition = r.Old.GetResourceVersion()
+		}
+		return r
+	}
+	if e := c.Token.Epoch(); e != 0 {
+		r.FieldManager = elector.FieldManagerFor(e)
+	}
+	written := mergePatch(t, stored, c.Stamp(c.Patch(stored), c.Token.Epoch()))
+	r.New = &unstructured.Unstructured{Object: written}
+	if r.Class == admission.Object {
+		labels, _, _ := unstructured.NestedStringMap(written, "metadata", "labels")
+		r.CoveredAfter = c.Target == cases.Deployment || labels["app"] == "fenced"
+	}
+	return r
+}
+
+// TestCases runs every row of the threat model (internal/operator/admission/cases) but the Lease policy's through
+// the rule, as the webhook does with a quorum read of the Lease; and again with a copy of the Lease that
+// lags the acquisition of cases.Current (it shows the stale holder's epoch, live, declaring): the copy
+// must never admit what the quorum read refuses, nor refuse a write whose verdict needs the Lease.
+func TestCases(t *testing.T) {
+	for _, c := range cases.Table {
+		if c.Target == cases.Lease {
+			continue // the Lease policy is CEL: internal/operator runs these rows on the apiserver
+		}
+		t.Run(c.Name, func(t *testing.T) {
+			r := request(t, c)
+			lease := leaseFor(c)
+			got := decideOnQuorum(r, lease)
+			var reason fencing.Reason
+			if got != nil {
+				reason = got.Reason
+				if diff := diffErr(got, got); diff != "" {
+					t.Error(diff)
+				}
+			}
+			if reason != c.Want {
+				t.Fatalf("Decide = %q (%v), want %q", reason, got, c.Want)
+			}
+
+			lagging := lease.DeepCopy()
+			lagging.Annotations[elector.EpochAnnotation] = "2"
+			if v := admission.Decide(r, admission.ParseLease(lagging, admission.Copy), now); v.Admitted() && got != nil {
+				t.Errorf("a copy lagging at epoch 2 admits what the quorum read refuses (%s)", got.Reason)
+			} else if v.Need == admission.Decided && v.Err != nil && admission.Decide(r, nil, now).Need != admission.Decided {
+				t.Errorf("a copy refused a write that needs the Lease (%v): a copy may only admit", v.Err)
+			}
+		})
+	}
+}
+
+// TestCopyDecides: which writes the webhook's copy of the Lease may admit on its own. It is the fast path
+// (no quorum read), so it is taken for the holder's steady writes, and for nothing that changes coverage,
+// raises, or writes a subresource.
+func TestCopyDecides(t *testing.T) {
+	holderWrite := func(target cases.Target, patch func(map[string]any) map[string]any) cases.Case {
+		return cases.Case{Target: target, Actor: cases.HolderUser, Token: cases.CurrentToken, Patch: patch}
+	}
+	data := func(stored map[string]any) map[string]any {
+		if stored["kind"] == "FencedResource" {
+			return map[string]any{"spec": map[string]any{"data": map[string]any{"v": "b"}}}
+		}
+		return map[string]any{"data": map[string]any{"v": "b"}}
+	}
+	relabel := func(map[string]any) map[string]any {
+		return map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": nil}}}
+	}
+	tests := map[string]struct {
+		c        cases.Case
+		declares elector.Fences
+		coverage func(*admission.Request)
+		want     admission.Need // Decided: admitted on the copy
+	}{
+		"the holder's FencedResource write, declared":   {holderWrite(cases.FencedResource, data), elector.Fences{FencedResources: true}, nil, admission.Decided},
+		"the holder's ConfigMap write, declared":        {holderWrite(cases.ConfigMap, data), elector.Fences{Objects: true}, nil, admission.Decided},
+		"the holder's ConfigMap write, other kind":      {holderWrite(cases.ConfigMap, data), elector.Fences{FencedResources: true}, nil, admission.NeedQuorum},
+		"the holder's FencedResource write, undeclared": {holderWrite(cases.FencedResource, data), elector.Fences{}, nil, admission.NeedQuorum},
+		"the holder labels a ConfigMap out":             {holderWrite(cases.ConfigMap, relabel), elector.Fences{Objects: true}, nil, admission.NeedQuorum},
+		// The policy changed (or was created) while the Lease was held at Current: that acquisition's
+		// fence did not list what it declares now.
+		"the holder's ConfigMap write, policy changed in this term": {holderWrite(cases.ConfigMap, data), elector.Fences{Objects: true},
+			func(r *admission.Request) { r.CoverageEpoch = cases.Current }, admission.NeedQuorum},
+		"the holder's ConfigMap write, coverage not recorded": {holderWrite(cases.ConfigMap, data), elector.Fences{Objects: true},
+			func(r *admission.Request) { r.CoverageRecorded = false }, admission.NeedQuorum},
+		"the holder's ConfigMap write, policy changed before this term": {holderWrite(cases.ConfigMap, data), elector.Fences{Objects: true},
+			func(r *admission.Request) { r.CoverageEpoch = cases.Current - 1 }, admission.Decided},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := request(t, tc.c)
+			if tc.coverage != nil {
+				tc.coverage(r)
+			}
+			if v := admission.Decide(r, nil, now); v.Need != admission.NeedLease && tc.want == admission.Decided {
+				t.Fatalf("Decide without a Lease = %v, want NeedLease (the copy may decide)", v.Need)
+			}
+			l := leaseFor(tc.c)
+			l.Annotations[elector.FencesAnnotation] = tc.declares.String()
+			v := admission.Decide(r, admission.ParseLease(l, admission.Copy), now)
+			if v.Need != tc.want || (tc.want == admission.Decided && v.Err != nil) {
+				t.Errorf("Decide on the copy = %v (%v), want %v", v.Need, v.Err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,108 @@
+package admission_test
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/operator/admission"
+	"github.com/fencekit/fencekit/pkg/fencing"
+)
+
+// TestClusterControllers: the writes of the cluster's own controllers the rule lets through without a
+// token, each under its ServiceAccount and under kube-controller-manager's one credential; and the
+// neighbouring writes it refuses, which is what a stale holder or a user could try with them.
+func TestClusterControllers(t *testing.T) {
+	obj := func(kind string, fields map[string]any) *unstructured.Unstructured {
+		u := map[string]any{"apiVersion": "v1", "kind": kind, "metadata": map[string]any{"namespace": "ns", "name": "x",
+			"annotations": map[string]any{fencingv1alpha1.ObjectEpochAnnotation: "5"}}}
+		for k, v := range fields {
+			u[k] = v
+		}
+		return &unstructured.Unstructured{Object: u}
+	}
+	claim := func(volume string, ann map[string]any) *unstructured.Unstructured {
+		u := obj("PersistentVolumeClaim", map[string]any{"spec": map[string]any{"volumeName": volume, "storageClassName": "manual"}})
+		a := u.GetAnnotations()
+		for k, v := range ann {
+			a[k] = v.(string)
+		}
+		u.SetAnnotations(a)
+		return u
+	}
+	secret := func(typ, token string) *unstructured.Unstructured {
+		d := map[string]any{}
+		if token != "" {
+			d["token"] = token
+		}
+		return obj("Secret", map[string]any{"type": typ, "data": d})
+	}
+	job := func(ttl bool, finished string) *unstructured.Unstructured {
+		spec := map[string]any{}
+		if ttl {
+			spec["ttlSecondsAfterFinished"] = int64(0)
+		}
+		status := map[string]any{}
+		if finished != "" {
+			status["conditions"] = []any{map[string]any{"type": finished, "status": "True"}}
+		}
+		return obj("Job", map[string]any{"spec": spec, "status": status})
+	}
+	bound := map[string]any{"pv.kubernetes.io/bind-completed": "yes", "pv.kubernetes.io/bound-by-controller": "yes"}
+	tests := map[string]struct {
+		user     string
+		op       admission.Operation
+		old, new *unstructured.Unstructured
+		want     fencing.Reason
+	}{
+		"the volume binder binds a claim":                  {admission.VolumeBinderUser, admission.Update, claim("", nil), claim("pv-1", bound), ""},
+		"kube-controller-manager (one credential) binds":   {admission.ControllerManagerUser, admission.Update, claim("", nil), claim("pv-1", bound), ""},
+		"the volume binder rebinds a bound claim":          {admission.VolumeBinderUser, admission.Update, claim("pv-1", bound), claim("pv-2", bound), fencing.ReasonTokenMissing},
+		"the volume binder changes the claim's class":      {admission.VolumeBinderUser, admission.Update, claim("", nil), obj("PersistentVolumeClaim", map[string]any{"spec": map[string]any{"storageClassName": "fast"}}), fencing.ReasonTokenMissing},
+		"another kube-system controller binds a claim":     {admission.ReplicaSetCtrlUser, admission.Update, claim("", nil), claim("pv-1", bound), fencing.ReasonTokenMissing},
+		"a user binds a claim":                             {"jane", admission.Update, claim("", nil), claim("pv-1", bound), fencing.ReasonTokenMissing},
+		"the token controller fills a token Secret":        {admission.TokenControllerUser, admission.Update, secret("kubernetes.io/service-account-token", ""), secret("kubernetes.io/service-account-token", "dG9r"), ""},
+		"kube-controller-manager fills a token Secret":     {admission.ControllerManagerUser, admission.Update, secret("kubernetes.io/service-account-token", ""), secret("kubernetes.io/service-account-token", "dG9r"), ""},
+		"the token controller writes an Opaque Secret":     {admission.TokenControllerUser, admission.Update, secret("Opaque", ""), secret("Opaque", "dG9r"), fencing.ReasonTokenMissing},
+		"a user fills a token Secret":                      {"jane", admission.Update, secret("kubernetes.io/service-account-token", ""), secret("kubernetes.io/service-account-token", "dG9r"), fencing.ReasonTokenMissing},
+		"the TTL controller deletes a finished Job":        {admission.TTLControllerUser, admission.Delete, job(true, "Complete"), nil, ""},
+		"the TTL controller deletes a failed Job":          {admission.TTLControllerUser, admission.Delete, job(true, "Failed"), nil, ""},
+		"the TTL controller deletes a running Job":         {admission.TTLControllerUser, admission.Delete, job(true, ""), nil, fencing.ReasonNotHolder},
+		"the TTL controller deletes a Job without a TTL":   {admission.TTLControllerUser, admission.Delete, job(false, "Complete"), nil, fencing.ReasonNotHolder},
+		"another kube-system controller deletes the Job":   {admission.ReplicaSetCtrlUser, admission.Delete, job(true, "Complete"), nil, fencing.ReasonNotHolder},
+		"kube-controller-manager (one credential) orphans": {admission.ControllerManagerUser, admission.Update, obj("ConfigMap", map[string]any{"metadata": map[string]any{"namespace": "ns", "name": "x", "annotations": map[string]any{fencingv1alpha1.ObjectEpochAnnotation: "5"}, "ownerReferences": []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u"}}}}), obj("ConfigMap", nil), ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			kind := tc.old.GetKind()
+			r := &admission.Request{Class: admission.Object, Operation: tc.op, Kind: kind, Namespace: "ns", Name: "x", Policy: "ns/app",
+				LeaseName: "orders-writer", User: admission.User{Name: tc.user}, Old: tc.old, New: tc.new, CoveredBefore: true, CoveredAfter: tc.new != nil}
+			err := decideOnQuorum(r, leaseAt("5"))
+			var got fencing.Reason
+			if err != nil {
+				got = err.Reason
+			}
+			if got != tc.want {
+				t.Errorf("Decide = %q (%v), want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestRefusedControllers: declaring a resource a cluster controller writes warns, naming the controller
+// and what breaks.
+func TestRefusedControllers(t *testing.T) {
+	p := &fencingv1alpha1.FencingPolicy{}
+	p.Namespace, p.Name = "ns", "app"
+	p.Spec.Resources = []fencingv1alpha1.FencedObjects{{Resource: "configmaps"}, {Group: "apps", Resource: "replicasets"}, {Resource: "pods"}}
+	got := admission.RefusedControllers(p)
+	if len(got) != 2 {
+		t.Fatalf("RefusedControllers = %q, want 2 warnings (replicasets, pods)", got)
+	}
+	for i, want := range []string{"FencingPolicy ns/app declares replicasets.apps: the Deployment controller", "FencingPolicy ns/app declares pods: the ReplicaSet, Job"} {
+		if len(got[i]) < len(want) || got[i][:len(want)] != want {
+			t.Errorf("warning %d = %q, want it to start %q", i, got[i], want)
+		}
+	}
+}

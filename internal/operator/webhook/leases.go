@@ -1,0 +1,59 @@
+package webhook
+
+import (
+	"context"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/fencekit/fencekit/pkg/elector"
+)
+
+// LeaseCache is the webhooks' watch-fed copy of the fenced Leases (label fencing.fencekit.io/fenced=true).
+// The admission rule may let it *admit* a write, and only one that fence-on-acquire makes safe to decide
+// from a copy that lags (internal/operator/admission, copyEligible and copyMayAdmit). Every other decision, and
+// every refusal, is made on a quorum read of the Lease.
+// The reason a lagging copy is safe there is written once, at copyEligible; docs/design/lease-reads.md and
+// docs/design/residuals.md say what the copy does not cover.
+type LeaseCache struct {
+	informer cache.SharedIndexInformer
+	lister   coordinationlisters.LeaseLister
+}
+
+// NewLeaseCache returns a LeaseCache that lists and watches the fenced Leases of every namespace with cs;
+// add it to the manager (it runs on every replica, as the webhooks do).
+func NewLeaseCache(cs kubernetes.Interface) *LeaseCache {
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = elector.FencedLabel + "=true"
+	}))
+	leases := f.Coordination().V1().Leases()
+	return &LeaseCache{informer: leases.Informer(), lister: leases.Lister()}
+}
+
+var _ manager.LeaderElectionRunnable = (*LeaseCache)(nil)
+
+// Start runs the informer until ctx ends.
+func (c *LeaseCache) Start(ctx context.Context) error {
+	c.informer.Run(ctx.Done())
+	return nil
+}
+
+// NeedLeaderElection is false: every replica serves the webhooks.
+func (c *LeaseCache) NeedLeaderElection() bool { return false }
+
+// Lease returns the copy of Lease namespace/name as it stands (nil if the copy has none); do not modify it.
+func (c *LeaseCache) Lease(namespace, name string) *coordinationv1.Lease {
+	l, err := c.lister.Leases(namespace).Get(name)
+	if err != nil {
+		return nil
+	}
+	return l
+}
+
+// Synced reports whether the copy has listed the Leases once (false for a nil LeaseCache: no copy).
+func (c *LeaseCache) Synced() bool { return c != nil && c.informer.HasSynced() }

@@ -1,0 +1,165 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	core "github.com/fencekit/fencekit/internal/operator/admission"
+)
+
+// ObjectsPath is where the object webhook serves. The operator points the webhooks it generates from the
+// FencingPolicies (one per namespace, in the ValidatingWebhookConfiguration it keeps) at it.
+const ObjectsPath = "/fence-objects"
+
+// ObjectValidator decides every create, update, patch (subresources included) and delete of an object
+// that a FencingPolicy declares, with the admission rule (internal/operator/admission).
+type ObjectValidator struct {
+	// policies reads FencingPolicies, normally from the manager's cache; the decider's reader reads
+	// Leases, Namespaces and, when the cache shows no policy for a request the apiserver sent here, the
+	// policies again, straight from the apiserver (quorum reads).
+	policies ctrl.Reader
+	decider
+}
+
+// NewObjectValidator returns an ObjectValidator; reader must not be a cache.
+func NewObjectValidator(policies, reader ctrl.Reader, opts ...Option) *ObjectValidator {
+	return &ObjectValidator{policies: policies, decider: newDecider(webhookObjects, reader, opts)}
+}
+
+// SetupObjectsWithManager registers the object webhook on mgr's webhook server at ObjectsPath, recording
+// refusals as Events with the manager's recorder.
+func SetupObjectsWithManager(mgr manager.Manager, opts ...Option) {
+	opts = append([]Option{WithEventRecorder(mgr.GetEventRecorder(eventSource))}, opts...)
+	mgr.GetWebhookServer().Register(ObjectsPath, &webhook.Admission{Handler: NewObjectValidator(mgr.GetClient(), mgr.GetAPIReader(), opts...)})
+}
+
+// Handle decides one admission request.
+func (v *ObjectValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	r, err := decodeRequest(req, core.Object)
+	if err != nil {
+		return badRequest(err)
+	}
+	policy, err := v.policyFor(ctx, req, r)
+	if err != nil {
+		return statusResponse(err)
+	}
+	if policy == nil {
+		return admission.Allowed("")
+	}
+	r.Policy, r.LeaseName = policy.Namespace+"/"+policy.Name, policy.Spec.LeaseName
+	verdict, err := v.decide(ctx, r)
+	return v.respond(ctx, req, r, verdict, err)
+}
+
+// regarding is the reference an Event about the refused write is recorded on: the written object. It
+// is nil, and no Event is recorded, for a create with generateName (the object has no name) and for a
+// subresource other than status (the request names the subresource's kind, Scale or Eviction, not the
+// object's).
+//
+// It returns a runtime.Object so that "none" is a nil interface, which report tests for, never a nil
+// *ObjectReference inside one.
+func regarding(req admission.Request, r *core.Request) runtime.Object {
+	if strings.HasSuffix(r.Name, "*") || r.Name == "" || (req.SubResource != "" && req.SubResource != "status") {
+		return nil
+	}
+	ref := &corev1.ObjectReference{Kind: req.Kind.Kind, Namespace: r.Namespace, Name: r.Name,
+		APIVersion: schema.GroupVersion{Group: req.Kind.Group, Version: req.Kind.Version}.String()}
+	switch {
+	case r.Old != nil:
+		ref.UID = r.Old.GetUID()
+	case r.New != nil:
+		ref.UID = r.New.GetUID()
+	}
+	return ref
+}
+
+func objectRef(r *core.Request) klog.ObjectRef { return klog.KRef(r.Namespace, r.Name) }
+
+// policyFor finds the FencingPolicy that declares the object of r, nil if none does (nor ever does one the
+// cluster owns, fencingv1alpha1.ClusterOwned), and sets r's coverage
+// before and after the write. The cache is read first; if it shows none although the apiserver sent the
+// request (the operator configured the webhook for this namespace and resource from a policy the cache has
+// not seen yet, or not any more), the policies are listed again from the apiserver. Two policies bound to
+// different Leases that both cover the object (only possible if they were admitted concurrently) refuse
+// the write: fail closed.
+func (v *ObjectValidator) policyFor(ctx context.Context, req admission.Request, r *core.Request) (*fencingv1alpha1.FencingPolicy, error) {
+	gr := schema.GroupResource{Group: req.Resource.Group, Resource: req.Resource.Resource}
+	if fencingv1alpha1.ClusterOwned(gr.Group, gr.Resource, r.Name) {
+		return nil, nil
+	}
+	var old, new map[string]string
+	if r.Old != nil {
+		old = r.Old.GetLabels()
+	}
+	if r.New != nil {
+		new = r.New.GetLabels()
+	}
+	list, matching, err := policiesFor(ctx, v.policies, req.Namespace, gr, req.SubResource, old, new)
+	if err == nil && len(matching) == 0 {
+		list, matching, err = policiesFor(ctx, v.reader, req.Namespace, gr, req.SubResource, old, new)
+	}
+	if err != nil {
+		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("listing the FencingPolicies of namespace %s to fence %s %s/%s: %v",
+			req.Namespace, r.Kind, r.Namespace, r.Name, err))
+	}
+	if len(matching) == 0 {
+		return nil, nil
+	}
+	for _, p := range matching[1:] {
+		if p.Spec.LeaseName != matching[0].Spec.LeaseName {
+			return nil, apierrors.NewForbidden(gr, r.Name, fmt.Errorf(
+				"%s %s/%s is declared by FencingPolicy %s (lease %s) and FencingPolicy %s (lease %s): an object can be fenced by one Lease only; delete one of them",
+				r.Kind, r.Namespace, r.Name, matching[0].Name, matching[0].Spec.LeaseName, p.Name, p.Spec.LeaseName))
+		}
+	}
+	r.CoveredBefore = r.Old != nil && core.Covered(list, gr.Group, gr.Resource, req.SubResource, old)
+	r.CoveredAfter = r.New != nil && core.Covered(list, gr.Group, gr.Resource, req.SubResource, new)
+	// The copy may decide only above every matching policy's coverage epoch, and only once each has one
+	// for its current generation.
+	r.CoverageRecorded = true
+	for _, p := range matching {
+		r.CoverageRecorded = r.CoverageRecorded && p.Status.CoverageGeneration == p.Generation
+		r.CoverageEpoch = max(r.CoverageEpoch, p.Status.CoverageEpoch)
+	}
+	return &matching[0], nil
+}
+
+// PoliciesFor lists the FencingPolicies of namespace that declare a write of an object of resource gr
+// (through subresource, "" for the object itself) whose labels are old before the write (nil on create)
+// and new after it (nil on delete), sorted by name. It is the object webhook's matching, for the tools that
+// explain its decisions (kubectl fencekit explain).
+func PoliciesFor(ctx context.Context, r ctrl.Reader, namespace string, gr schema.GroupResource, subresource string, old, new map[string]string) ([]fencingv1alpha1.FencingPolicy, error) {
+	_, matching, err := policiesFor(ctx, r, namespace, gr, subresource, old, new)
+	return matching, err
+}
+
+// policiesFor lists the policies of namespace, and those of them that cover the object with its old or
+// its new labels, sorted by name.
+func policiesFor(ctx context.Context, r ctrl.Reader, namespace string, gr schema.GroupResource, subresource string, old, new map[string]string) ([]fencingv1alpha1.FencingPolicy, []fencingv1alpha1.FencingPolicy, error) {
+	var list fencingv1alpha1.FencingPolicyList
+	if err := r.List(ctx, &list, ctrl.InNamespace(namespace)); err != nil {
+		return nil, nil, err
+	}
+	var out []fencingv1alpha1.FencingPolicy
+	for _, p := range list.Items {
+		one := []fencingv1alpha1.FencingPolicy{p}
+		if core.Covered(one, gr.Group, gr.Resource, subresource, old) || core.Covered(one, gr.Group, gr.Resource, subresource, new) {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b fencingv1alpha1.FencingPolicy) int { return strings.Compare(a.Name, b.Name) })
+	return list.Items, out, nil
+}
