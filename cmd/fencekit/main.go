@@ -5,8 +5,8 @@
 //	fencekit selftest   the Helm chart's `helm test`: a stale write refused by the webhook, a current one admitted
 //	fencekit version    print the version
 //
-// It only parses flags and wires; the work is done in internal/leadrun. It links no test code (make
-// check-binaries); the development commands are in cmd/fencekit-dev.
+// It only parses flags and wires; the work is done in internal/cli/leadrun. It links no test code (make
+// importcheck); the development commands are in cmd/fencekit-dev.
 package main
 
 import (

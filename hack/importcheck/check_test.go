@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 const mod = "example.com/m"
@@ -91,6 +92,60 @@ func TestCheck(t *testing.T) {
 				got = append(got, line)
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("breaches (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestShippedBinaries runs the project's own rules on graphs in which a shipped binary links what it must
+// not: Go's testing package through another module, envtest, a test helper, the operator, the demo.
+func TestShippedBinaries(t *testing.T) {
+	cases := map[string]struct {
+		graph *graph
+		want  []string
+	}{
+		"the CLI reaches testing through another module": {
+			graph: graphOf("cmd/fencekit: internal/cli/leadrun", "internal/cli/leadrun: std/example.org/x",
+				"std/example.org/x: std/testing", "std/testing:"),
+			want: []string{"the build of cmd/fencekit reaches testing: cmd/fencekit -> internal/cli/leadrun -> example.org/x -> testing"},
+		},
+		"the operator's binary reaches envtest": {
+			graph: graphOf("cmd/manager: internal/operator", "internal/operator: std/sigs.k8s.io/controller-runtime/pkg/envtest",
+				"std/sigs.k8s.io/controller-runtime/pkg/envtest:"),
+			want: []string{"the build of cmd/manager reaches sigs.k8s.io/controller-runtime/pkg/envtest: cmd/manager -> internal/operator -> sigs.k8s.io/controller-runtime/pkg/envtest"},
+		},
+		"the CLI reaches the operator and the demo": {
+			graph: graphOf("cmd/fencekit: internal/operator/webhook, internal/dev/demo", "internal/operator/webhook:", "internal/dev/demo:"),
+			want: []string{
+				"the build of cmd/fencekit reaches internal/operator/webhook: cmd/fencekit -> internal/operator/webhook",
+				"the build of cmd/fencekit reaches internal/dev/demo: cmd/fencekit -> internal/dev/demo",
+			},
+		},
+		"the kubectl plugin reaches a test helper": {
+			graph: graphOf("cmd/kubectl-fencekit: internal/cli/plugin", "internal/cli/plugin: test/util/testenv", "test/util/testenv:"),
+			want: []string{
+				"the build of internal/cli/plugin reaches test/util/testenv: internal/cli/plugin -> test/util/testenv",
+				// once for the rule of cmd/... and internal/..., once for the plugin's own
+				"the build of cmd/kubectl-fencekit reaches test/util/testenv: cmd/kubectl-fencekit -> internal/cli/plugin -> test/util/testenv",
+				"the build of cmd/kubectl-fencekit reaches test/util/testenv: cmd/kubectl-fencekit -> internal/cli/plugin -> test/util/testenv",
+			},
+		},
+		"the shipped binaries link what they may": {
+			graph: graphOf("cmd/fencekit: internal/cli/leadrun, internal/procfs", "internal/cli/leadrun: pkg/elector, std/fmt",
+				"internal/procfs:", "pkg/elector:", "std/fmt:",
+				"cmd/manager: internal/operator", "internal/operator: internal/operator/webhook, internal/version",
+				"internal/operator/webhook: api/v1alpha1", "internal/version:", "api/v1alpha1:"),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var got []string
+			for _, b := range check(tc.graph, rules) {
+				line, _, _ := strings.Cut(strings.TrimPrefix(b, "import rule broken: "), "\n")
+				got = append(got, line)
+			}
+			if diff := cmp.Diff(tc.want, got, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 				t.Errorf("breaches (-want +got):\n%s", diff)
 			}
 		})

@@ -23,6 +23,13 @@ type rule struct {
 // its operator (internal/procfs reads /proc for them; internal/dev/devcluster is the dev cluster they share with make demo), what the tests of the public packages may use.
 var controlPlane = []string{"test/util/testenv", "internal/dev/devcluster", "internal/scheme", "test/util/pgtest", "internal/dev/postgres", "internal/procfs"}
 
+// testCode are the packages outside the module that no shipped binary may link: Go's testing package and
+// controller-runtime's envtest (which starts kube-apiserver and etcd).
+var testCode = []string{"testing", "sigs.k8s.io/controller-runtime/pkg/envtest"}
+
+// shared are the module's packages every binary may use.
+var shared = []string{"api/...", "pkg/...", "internal/scheme", "internal/version", "internal/procfs"}
+
 // rules are the import rules of docs/design/imports.md.
 var rules = []rule{
 	{
@@ -66,6 +73,26 @@ var rules = []rule{
 		May:      []string{"api/...", "pkg/...", "internal/..."},
 		Why: "the shipped and development binaries link no test helper: test infrastructure lives under test/ " +
 			"(test/util), and only tests import it",
+	},
+	{
+		Subjects: []string{"cmd/manager"},
+		May:      append([]string{"internal/operator/..."}, shared...),
+		Never:    testCode,
+		Why:      "the operator's binary links the operator and the library, no test code",
+	},
+	{
+		Subjects: []string{"cmd/fencekit"},
+		May:      append([]string{"internal/cli/..."}, shared...),
+		Never:    testCode,
+		Why: "users copy the fencekit CLI into their images: it links its own features and the library, " +
+			"neither test code nor the demo, the dev cluster or the operator",
+	},
+	{
+		Subjects: []string{"cmd/kubectl-fencekit"},
+		May:      append([]string{"internal/cli/...", "internal/operator/..."}, shared...),
+		Never:    testCode,
+		Why: "the kubectl plugin links the admission decision to explain refusals, never test code, the demo " +
+			"or the dev cluster",
 	},
 	{
 		Subjects: controlPlane,
