@@ -68,7 +68,7 @@ func RepoRoot() string {
 	if !ok {
 		panic("testenv: cannot locate the repository")
 	}
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
 }
 
 // Start starts a control plane and installs fencekit's CRDs.
