@@ -78,14 +78,7 @@ func TestClusterControllers(t *testing.T) {
 			kind := tc.old.GetKind()
 			r := &admission.Request{Class: admission.Object, Operation: tc.op, Kind: kind, Namespace: "ns", Name: "x", Policy: "ns/app",
 				LeaseName: "orders-writer", User: admission.User{Name: tc.user}, Old: tc.old, New: tc.new, CoveredBefore: true, CoveredAfter: tc.new != nil}
-			err := decideOnQuorum(r, leaseAt("5"))
-			var got fencing.Reason
-			if err != nil {
-				got = err.Reason
-			}
-			if got != tc.want {
-				t.Errorf("Decide = %q (%v), want %q", got, err, tc.want)
-			}
+			wantReason(t, decideOnQuorum(r, leaseAt("5")), tc.want)
 		})
 	}
 }

@@ -452,59 +452,30 @@ func TestMaxEpochAgrees(t *testing.T) {
 
 func TestParseLease(t *testing.T) {
 	renewed := now.Add(-5 * time.Second)
+	// held is leaseAt's Lease as ParseLease reads it (held by worker-b, acquired as worker-b-user, renewed
+	// 5s ago for 15s), with the given epoch or, for an annotation that is no epoch, the error naming it.
+	held := func(epoch int64, epochErr string) admission.Lease {
+		return admission.Lease{Name: "orders-writer", Fenced: true, Epoch: epoch, Holder: "worker-b", Acquirer: "worker-b-user",
+			RenewTime: renewed, Duration: 15 * time.Second, EpochErr: epochErr}
+	}
 	tests := map[string]struct {
 		lease *coordinationv1.Lease
 		want  admission.Lease
 	}{
-		"an acquired lease": {
-			lease: leaseAt("6"),
-			want: admission.Lease{Name: "orders-writer", Fenced: true, Epoch: 6, Holder: "worker-b", Acquirer: "worker-b-user",
-				RenewTime: renewed, Duration: 15 * time.Second},
-		},
+		"an acquired lease": {leaseAt("6"), held(6, "")},
+		"garbage epoch":     {leaseAt("six"), held(0, `its fencing.fencekit.io/epoch annotation "six" is not an epoch >= 1`)},
+		"empty epoch":       {leaseAt(""), held(0, `its fencing.fencekit.io/epoch annotation "" is not an epoch >= 1`)},
+		"negative epoch":    {leaseAt("-3"), held(0, `its fencing.fencekit.io/epoch annotation "-3" is not an epoch >= 1`)},
+		"leading zero (not the canonical form the elector writes)": {leaseAt("07"), held(0, `its fencing.fencekit.io/epoch annotation "07" is not an epoch >= 1`)},
+		"plus sign":              {leaseAt("+7"), held(0, `its fencing.fencekit.io/epoch annotation "+7" is not an epoch >= 1`)},
+		"epoch beyond int64":     {leaseAt("9223372036854775808"), held(0, `its fencing.fencekit.io/epoch annotation "9223372036854775808" is not an epoch >= 1`)},
+		"largest epoch (2^53-1)": {leaseAt("9007199254740991"), held(9007199254740991, "")},
+		"epoch above 2^53-1": {leaseAt("9007199254740992"),
+			held(0, `its fencing.fencekit.io/epoch annotation "9007199254740992" is above the highest epoch 9007199254740991 (no fencekit elector issues it)`)},
 		"no annotations at all (a plain client-go lease)": {
 			lease: leaseAt("6", func(l *coordinationv1.Lease) { l.Annotations = nil }),
 			want: admission.Lease{Name: "orders-writer", Fenced: true, Holder: "worker-b", RenewTime: renewed, Duration: 15 * time.Second,
 				EpochErr: "it has no fencing.fencekit.io/epoch annotation (no fencekit elector has acquired it)"},
-		},
-		"garbage epoch": {
-			lease: leaseAt("six"),
-			want: admission.Lease{Name: "orders-writer", Fenced: true, Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed, Duration: 15 * time.Second,
-				EpochErr: `its fencing.fencekit.io/epoch annotation "six" is not an epoch >= 1`},
-		},
-		"empty epoch": {
-			lease: leaseAt(""),
-			want: admission.Lease{Name: "orders-writer", Fenced: true, Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed, Duration: 15 * time.Second,
-				EpochErr: `its fencing.fencekit.io/epoch annotation "" is not an epoch >= 1`},
-		},
-		"negative epoch": {
-			lease: leaseAt("-3"),
-			want: admission.Lease{Name: "orders-writer", Fenced: true, Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed, Duration: 15 * time.Second,
-				EpochErr: `its fencing.fencekit.io/epoch annotation "-3" is not an epoch >= 1`},
-		},
-		"leading zero (not the canonical form the elector writes)": {
-			lease: leaseAt("07"),
-			want: admission.Lease{Name: "orders-writer", Fenced: true, Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed, Duration: 15 * time.Second,
-				EpochErr: `its fencing.fencekit.io/epoch annotation "07" is not an epoch >= 1`},
-		},
-		"plus sign": {
-			lease: leaseAt("+7"),
-			want: admission.Lease{Name: "orders-writer", Fenced: true, Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed, Duration: 15 * time.Second,
-				EpochErr: `its fencing.fencekit.io/epoch annotation "+7" is not an epoch >= 1`},
-		},
-		"epoch beyond int64": {
-			lease: leaseAt("9223372036854775808"),
-			want: admission.Lease{Name: "orders-writer", Fenced: true, Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed, Duration: 15 * time.Second,
-				EpochErr: `its fencing.fencekit.io/epoch annotation "9223372036854775808" is not an epoch >= 1`},
-		},
-		"largest epoch (2^53-1)": {
-			lease: leaseAt("9007199254740991"),
-			want: admission.Lease{Name: "orders-writer", Fenced: true, Epoch: 9007199254740991, Holder: "worker-b", Acquirer: "worker-b-user",
-				RenewTime: renewed, Duration: 15 * time.Second},
-		},
-		"epoch above 2^53-1": {
-			lease: leaseAt("9007199254740992"),
-			want: admission.Lease{Name: "orders-writer", Fenced: true, Holder: "worker-b", Acquirer: "worker-b-user", RenewTime: renewed, Duration: 15 * time.Second,
-				EpochErr: `its fencing.fencekit.io/epoch annotation "9007199254740992" is above the highest epoch 9007199254740991 (no fencekit elector issues it)`},
 		},
 		"released, never renewed, no duration": {
 			lease: leaseAt("2", func(l *coordinationv1.Lease) {

@@ -105,15 +105,20 @@ func TestObjectWrite(t *testing.T) {
 			case "released":
 				lease = leaseAt("5", func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("") })
 			}
-			err := checkObjectWrite(tc.w, lease, tc.req)
-			var got fencing.Reason
-			if err != nil {
-				got = err.Reason
-			}
-			if got != tc.want {
-				t.Errorf("Decide = %q (%v), want %q", got, err, tc.want)
-			}
+			wantReason(t, checkObjectWrite(tc.w, lease, tc.req), tc.want)
 		})
+	}
+}
+
+// wantReason fails t unless err, the decision on a request, refuses with reason want ("": admits).
+func wantReason(t *testing.T, err *fencing.Error, want fencing.Reason) {
+	t.Helper()
+	var got fencing.Reason
+	if err != nil {
+		got = err.Reason
+	}
+	if got != want {
+		t.Errorf("Decide = %q (%v), want %q", got, err, want)
 	}
 }
 
@@ -144,14 +149,7 @@ func TestObjectDelete(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			err := checkObjectDelete(tc.old, leaseAt("5"), tc.req)
-			var got fencing.Reason
-			if err != nil {
-				got = err.Reason
-			}
-			if got != tc.want {
-				t.Errorf("Decide = %q (%v), want %q", got, err, tc.want)
-			}
+			wantReason(t, checkObjectDelete(tc.old, leaseAt("5"), tc.req), tc.want)
 		})
 	}
 }
