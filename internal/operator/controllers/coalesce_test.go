@@ -11,7 +11,6 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator/controllers"
-	"github.com/fencekit/fencekit/test/util/operatortest"
 )
 
 // TestStatusCoalescesDataWrites: under sustained writes of data by the holder, the operator writes a
@@ -19,9 +18,7 @@ import (
 // makes the apiserver admit the holder's next write twice), and once the writes stop, observedGeneration
 // catches up with the last write's generation without any further event, as kstatus and Argo CD expect.
 func TestStatusCoalescesDataWrites(t *testing.T) {
-	operatortest.Start(t, env)
-	ctx := t.Context()
-	ns := env.Namespace(t)
+	ctx, ns := startOperator(t)
 	a := newWorker(t, ns, "worker-a")
 	a.LeaseDuration = time.Hour // not renewed during the test
 	key := declare(t, ns, "orders", "orders-writer")

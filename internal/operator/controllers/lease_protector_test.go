@@ -17,7 +17,6 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator/controllers"
 	"github.com/fencekit/fencekit/pkg/elector"
-	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
@@ -34,6 +33,15 @@ func protected(t *testing.T, key types.NamespacedName) (exists, finalizer bool, 
 		fmt.Sprintf("finalizers %v, deletionTimestamp %v", l.Finalizers, l.DeletionTimestamp)
 }
 
+// protectedIs is the condition that the Lease key exists and carries the operator's finalizer (want true)
+// or exists without it (want false).
+func protectedIs(t *testing.T, key types.NamespacedName, want bool) func() (bool, string) {
+	return func() (bool, string) {
+		exists, fin, seen := protected(t, key)
+		return exists && fin == want, seen
+	}
+}
+
 func deleteFencedResource(t *testing.T, key types.NamespacedName) {
 	t.Helper()
 	fr := &fencingv1alpha1.FencedResource{}
@@ -43,57 +51,49 @@ func deleteFencedResource(t *testing.T, key types.NamespacedName) {
 	}
 }
 
+// boundLease runs the operator and gives t a namespace with the Lease orders-writer, acquired by worker-a
+// at epoch, and a FencedResource of each of names bound to it.
+func boundLease(t *testing.T, epoch int64, names ...string) (context.Context, types.NamespacedName, []types.NamespacedName) {
+	t.Helper()
+	ctx, ns := startOperator(t)
+	lease := types.NamespacedName{Namespace: ns, Name: "orders-writer"}
+	newWorker(t, ns, "worker-a").Acquire(t, ns, lease.Name, epoch)
+	var keys []types.NamespacedName
+	for _, name := range names {
+		keys = append(keys, declare(t, ns, name, lease.Name))
+	}
+	return ctx, lease, keys
+}
+
 // TestLeaseFinalizer: the operator protects a Lease while any FencedResource is bound to it and releases it
 // when the last one is deleted; Leases nobody is bound to are left alone.
 func TestLeaseFinalizer(t *testing.T) {
-	operatortest.Start(t, env)
-	ns := env.Namespace(t)
-	a := newWorker(t, ns, "worker-a")
-	lease := types.NamespacedName{Namespace: ns, Name: "orders-writer"}
-	a.Acquire(t, ns, lease.Name, 1)
-	first := declare(t, ns, "orders", lease.Name)
-	second := declare(t, ns, "invoices", lease.Name)
+	_, lease, bound := boundLease(t, 1, "orders", "invoices")
+	first, second := bound[0], bound[1]
 
 	// A Lease of the same name in another namespace, with a resource bound to a third Lease beside it.
 	other := env.Namespace(t)
 	newWorker(t, other, "worker-a").Acquire(t, other, lease.Name, 1)
 	declare(t, other, "unrelated", "another-writer")
 
-	testenv.Eventually(t, "the bound lease gets the finalizer", func() (bool, string) {
-		_, fin, seen := protected(t, lease)
-		return fin, seen
-	})
+	testenv.Eventually(t, "the bound lease gets the finalizer", protectedIs(t, lease, true))
 	if _, fin, seen := protected(t, types.NamespacedName{Namespace: other, Name: lease.Name}); fin {
 		t.Errorf("a lease nothing is bound to was protected: %s", seen)
 	}
 
 	deleteFencedResource(t, first)
-	consistently(t, "the finalizer stays while "+second.Name+" is bound", 2*time.Second, func() (bool, string) {
-		_, fin, seen := protected(t, lease)
-		return fin, seen
-	})
+	consistently(t, "the finalizer stays while "+second.Name+" is bound", 2*time.Second, protectedIs(t, lease, true))
 
 	deleteFencedResource(t, second)
-	testenv.Eventually(t, "the finalizer is removed once no resource is bound", func() (bool, string) {
-		exists, fin, seen := protected(t, lease)
-		return exists && !fin, seen
-	})
+	testenv.Eventually(t, "the finalizer is removed once no resource is bound", protectedIs(t, lease, false))
 }
 
 // TestLeaseDeleteWhileBound: deleting a Lease that resources are bound to leaves it Terminating (its
 // epochs are still what they compare against) until the last bound resource is gone.
 func TestLeaseDeleteWhileBound(t *testing.T) {
-	operatortest.Start(t, env)
-	ctx := t.Context()
-	ns := env.Namespace(t)
-	a := newWorker(t, ns, "worker-a")
-	lease := types.NamespacedName{Namespace: ns, Name: "orders-writer"}
-	a.Acquire(t, ns, lease.Name, 2)
-	key := declare(t, ns, "orders", lease.Name)
-	testenv.Eventually(t, "the bound lease gets the finalizer", func() (bool, string) {
-		_, fin, seen := protected(t, lease)
-		return fin, seen
-	})
+	ctx, lease, bound := boundLease(t, 2, "orders")
+	key := bound[0]
+	testenv.Eventually(t, "the bound lease gets the finalizer", protectedIs(t, lease, true))
 	eventuallyStatus(t, "the resource reports the lease", key,
 		fencingv1alpha1.FencedResourceStatus{LeaseEpoch: 2, LeaseHolder: "worker-a", Conditions: behindLease("0", "2")})
 
@@ -135,9 +135,7 @@ func TestLeaseDeleteWhileBound(t *testing.T) {
 // not both bound and labelled: one protected before the label was required, or one whose label an admin
 // removed.
 func TestLeaseFinalizerOnlyOnFencedLeases(t *testing.T) {
-	operatortest.Start(t, env)
-	ctx := t.Context()
-	ns := env.Namespace(t)
+	ctx, ns := startOperator(t)
 	plainLease := func(name string, finalizers ...string) types.NamespacedName {
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": "web"}, Finalizers: finalizers},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("web-0"), LeaseDurationSeconds: ptr.To[int32](15)}}
@@ -160,20 +158,11 @@ func TestLeaseFinalizerOnlyOnFencedLeases(t *testing.T) {
 	declare(t, ns, "legacy", oldBound.Name)
 	oldUnbound := plainLease("legacy-idle", controllers.LeaseFinalizer)
 
-	testenv.Eventually(t, "the bound fenced lease gets the finalizer", func() (bool, string) {
-		_, fin, seen := protected(t, fenced)
-		return fin, seen
-	})
+	testenv.Eventually(t, "the bound fenced lease gets the finalizer", protectedIs(t, fenced, true))
 	for _, key := range []types.NamespacedName{oldBound, oldUnbound} {
-		testenv.Eventually(t, "the finalizer is removed from the unlabelled lease "+key.String(), func() (bool, string) {
-			exists, fin, seen := protected(t, key)
-			return exists && !fin, seen
-		})
+		testenv.Eventually(t, "the finalizer is removed from the unlabelled lease "+key.String(), protectedIs(t, key, false))
 	}
-	consistently(t, "the bound unlabelled lease is not protected", 2*time.Second, func() (bool, string) {
-		exists, fin, seen := protected(t, plain)
-		return exists && !fin, seen
-	})
+	consistently(t, "the bound unlabelled lease is not protected", 2*time.Second, protectedIs(t, plain, false))
 
 	// An admin (break-glass) removes the fenced label from the bound Lease: it is released.
 	l, err := getLease(t, fenced)
@@ -185,8 +174,5 @@ func TestLeaseFinalizerOnlyOnFencedLeases(t *testing.T) {
 	if err := env.Client.Patch(ctx, unlabelled, client.MergeFrom(l)); err != nil {
 		t.Fatalf("the admin removing the fenced label of %s: %v", fenced, err)
 	}
-	testenv.Eventually(t, "the finalizer is removed from the bound lease that lost its label", func() (bool, string) {
-		exists, fin, seen := protected(t, fenced)
-		return exists && !fin, seen
-	})
+	testenv.Eventually(t, "the finalizer is removed from the bound lease that lost its label", protectedIs(t, fenced, false))
 }

@@ -67,10 +67,7 @@ func TestOperatorWithItsOwnRole(t *testing.T) {
 	eventuallyStatus(t, "status at the lease's epoch", key,
 		fencingv1alpha1.FencedResourceStatus{AdmittedEpoch: 1, Holder: "worker-a", LeaseEpoch: 1, LeaseHolder: "worker-a",
 			Conditions: atLeaseEpoch("1")})
-	testenv.Eventually(t, "the finalizer added to the fenced lease", func() (bool, string) {
-		_, fin, seen := protected(t, lease)
-		return fin, seen
-	})
+	testenv.Eventually(t, "the finalizer added to the fenced lease", protectedIs(t, lease, true))
 
 	_, err := fencing.NewWriter(b.Client).Set(ctx, ta, key, map[string]any{"v": "copied"})
 	if !fencing.IsNotHolder(err) {
@@ -80,8 +77,5 @@ func TestOperatorWithItsOwnRole(t *testing.T) {
 		fmt.Sprintf(`user "worker-b-user" is not the user that acquired lease orders-writer at epoch 1 ("worker-a-user"): only the holder worker-a may write FencedResource %s/orders`, ns))
 
 	deleteFencedResource(t, key)
-	testenv.Eventually(t, "the finalizer removed from the fenced lease", func() (bool, string) {
-		exists, fin, seen := protected(t, lease)
-		return exists && !fin, seen
-	})
+	testenv.Eventually(t, "the finalizer removed from the fenced lease", protectedIs(t, lease, false))
 }

@@ -12,8 +12,6 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -224,9 +222,7 @@ func TestDryRunRefusalsLeaveNoTrace(t *testing.T) {
 // webhook, leaves a Warning Event on that object and counts in
 // fencekit_webhook_admission_refusals_total{webhook="objects"}; a refused dry run does neither.
 func TestObjectRefusalsAreReported(t *testing.T) {
-	operatortest.Start(t, env)
-	ctx := t.Context()
-	ns := env.Namespace(t)
+	ctx, ns := startOperator(t)
 	w := newWorker(t, ns, "app")
 	w.Acquire(t, ns, "app-writer", 3)
 	p := &fencingv1alpha1.FencingPolicy{
@@ -277,13 +273,7 @@ func TestObjectRefusalsAreReported(t *testing.T) {
 // labels (`key="value"`), from its /metrics endpoint.
 func apiserverCounter(t *testing.T, name string, labels ...string) float64 {
 	t.Helper()
-	cfg := rest.CopyConfig(env.Config)
-	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
-	rc, err := rest.UnversionedRESTClientFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := rc.Get().AbsPath("/metrics").DoRaw(t.Context())
+	body, err := restClient(t).Get().AbsPath("/metrics").DoRaw(t.Context())
 	if err != nil {
 		t.Fatalf("reading the apiserver's metrics: %v", err)
 	}
@@ -314,9 +304,7 @@ func apiserverCounter(t *testing.T, name string, labels ...string) float64 {
 // apiserver_request_total{resource="fencedresources",code="422"} and
 // apiserver_validating_admission_policy_check_total{policy="fencekit-fenced-leases",enforcement_action="deny"}.
 func TestRefusalsInsideTheApiserverAreCounted(t *testing.T) {
-	operatortest.Start(t, env)
-	ctx := t.Context()
-	ns := env.Namespace(t)
+	ctx, ns := startOperator(t)
 	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
 	key := declare(t, ns, "orders", "orders-writer")
 	ta := a.Acquire(t, ns, "orders-writer", 5)

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
@@ -31,6 +32,13 @@ var statusCmp = []cmp.Option{
 
 // worker is one lease contender; see testenv.Worker.
 type worker = testenv.Worker
+
+// startOperator runs the operator in process for t (operatortest.Start) and gives t a namespace of its own.
+func startOperator(t *testing.T) (context.Context, string) {
+	t.Helper()
+	operatortest.Start(t, env)
+	return t.Context(), env.Namespace(t)
+}
 
 func newWorker(t *testing.T, ns, holder string) worker { return env.NewWorker(t, ns, holder) }
 
