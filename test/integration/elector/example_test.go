@@ -11,11 +11,11 @@ import (
 	"github.com/fencekit/fencekit/pkg/elector"
 )
 
-// pkg/elector's package example, run on the control plane (namespace default): a worker competes for the
-// Lease "orders-writer", does its guarded work while it leads, carrying the epoch, and releases when done so
-// that a standby takes over at once.
+// pkg/elector's package example, run on the control plane (namespace default) so that its output is
+// checked: a worker competes for the Lease "orders-writer", does its guarded work while it leads, carrying
+// the epoch, and releases when done so that a standby takes over at once.
 func Example() {
-	cs, err := kubernetes.NewForConfig(env.Config) // your rest.Config
+	cs, err := kubernetes.NewForConfig(env.Config) // your rest.Config: rest.InClusterConfig() in a pod
 	if err != nil {
 		panic(err)
 	}
