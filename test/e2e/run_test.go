@@ -16,10 +16,15 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/cli/leadrun"
 	"github.com/fencekit/fencekit/internal/dev/demo"
 	"github.com/fencekit/fencekit/internal/dev/postgres"
 	"github.com/fencekit/fencekit/internal/procfs"
+	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing/sqlfence"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
@@ -36,44 +41,96 @@ while :; do
   sleep 0.2
 done`
 
-type runProc struct {
-	cmd  *exec.Cmd
-	log  string
+// fencekitProc is one `fencekit` command a test started, its stdout and stderr in a file.
+type fencekitProc struct {
+	cmd *exec.Cmd
+	out string
+	// done receives what Wait returned; whoever takes it puts it back, for the next reader and the cleanup.
 	done chan error
+}
+
+// startFencekit starts bin (cmd/fencekit, built) with args, env added to the test's environment. When the
+// test ends, the command is continued (it may have been stopped) and ended with SIGTERM, and its output is
+// logged if the test failed.
+func startFencekit(t *testing.T, bin string, env []string, args ...string) *fencekitProc {
+	t.Helper()
+	out, err := os.Create(filepath.Join(t.TempDir(), "fencekit.out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &fencekitProc{cmd: exec.Command(bin, args...), out: out.Name(), done: make(chan error, 1)}
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = out, out
+	if err := p.cmd.Start(); err != nil {
+		_ = out.Close()
+		t.Fatalf("starting fencekit %s: %v", strings.Join(args, " "), err)
+	}
+	go func() {
+		err := p.cmd.Wait()
+		_ = out.Close()
+		p.done <- err
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		p.done <- <-p.done
+		if t.Failed() {
+			t.Logf("fencekit %s's output:\n%s", strings.Join(args, " "), p.output())
+		}
+	})
+	return p
+}
+
+// wait waits up to timeout for the command to exit: it reports whether it did, and what Wait returned.
+func (p *fencekitProc) wait(timeout time.Duration) (bool, error) {
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return true, err
+	case <-time.After(timeout):
+		return false, nil
+	}
+}
+
+// output is what the command printed so far.
+func (p *fencekitProc) output() string {
+	b, _ := os.ReadFile(p.out)
+	return string(b)
+}
+
+// buildFencekit builds cmd/fencekit.
+func buildFencekit(t *testing.T) string {
+	t.Helper()
+	bin, err := demo.Build(testenv.RepoRoot(), t.TempDir(), "./cmd/fencekit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// electorFlags are the flags of `fencekit run` and `fencekit elect` that make identity, authenticated by
+// kubeconfig, compete for lease in the target's namespace at quick timings (a 2 s lease).
+func electorFlags(kubeconfig, lease, identity string) []string {
+	return []string{"--kubeconfig=" + kubeconfig, "--namespace=" + target.Namespace, "--lease=" + lease, "--identity=" + identity,
+		"--lease-duration=2s", "--renew-deadline=1500ms", "--retry-period=300ms", "--safety-margin=200ms"}
+}
+
+// runProc is `fencekit run` running the writer script, which logs its writes to log.
+type runProc struct {
+	*fencekitProc
+	log string
 }
 
 // startRun starts `fencekit run` as a worker of the demo's cluster, running the writer script.
 func startRun(t *testing.T, bin, kubeconfig, identity, dsn string) *runProc {
 	t.Helper()
-	dir := t.TempDir()
 	bindir, err := postgres.BinDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &runProc{log: filepath.Join(dir, "writes.log"), done: make(chan error, 1)}
-	p.cmd = exec.Command(bin, "run", "--kubeconfig="+kubeconfig, "--namespace="+target.Namespace, "--lease=run-orders",
-		"--identity="+identity, "--lease-duration=2s", "--renew-deadline=1500ms", "--retry-period=300ms",
-		"--safety-margin=200ms", "--grace=2s", "--", "sh", "-c", writer)
-	p.cmd.Env = append(os.Environ(), "PSQL="+filepath.Join(bindir, "psql"), "DSN="+dsn, "LOG="+p.log)
-	out, err := os.Create(filepath.Join(dir, "fencekit-run.out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd.Stdout, p.cmd.Stderr = out, out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGCONT)
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		<-p.done
-		if t.Failed() {
-			b, _ := os.ReadFile(out.Name())
-			t.Logf("%s's output:\n%s", identity, b)
-		}
-	})
-	return p
+	log := filepath.Join(t.TempDir(), "writes.log")
+	args := append(electorFlags(kubeconfig, "run-orders", identity), "--grace=2s", "--", "sh", "-c", writer)
+	return &runProc{log: log, fencekitProc: startFencekit(t, bin, []string{"PSQL=" + filepath.Join(bindir, "psql"), "DSN=" + dsn, "LOG=" + log}, append([]string{"run"}, args...)...)}
 }
 
 // lines returns the script's log so far.
@@ -136,10 +193,7 @@ func TestFencekitRunPausedPastLease(t *testing.T) {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE orders_log (id bigserial PRIMARY KEY, holder text NOT NULL, epoch bigint NOT NULL, n int NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	bin, err := demo.Build(testenv.RepoRoot(), t.TempDir(), "./cmd/fencekit")
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := buildFencekit(t)
 
 	a := startRun(t, bin, target.W1Kubeconfig, "run-a", dsn)
 	a.waitLine(t, "run-a's first accepted write", func(l string) bool { return strings.HasPrefix(l, "accepted ") })
@@ -183,15 +237,13 @@ func TestFencekitRunPausedPastLease(t *testing.T) {
 	if err := syscall.Kill(a.cmd.Process.Pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-a.done:
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 143 {
-			t.Errorf("fencekit run (run-a) ended with %v, want exit status 143 (its script stopped with SIGTERM)", err)
-		}
-		a.done <- err // for the cleanup
-	case <-time.After(30 * time.Second):
+	exited, err := a.wait(30 * time.Second)
+	if !exited {
 		t.Fatal("run-a's fencekit run did not stop its script after it resumed")
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 143 {
+		t.Errorf("fencekit run (run-a) ended with %v, want exit status 143 (its script stopped with SIGTERM)", err)
 	}
 
 	// The database's own history: once run-b's epoch appears, no row of an earlier epoch follows.
@@ -261,33 +313,15 @@ func TestPostgresScenario(t *testing.T) {
 // which serves the next epoch; continued, it no longer claims to lead, on /token, /leader and in its file.
 func TestFencekitElectSidecar(t *testing.T) {
 	t.Parallel()
-	bin, err := demo.Build(testenv.RepoRoot(), t.TempDir(), "./cmd/fencekit")
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := buildFencekit(t)
 	type sidecar struct {
-		cmd       *exec.Cmd
+		*fencekitProc
 		url, file string
 	}
 	start := func(identity, kubeconfig string) sidecar {
-		dir := t.TempDir()
-		s := sidecar{url: fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t)), file: filepath.Join(dir, "token.json")}
-		s.cmd = exec.Command(bin, "elect", "--kubeconfig="+kubeconfig, "--namespace="+target.Namespace, "--lease=elect-orders",
-			"--identity="+identity, "--lease-duration=2s", "--renew-deadline=1500ms", "--retry-period=300ms", "--safety-margin=200ms",
-			"--serve="+strings.TrimPrefix(s.url, "http://"), "--token-file="+s.file)
-		out, err := os.Create(filepath.Join(dir, "out"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.cmd.Stdout, s.cmd.Stderr = out, out
-		if err := s.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = s.cmd.Process.Signal(syscall.SIGCONT)
-			_ = s.cmd.Process.Signal(syscall.SIGTERM)
-			_ = s.cmd.Wait()
-		})
+		s := sidecar{url: fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t)), file: filepath.Join(t.TempDir(), "token.json")}
+		args := append(electorFlags(kubeconfig, "elect-orders", identity), "--serve="+strings.TrimPrefix(s.url, "http://"), "--token-file="+s.file)
+		s.fencekitProc = startFencekit(t, bin, nil, append([]string{"elect"}, args...)...)
 		return s
 	}
 	token := func(s sidecar) (int, leadrun.State) {
@@ -335,4 +369,99 @@ func TestFencekitElectSidecar(t *testing.T) {
 		return code == http.StatusServiceUnavailable && !st.Leader && resp.StatusCode == http.StatusServiceUnavailable && !fromFile.Leader,
 			fmt.Sprintf("/token %d %+v, /leader %d, file %s", code, st, resp.StatusCode, b)
 	})
+}
+
+// TestFencekitRunFencesManyAtDefaultQPS: `fencekit run --kubeconfig` builds its rest.Config with
+// clientcmd, which keeps client-go's default client-side rate limit (5 QPS, burst 10), and runs its
+// elector at every default timing (PostAcquireTimeout = RenewDeadline = 10 s). With 100 FencedResources
+// bound to its Lease, the fence (1 list + 100 patches, through the operator's webhook) must still finish
+// before the timeout: the command runs, with the epoch every resource was raised to. Through a client
+// with the default limiter it needed about 18 s, so the command never ran.
+func TestFencekitRunFencesManyAtDefaultQPS(t *testing.T) {
+	t.Parallel()
+	const lease, n = "run-bulk", 100
+	ctx := t.Context()
+	for i := range n {
+		fr := &fencingv1alpha1.FencedResource{
+			ObjectMeta: metav1.ObjectMeta{Namespace: target.Namespace, Name: fmt.Sprintf("run-bulk-%03d", i), Labels: map[string]string{"e2e": lease}},
+			Spec:       fencingv1alpha1.FencedResourceSpec{LeaseName: lease},
+		}
+		if err := target.Admin.Create(ctx, fr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := buildFencekit(t)
+	epochFile := filepath.Join(t.TempDir(), "epoch")
+	p := startFencekit(t, bin, []string{"OUT=" + epochFile}, "run", "--kubeconfig="+target.W1Kubeconfig, "--namespace="+target.Namespace,
+		"--lease="+lease, "--identity=run-bulk", "--", "sh", "-c", `echo "$FENCEKIT_EPOCH" > "$OUT"`)
+	// The elector gives up on the fence after PostAcquireTimeout and competes again; this bound only keeps
+	// a command that never runs from hanging the test.
+	exited, err := p.wait(testenv.EventuallyTimeout + elector.DefaultLeaseDuration)
+	if !exited {
+		t.Fatalf("fencekit run never ran its command with %d FencedResources bound to lease %s", n, lease)
+	}
+	if err != nil {
+		t.Fatalf("fencekit run: %v", err)
+	}
+	raw, err := os.ReadFile(epochFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	epoch, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+	if err != nil {
+		t.Fatalf("the command saw FENCEKIT_EPOCH %q: %v", raw, err)
+	}
+
+	var list fencingv1alpha1.FencedResourceList
+	if err := target.Admin.List(ctx, &list, client.InNamespace(target.Namespace), client.MatchingLabels{"e2e": lease}); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != n {
+		t.Fatalf("%d FencedResources bound to lease %s, want %d", len(list.Items), lease, n)
+	}
+	for _, fr := range list.Items {
+		if fr.Spec.Epoch != epoch {
+			t.Errorf("FencedResource %s is at epoch %d, want %d (the epoch fencekit run handed its command)", fr.Name, fr.Spec.Epoch, epoch)
+		}
+	}
+}
+
+// TestFencekitRunWithoutFenceOnDeclaredLease: `fencekit run` (fence-on-acquire by default) declares on its
+// Lease that every acquisition fences the FencedResources; once it has, `fencekit run
+// --fence-on-acquire=false` may not take the Lease (the Lease policy refuses an acquisition that drops
+// the declaration). What its user sees: each retry logs the refusal, which names the Lease, the
+// declaration and the flag to use; after 3 refusals it exits with status 78 (setup), and the command
+// never runs.
+func TestFencekitRunWithoutFenceOnDeclaredLease(t *testing.T) {
+	t.Parallel()
+	const lease = "run-nofence"
+	bin := buildFencekit(t)
+	if out, err := exec.Command(bin, append(append([]string{"run"}, electorFlags(target.W1Kubeconfig, lease, "declares")...), "--", "true")...).CombinedOutput(); err != nil {
+		t.Fatalf("fencekit run with fence-on-acquire: %v\n%s", err, out)
+	}
+
+	ran := filepath.Join(t.TempDir(), "ran")
+	args := append(electorFlags(target.W1Kubeconfig, lease, "no-fence"), "--fence-on-acquire=false", "--", "sh", "-c", `touch "$RAN"`)
+	p := startFencekit(t, bin, []string{"RAN=" + ran}, append([]string{"run"}, args...)...)
+	exited, err := p.wait(time.Minute)
+	if !exited {
+		t.Fatal("fencekit run --fence-on-acquire=false retries a permanent refusal for ever")
+	}
+	if exit := (*exec.ExitError)(nil); !errors.As(err, &exit) || exit.ExitCode() != 78 {
+		t.Fatalf("fencekit run --fence-on-acquire=false ended with %v, want exit status 78", err)
+	}
+	s := p.output()
+	for _, w := range []string{
+		`fenced lease ` + lease + ` declares that every acquisition fences its FencedResources (annotation fencing.fencekit.io/fences=fencedresources)`,
+		`only an elector that fences them on acquire may take it`,
+		`fencekit run and fencekit elect: --fence-on-acquire, the default`,
+		"fencekit run: cannot elect on Lease " + target.Namespace + "/" + lease + ": refused by admission",
+	} {
+		if !strings.Contains(s, w) {
+			t.Errorf("its output lacks %q", w)
+		}
+	}
+	if _, err := os.Stat(ran); !os.IsNotExist(err) {
+		t.Fatalf("the command ran (%v) on a Lease this elector could not acquire", err)
+	}
 }
