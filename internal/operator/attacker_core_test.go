@@ -68,11 +68,7 @@ func TestCoreAttacks(t *testing.T) {
 				continue // refused: safe
 			}
 			tok := holder.Acquire(t, ns, "l", 2)
-			var err error
-			testenv.Eventually(t, "fence-on-acquire is decided (RBAC granted)", func() (bool, string) {
-				err = fencing.FenceObjectsOnAcquire(holder.Client, holder.Client).Raise(ctx, tok)
-				return err == nil || !isForbiddenByRBAC(err), errString(err)
-			})
+			err := retryRBAC(t, "fence-on-acquire", func() error { return fencing.FenceObjectsOnAcquire(holder.Client, holder.Client).Raise(ctx, tok) })
 			if err != nil {
 				t.Errorf("policy %+v admitted, and fence-on-acquire at epoch 2 fails: %v", res, err)
 			}
@@ -163,12 +159,9 @@ func TestCoreAttacks(t *testing.T) {
 			"metadata": map[string]any{"name": padded.Name, "namespace": ns, "annotations": ann}})
 		for i := range admission.MaxFreeManagers {
 			fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: padded.Name}}
-			var err error
-			testenv.Eventually(t, "an applier's write is decided", func() (bool, string) {
-				err = editor.Patch(ctx, fr, client.RawPatch(types.ApplyPatchType, body), client.FieldOwner(fmt.Sprintf("padder-%02d", i)))
-				return err == nil || !isForbiddenByRBAC(err), errString(err)
-			})
-			if err != nil {
+			if err := retryRBAC(t, "an applier's write", func() error {
+				return editor.Patch(ctx, fr, client.RawPatch(types.ApplyPatchType, body), client.FieldOwner(fmt.Sprintf("padder-%02d", i)))
+			}); err != nil {
 				break
 			}
 		}
@@ -210,11 +203,7 @@ func TestCoreAttacks(t *testing.T) {
 		fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owned",
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "editors", UID: "00000000-0000-0000-0000-0000000000ee"}}},
 			Spec: fencingv1alpha1.FencedResourceSpec{LeaseName: "l"}}
-		var err error
-		testenv.Eventually(t, "the editor's create is decided (RBAC granted)", func() (bool, string) {
-			err = editor.Create(ctx, fr.DeepCopy())
-			return err == nil || !isForbiddenByRBAC(err), errString(err)
-		})
+		err := retryRBAC(t, "the editor's create", func() error { return editor.Create(ctx, fr.DeepCopy()) })
 		mustContain(t, "an editor's create of a FencedResource with an owner", err, fencing.IsTokenMissing, "FencedResource "+ns+"/owned", "metadata.ownerReferences")
 	})
 
@@ -231,11 +220,7 @@ func TestCoreAttacks(t *testing.T) {
 		gitops := userClient(t, "gitops")
 		p := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "leases"},
 			Spec: fencingv1alpha1.FencingPolicySpec{LeaseName: "l", Resources: []fencingv1alpha1.FencedObjects{{Group: "coordination.k8s.io", Resource: "leases"}}}}
-		var err error
-		testenv.Eventually(t, "the policy write is decided (RBAC granted)", func() (bool, string) {
-			err = gitops.Create(ctx, p)
-			return err == nil || !isForbiddenByRBAC(err), errString(err)
-		})
+		err := retryRBAC(t, "the policy write", func() error { return gitops.Create(ctx, p) })
 		if err == nil {
 			t.Fatalf("a FencingPolicy covering leases was admitted")
 		}
@@ -280,11 +265,7 @@ func TestCoreAttacks(t *testing.T) {
 				return editor.Patch(ctx, cm(), client.RawPatch(types.MergePatchType, []byte(`{"data":{"v":"editor"}}`)), client.FieldOwner("fencing.fencekit.io/epoch=01"))
 			},
 		} {
-			var err error
-			testenv.Eventually(t, name+" is decided (RBAC granted)", func() (bool, string) {
-				err = write()
-				return err == nil || !isForbiddenByRBAC(err), errString(err)
-			})
+			err := retryRBAC(t, name, write)
 			if name == "a field manager that looks like a token" {
 				mustContain(t, name, err, func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonInvalid }, "ConfigMap "+ns+"/app", `"fencing.fencekit.io/epoch=01" is not a valid fencing token`)
 				continue
@@ -309,11 +290,7 @@ func TestCoreAttacks(t *testing.T) {
 		}
 		gc := userClient(t, admission.GarbageCollectorUser)
 		owner := `{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"ghost","uid":"00000000-0000-0000-0000-000000000001"}]}}`
-		var err error
-		testenv.Eventually(t, "the GC's write is decided (RBAC granted)", func() (bool, string) {
-			err = patchConfigMap(t, gc, ns, "app", owner)
-			return err == nil || !isForbiddenByRBAC(err), errString(err)
-		})
+		err := retryRBAC(t, "the GC's write", func() error { return patchConfigMap(t, gc, ns, "app", owner) })
 		mustContain(t, "the GC's user adds an owner", err, fencing.IsTokenMissing, "ConfigMap "+ns+"/app", "metadata.ownerReferences")
 		mustContain(t, "the GC's user changes data", patchConfigMap(t, gc, ns, "app", `{"data":{"v":"gc"}}`), fencing.IsTokenMissing, "data.v")
 		mustContain(t, "the namespace controller deletes in a live namespace",

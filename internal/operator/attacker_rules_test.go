@@ -57,6 +57,12 @@ func retryRBAC(t *testing.T, what string, write func() error) error {
 	return err
 }
 
+// patchDecided merge-patches obj as c once RBAC lets c patch it (see retryRBAC), and returns the decision.
+func patchDecided(t *testing.T, what string, c client.Client, obj client.Object, patch string) error {
+	t.Helper()
+	return retryRBAC(t, what, func() error { return c.Patch(t.Context(), obj, client.RawPatch(types.MergePatchType, []byte(patch))) })
+}
+
 func TestRuleChangeAttacks(t *testing.T) {
 	operatortest.Start(t, env)
 	ctx := t.Context()
@@ -95,10 +101,8 @@ func TestRuleChangeAttacks(t *testing.T) {
 		tc := userClient(t, admission.TokenControllerUser)
 		for _, p := range []string{`{"metadata":{"annotations":{"` + corev1.ServiceAccountNameKey + `":"other"}}}`,
 			`{"metadata":{"annotations":{"kubernetes.io/service-account.anything":"x"}}}`} {
-			mustContain(t, "the token controller writes "+p, retryRBAC(t, "a secret patch", func() error {
-				return tc.Patch(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sa-token"}},
-					client.RawPatch(types.MergePatchType, []byte(p)))
-			}), fencing.IsTokenMissing)
+			mustContain(t, "the token controller writes "+p,
+				patchDecided(t, "a secret patch", tc, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sa-token"}}, p), fencing.IsTokenMissing)
 		}
 	})
 
@@ -154,10 +158,7 @@ func TestRuleChangeAttacks(t *testing.T) {
 		binder, editor, single, rs := userClient(t, admission.VolumeBinderUser), userClient(t, "editor"), userClient(t, kcm),
 			userClient(t, admission.ReplicaSetCtrlUser)
 		patch := func(c client.Client, name, p string) error {
-			return retryRBAC(t, "a claim patch", func() error {
-				return c.Patch(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
-					client.RawPatch(types.MergePatchType, []byte(p)))
-			})
+			return patchDecided(t, "a claim patch", c, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, p)
 		}
 		mustContain(t, "an editor binds the holder's claim", patch(editor, "data", `{"spec":{"volumeName":"pv-evil"}}`), fencing.IsTokenMissing)
 		mustContain(t, "another kube-system controller binds the holder's claim", patch(rs, "data", `{"spec":{"volumeName":"pv-evil"}}`), fencing.IsTokenMissing)
@@ -196,10 +197,7 @@ func TestRuleChangeAttacks(t *testing.T) {
 		}
 		tc, editor := userClient(t, admission.TokenControllerUser), userClient(t, "editor")
 		patch := func(c client.Client, name, p string) error {
-			return retryRBAC(t, "a secret patch", func() error {
-				return c.Patch(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
-					client.RawPatch(types.MergePatchType, []byte(p)))
-			})
+			return patchDecided(t, "a secret patch", c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, p)
 		}
 		mustContain(t, "an editor writes the token", patch(editor, "sa-token", `{"data":{"token":"ZXZpbA=="}}`), fencing.IsTokenMissing)
 		mustContain(t, "the token controller writes other data", patch(tc, "sa-token", `{"data":{"extra":"ZXZpbA=="}}`), fencing.IsTokenMissing)
@@ -210,11 +208,7 @@ func TestRuleChangeAttacks(t *testing.T) {
 		if err := patch(tc, "sa-token", `{"data":{"token":"dA==","ca.crt":"Y2E=","namespace":"bnM="}}`); err != nil {
 			t.Errorf("the token controller fills the token: %v", err)
 		}
-		var got corev1.Secret
-		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "sa-token"}, &got); err != nil {
-			t.Fatal(err)
-		}
-		if string(got.Data["extra"]) != "holder" {
+		if got := readObject[corev1.Secret](t, ns, "sa-token"); string(got.Data["extra"]) != "holder" {
 			t.Errorf("the holder's data in the token Secret is %q", got.Data["extra"])
 		}
 	})
@@ -315,10 +309,8 @@ func TestRuleChangeAttacks(t *testing.T) {
 			t.Fatal(err)
 		}
 		editor := userClient(t, "editor")
-		mustContain(t, "an editor writes Secret kube-root-ca.crt", retryRBAC(t, "a secret patch", func() error {
-			return editor.Patch(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kube-root-ca.crt"}},
-				client.RawPatch(types.MergePatchType, []byte(`{"data":{"v":"ZXZpbA=="}}`)))
-		}), fencing.IsTokenMissing)
+		mustContain(t, "an editor writes Secret kube-root-ca.crt", patchDecided(t, "a secret patch", editor,
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kube-root-ca.crt"}}, `{"data":{"v":"ZXZpbA=="}}`), fencing.IsTokenMissing)
 		mustContain(t, "an editor deletes Secret kube-root-ca.crt", editor.Delete(ctx,
 			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kube-root-ca.crt"}}), fencing.IsNotHolder)
 		fr := declare(t, ns, "kube-root-ca.crt", appLease)

@@ -19,7 +19,6 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator"
 	"github.com/fencekit/fencekit/internal/operator/webhook"
-	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
@@ -109,21 +108,12 @@ func steadyOnCopy(t *testing.T, what string, n int, write func(i int) error) {
 func TestCoverageAttacks(t *testing.T) {
 	a := startCopyAttack(t)
 	ctx := t.Context()
-	objects := elector.Fences{Objects: true}
 	fenced := map[string]string{"app": "fenced"}
 
 	// The normal install order: the policy exists before the Lease (coverage epoch 0), so every acquisition
 	// listed what it declares, and the holder's steady writes are decided on the copy, none on a quorum read.
 	t.Run("the policy before the Lease keeps the fast path", func(t *testing.T) {
-		ns := a.namespace(t)
-		r1, _ := replicas(t, ns)
-		r1.Fences = objects
-		configMapPolicy(t, ns, "l", nil, nil, r1.User)
-		coverageOf(t, ns, "app", 0)
-		t1 := acquireAndFence(t, r1, ns, "l", 1)
-		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
-		createConfigMap(t, c1, ns, "cm", nil)
-		a.seen(t, ns, "l", 1, r1.Holder)
+		ns, _, _, c1 := a.staleHolder(t, nil, "cm", nil)
 		onCopy(t, "objects", "replica-1's write at epoch 1", func() error { return patchConfigMap(t, c1, ns, "cm", `{"data":{"v":"one"}}`) })
 		steadyOnCopy(t, "replica-1's steady write at epoch 1", 5, func(i int) error {
 			return patchConfigMap(t, c1, ns, "cm", fmt.Sprintf(`{"data":{"v":"%d"}}`, i))
@@ -178,24 +168,11 @@ func TestCoverageAttacks(t *testing.T) {
 	// the webhook reads: until the operator records the new object's coverage the copy decides nothing for
 	// it, and then its coverage epoch is the Lease's current one.
 	t.Run("a policy deleted and recreated wider under the same name", func(t *testing.T) {
-		ns := a.namespace(t)
-		r1, r2 := objectReplicas(t, ns)
-		configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
-		coverageOf(t, ns, "app", 0)
-		_, c1 := holderClient(t, r1, ns, "l", 1)
-		createConfigMap(t, c1, ns, "out", nil)
-		a.seen(t, ns, "l", 1, r1.Holder)
+		ns, _, r2, c1 := a.staleHolder(t, fenced, "out", nil)
 
 		a.s.set(true)
 		t2 := acquireAndFence(t, r2, ns, "l", 2)
-		old := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}
-		if err := env.Client.Delete(ctx, old); err != nil {
-			t.Fatal(err)
-		}
-		testenv.Eventually(t, "the policy is gone", func() (bool, string) {
-			err := env.Client.Get(ctx, client.ObjectKeyFromObject(old), old)
-			return apierrors.IsNotFound(err), errString(err)
-		})
+		deleteAndWait(t, &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}})
 		// The operator removes the namespace's webhook with its last policy, and writes it again for the new
 		// one: wait for the removal, so that the webhook seen below is the new policy's.
 		testenv.Eventually(t, "the operator removes the namespace's object webhook", func() (bool, string) {
@@ -234,27 +211,14 @@ func TestCoverageAttacks(t *testing.T) {
 	// A second policy bound to the same Lease covers an object the first does not: the webhook takes the
 	// highest coverage epoch of the matching policies, recorded for each one's generation.
 	t.Run("a second policy of the same Lease covers the object", func(t *testing.T) {
-		ns := a.namespace(t)
-		r1, r2 := objectReplicas(t, ns)
-		configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
-		coverageOf(t, ns, "app", 0)
-		_, c1 := holderClient(t, r1, ns, "l", 1)
-		for _, name := range []string{"in", "out"} {
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-			if name == "in" {
-				cm.Labels = fenced
-			}
-			if err := c1.Create(ctx, cm); err != nil {
-				t.Fatal(err)
-			}
-		}
+		ns, _, r2, c1 := a.staleHolder(t, fenced, "in", fenced)
+		createConfigMap(t, c1, ns, "out", nil)
 		// "out" carries a second label that the second policy selects, "in" too.
 		for _, name := range []string{"in", "out"} {
 			if err := patchConfigMap(t, c1, ns, name, `{"metadata":{"labels":{"tier":"cache"}}}`); err != nil {
 				t.Fatalf("labelling %s: %v", name, err)
 			}
 		}
-		a.seen(t, ns, "l", 1, r1.Holder)
 		onCopy(t, "objects", "replica-1's write of the covered ConfigMap at epoch 1", func() error {
 			return patchConfigMap(t, c1, ns, "in", `{"data":{"v":"one"}}`)
 		})
@@ -281,21 +245,8 @@ func TestCoverageAttacks(t *testing.T) {
 	// under a policy created before the first Lease (coverage epoch 0): the new holder's fence lists what the
 	// policy declares, and its writes are decided on the copy.
 	t.Run("a policy before its Lease, the Lease recreated", func(t *testing.T) {
-		ns := a.namespace(t)
-		r1, r2 := objectReplicas(t, ns)
-		configMapPolicy(t, ns, "l", nil, nil, r1.User)
-		coverageOf(t, ns, "app", 0)
-		t1 := acquireAndFence(t, r1, ns, "l", 1)
-		c1 := fencing.NewClient(r1.Client, tokenOf(t1))
-		createConfigMap(t, c1, ns, "cm", nil)
-		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "l"}}
-		if err := env.Client.Delete(ctx, lease); err != nil {
-			t.Fatal(err)
-		}
-		testenv.Eventually(t, "the Lease is gone", func() (bool, string) {
-			err := env.Client.Get(ctx, client.ObjectKeyFromObject(lease), lease)
-			return apierrors.IsNotFound(err), errString(err)
-		})
+		ns, _, r2, c1 := a.staleHolder(t, nil, "cm", nil)
+		deleteAndWait(t, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "l"}})
 		t5 := acquireAndFence(t, r2, ns, "l", 5)
 		a.seen(t, ns, "l", 5, r2.Holder)
 		c5 := fencing.NewClient(r2.Client, tokenOf(t5))
@@ -316,23 +267,11 @@ func TestCoverageAttacks(t *testing.T) {
 	// No one else holds a token meanwhile; the next acquisition (at 2, declaring objects) lists the object
 	// and raises it, and replica-1's write is refused from then on.
 	t.Run("a policy widened while its Lease is deleted, residual", func(t *testing.T) {
-		ns := a.namespace(t)
-		r1, r2 := objectReplicas(t, ns)
-		p := configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
-		coverageOf(t, ns, "app", 0)
-		_, c1 := holderClient(t, r1, ns, "l", 1)
-		createConfigMap(t, c1, ns, "out", nil)
-		a.seen(t, ns, "l", 1, r1.Holder)
+		ns, _, r2, c1 := a.staleHolder(t, fenced, "out", nil)
+		p := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}
 
 		a.s.set(true)
-		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "l"}}
-		if err := env.Client.Delete(ctx, lease); err != nil {
-			t.Fatal(err)
-		}
-		testenv.Eventually(t, "the Lease is gone", func() (bool, string) {
-			err := env.Client.Get(ctx, client.ObjectKeyFromObject(lease), lease)
-			return apierrors.IsNotFound(err), errString(err)
-		})
+		deleteAndWait(t, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "l"}})
 		setPolicySelector(t, p, nil)
 		covers(t, ns, "out")
 		coverageOf(t, ns, "app", 0)

@@ -17,7 +17,6 @@ import (
 	"github.com/fencekit/fencekit/internal/operator"
 	"github.com/fencekit/fencekit/internal/operator/webhook"
 	"github.com/fencekit/fencekit/pkg/fencing"
-	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 // The coverage epoch against a writer of the policy's status, and its residual: the webhook's caches of
@@ -88,14 +87,7 @@ func TestCoveragePoliciesLagResidual(t *testing.T) {
 		{
 			name: "deleted and recreated",
 			uncover: func(t *testing.T, ns string) {
-				p := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}
-				if err := env.Client.Delete(ctx, p); err != nil {
-					t.Fatal(err)
-				}
-				testenv.Eventually(t, "the policy is gone", func() (bool, string) {
-					err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), p)
-					return apierrors.IsNotFound(err), errString(err)
-				})
+				deleteAndWait(t, &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}})
 			},
 			cover: func(t *testing.T, ns string) {
 				p := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"},
@@ -112,14 +104,7 @@ func TestCoveragePoliciesLagResidual(t *testing.T) {
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ns := a.namespace(t)
-			r1, r2 := objectReplicas(t, ns)
-			configMapPolicy(t, ns, "l", nil, nil, r1.User)
-			coverageOf(t, ns, "app", 0)
-			t1 := acquireAndFence(t, r1, ns, "l", 1)
-			c1 := fencing.NewClient(r1.Client, tokenOf(t1))
-			createConfigMap(t, c1, ns, "cm", nil)
-			a.seen(t, ns, "l", 1, r1.Holder)
+			ns, _, r2, c1 := a.staleHolder(t, nil, "cm", nil)
 			onCopy(t, "objects", "replica-1's write at epoch 1", func() error { return patchConfigMap(t, c1, ns, "cm", `{"data":{"v":"one"}}`) })
 
 			a.s.set(true) // the webhook's watches (Leases and policies) lag from here
@@ -150,12 +135,7 @@ func TestCoverageIsTheOperators(t *testing.T) {
 	a := startCopyAttack(t)
 	ctx := t.Context()
 	fenced := map[string]string{"app": "fenced"}
-	ns := env.Namespace(t)
-	r1, r2 := objectReplicas(t, ns)
-	configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
-	_, c1 := holderClient(t, r1, ns, "l", 1)
-	createConfigMap(t, c1, ns, "out", nil)
-	a.seen(t, ns, "l", 1, r1.Holder)
+	ns, _, r2, c1 := a.staleHolder(t, fenced, "out", nil)
 
 	a.s.set(true)
 	acquireAndFence(t, r2, ns, "l", 2)

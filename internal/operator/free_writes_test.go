@@ -30,11 +30,7 @@ import (
 // readConfigMap reads ConfigMap ns/name as an admin.
 func readConfigMap(t *testing.T, ns, name string) *corev1.ConfigMap {
 	t.Helper()
-	var cm corev1.ConfigMap
-	if err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, &cm); err != nil {
-		t.Fatal(err)
-	}
-	return &cm
+	return readObject[corev1.ConfigMap](t, ns, name)
 }
 
 // TestManagedFieldsAreNotFree: a user with RBAC on ConfigMaps only sends a write that changes nothing but
@@ -272,13 +268,7 @@ func TestClusterControllersWriteStatusOnly(t *testing.T) {
 	if err := fencing.NewClient(holder.Client, tokenOf(tok)).Create(ctx, dep); err != nil {
 		t.Fatal(err)
 	}
-	read := func() *appsv1.Deployment {
-		var d appsv1.Deployment
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(dep), &d); err != nil {
-			t.Fatal(err)
-		}
-		return &d
-	}
+	read := func() *appsv1.Deployment { return readObject[appsv1.Deployment](t, ns, dep.Name) }
 	for _, user := range []string{admission.DeploymentControllerUser, rsController} {
 		c := userClient(t, user)
 		d := read()

@@ -9,7 +9,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,11 +26,7 @@ func token(epoch string) []client.UpdateOption {
 
 func readLease(t *testing.T, ns, name string) *coordinationv1.Lease {
 	t.Helper()
-	var l coordinationv1.Lease
-	if err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, &l); err != nil {
-		t.Fatal(err)
-	}
-	return &l
+	return readObject[coordinationv1.Lease](t, ns, name)
 }
 
 func wantPolicy(t *testing.T, err error, want string) {
@@ -58,10 +53,37 @@ func acquire(w worker, epoch string) func(*coordinationv1.Lease) {
 
 func renew(l *coordinationv1.Lease) { l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now())) }
 
+// leaseWrite is one update of Lease l by a worker, and the Lease policy's answer.
+type leaseWrite struct {
+	name    string
+	as      worker
+	mutate  func(*coordinationv1.Lease)
+	present string // the epoch the request presents as its field manager; "" none
+	want    string // "" admits
+}
+
+// runLeaseWrites makes each write in turn on Lease ns/l (an admitted write changes it for the next),
+// then makes breakGlass's change as an admin (system:masters), which the policy lets break glass do
+// whatever it refuses to others.
+func runLeaseWrites(t *testing.T, ns string, writes []leaseWrite, breakGlass func(*coordinationv1.Lease)) {
+	t.Helper()
+	for _, tc := range writes {
+		t.Run(tc.name, func(t *testing.T) {
+			l := readLease(t, ns, "l")
+			tc.mutate(l)
+			wantPolicy(t, tc.as.Client.Update(t.Context(), l, token(tc.present)...), tc.want)
+		})
+	}
+	l := readLease(t, ns, "l")
+	breakGlass(l)
+	if err := env.Client.Update(t.Context(), l); err != nil {
+		t.Fatalf("break glass: an admin's update was refused: %v", err)
+	}
+}
+
 // TestLeasePolicy checks the ValidatingAdmissionPolicy that binds each epoch to the user that acquired it,
 // one write after another on one Lease (an admitted write changes it for the next).
 func TestLeasePolicy(t *testing.T) {
-	ctx := t.Context()
 	ns := env.Namespace(t)
 	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
 	a.Acquire(t, ns, "l", 3)
@@ -69,13 +91,7 @@ func TestLeasePolicy(t *testing.T) {
 	notAnEpoch := func(v string) string {
 		return `fenced lease l: annotation fencing.fencekit.io/epoch="` + v + `" is not an epoch: send a decimal integer in [1, 9007199254740991], without sign or leading zeros`
 	}
-	tests := []struct {
-		name    string
-		as      worker
-		mutate  func(*coordinationv1.Lease)
-		present string // the epoch the request presents as its field manager; "" none
-		want    string // "" admits
-	}{
+	runLeaseWrites(t, ns, []leaseWrite{
 		{"the acquirer renews, presenting its epoch", a, renew, "3", ""},
 		// A write that leaves the epoch out inherits it from storage; only the request proves it.
 		{"the acquirer renews without presenting its epoch", a, renew, "",
@@ -132,20 +148,7 @@ func TestLeasePolicy(t *testing.T) {
 		{"the released holder takes the Lease back under the same epoch", b, func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("worker-b") }, "4",
 			`under epoch 4 spec.holderIdentity may only stay "" or become "" (release), not "worker-b"; another holder needs an acquisition at epoch 5`},
 		{"the previous acquirer takes it at the next epoch", a, acquire(a, "5"), "5", ""},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			l := readLease(t, ns, "l")
-			tc.mutate(l)
-			wantPolicy(t, tc.as.Client.Update(ctx, l, token(tc.present)...), tc.want)
-		})
-	}
-	// Break glass: an admin (system:masters) may do what the policy otherwise forbids.
-	l := readLease(t, ns, "l")
-	l.Annotations[elector.EpochAnnotation] = "1"
-	if err := env.Client.Update(ctx, l); err != nil {
-		t.Fatalf("break glass: an admin's update was refused: %v", err)
-	}
+	}, func(l *coordinationv1.Lease) { l.Annotations[elector.EpochAnnotation] = "1" }) // the epoch goes down
 }
 
 // TestLeasePolicyCreate: a create chooses its starting epoch, within [1, MaxEpoch], presenting it; from
@@ -225,7 +228,6 @@ func TestLeasePolicyUntrustedEpoch(t *testing.T) {
 // it does not keep), not by the holder, not by anyone else presenting nothing; it changes only in an
 // acquisition; and only the four values exist. A fenced Lease's ownerReferences cannot change either.
 func TestLeasePolicyFences(t *testing.T) {
-	ctx := t.Context()
 	ns := env.Namespace(t)
 	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
 	a.Acquire(t, ns, "l", 3)
@@ -247,13 +249,8 @@ func TestLeasePolicyFences(t *testing.T) {
 	}
 	const dropFR = "fenced lease l declares that every acquisition fences its FencedResources (annotation fencing.fencekit.io/fences="
 	const dropObjects = "fenced lease l declares that every acquisition fences its FencingPolicy objects (annotation fencing.fencekit.io/fences="
-	tests := []struct {
-		name    string
-		as      worker
-		mutate  func(*coordinationv1.Lease)
-		present string
-		want    string
-	}{
+	// Break glass may drop it (docs/design/residuals.md says what that costs).
+	runLeaseWrites(t, ns, []leaseWrite{
 		{"a value that is not a declaration", a, declare("FencedResources"), "",
 			`fenced lease l: annotation fencing.fencekit.io/fences="FencedResources" is not a fence-on-acquire declaration: send fencedresources, objects or fencedresources,objects`},
 		{"the kinds in the other order", a, declare("objects,fencedresources"), "", `annotation fencing.fencekit.io/fences="objects,fencedresources" is not a fence-on-acquire declaration`},
@@ -280,18 +277,5 @@ func TestLeasePolicyFences(t *testing.T) {
 		{"another user adds an ownerReference", a, func(l *coordinationv1.Lease) {
 			l.OwnerReferences = append(l.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "gone", UID: "00000000-0000-0000-0000-000000000000"})
 		}, "", "fenced lease l: its ownerReferences cannot be set or changed"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			l := readLease(t, ns, "l")
-			tc.mutate(l)
-			wantPolicy(t, tc.as.Client.Update(ctx, l, token(tc.present)...), tc.want)
-		})
-	}
-	// Break glass may drop it (docs/design/residuals.md says what that costs).
-	l := readLease(t, ns, "l")
-	delete(l.Annotations, elector.FencesAnnotation)
-	if err := env.Client.Update(ctx, l); err != nil {
-		t.Fatalf("break glass: an admin's update was refused: %v", err)
-	}
+	}, declare(""))
 }

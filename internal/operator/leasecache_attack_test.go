@@ -107,6 +107,27 @@ func configMapPolicy(t *testing.T, ns, lease string, selector *metav1.LabelSelec
 	return p
 }
 
+// staleHolder starts a step of the attack in a fresh namespace (see namespace) with FencingPolicy app
+// fencing the ConfigMaps that matchLabels select (nil: all) for Lease l, declared before the Lease (coverage
+// epoch 0). Replica-1 acquires l at epoch 1 and fences, creates ConfigMap name (labelled labels) through
+// its fenced client, and the copy shows it holding l at 1. It returns the namespace, the two replicas
+// (objectReplicas) and replica-1's fenced client.
+func (a copyAttack) staleHolder(t *testing.T, matchLabels map[string]string, name string, labels map[string]string) (ns string, r1, r2 worker, c1 client.Client) {
+	t.Helper()
+	ns = a.namespace(t)
+	r1, r2 = objectReplicas(t, ns)
+	var selector *metav1.LabelSelector
+	if matchLabels != nil {
+		selector = &metav1.LabelSelector{MatchLabels: matchLabels}
+	}
+	configMapPolicy(t, ns, "l", selector, matchLabels, r1.User)
+	coverageOf(t, ns, "app", 0)
+	c1 = fencing.NewClient(r1.Client, tokenOf(acquireAndFence(t, r1, ns, "l", 1)))
+	createConfigMap(t, c1, ns, name, labels)
+	a.seen(t, ns, "l", 1, r1.Holder)
+	return ns, r1, r2, c1
+}
+
 // namespace starts a step of the attack: the copy in step again, and a fresh namespace.
 func (a copyAttack) namespace(t *testing.T) string {
 	t.Helper()
@@ -178,11 +199,7 @@ func patchConfigMap(t *testing.T, c client.Client, ns, name, patch string) error
 
 func objectEpoch(t *testing.T, ns, name string) string {
 	t.Helper()
-	var cm corev1.ConfigMap
-	if err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, &cm); err != nil {
-		t.Fatal(err)
-	}
-	return cm.Annotations[fencingv1alpha1.ObjectEpochAnnotation]
+	return readConfigMap(t, ns, name).Annotations[fencingv1alpha1.ObjectEpochAnnotation]
 }
 
 // holdUpdates installs a validating webhook, served by the test, that holds every UPDATE (not dry run) of
@@ -288,13 +305,8 @@ func TestLeaseCacheAttacks(t *testing.T) {
 	// coverage check the copy would admit the write (and every later one), which the quorum read refuses: the
 	// Lease is at 2. The webhook decides on the copy only a write to an object the policy already covered.
 	t.Run("a stale holder labels an object into the policy's selector", func(t *testing.T) {
-		ns := a.namespace(t)
-		r1, r2 := objectReplicas(t, ns)
-		configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
-		_, c1 := holderClient(t, r1, ns, "l", 1)
-		createConfigMap(t, c1, ns, "in", fenced)
+		ns, _, r2, c1 := a.staleHolder(t, fenced, "in", fenced)
 		createConfigMap(t, c1, ns, "out", nil)
-		a.seen(t, ns, "l", 1, r1.Holder)
 		onCopy(t, "objects", "replica-1's write of a covered ConfigMap at epoch 1", func() error {
 			return patchConfigMap(t, c1, ns, "in", `{"data":{"v":"one"}}`)
 		})
@@ -316,12 +328,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 	// holder's later writes to it (no longer covered) would win over the new holder's. A write that changes
 	// coverage is decided on a quorum read, which refuses it.
 	t.Run("a stale holder labels an object out of the policy's selector", func(t *testing.T) {
-		ns := a.namespace(t)
-		r1, r2 := objectReplicas(t, ns)
-		configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
-		_, c1 := holderClient(t, r1, ns, "l", 1)
-		createConfigMap(t, c1, ns, "in", fenced)
-		a.seen(t, ns, "l", 1, r1.Holder)
+		ns, _, r2, c1 := a.staleHolder(t, fenced, "in", fenced)
 		onCopy(t, "objects", "replica-1's write of a covered ConfigMap at epoch 1", func() error {
 			return patchConfigMap(t, c1, ns, "in", `{"data":{"v":"one"}}`)
 		})
@@ -389,12 +396,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 	// The stale holder's next write is then admitted on the stalled copy, as a write to an object created in
 	// that window would be; the quorum read refuses it.
 	t.Run("a write that labels an object in, committed after the fence listed, residual", func(t *testing.T) {
-		ns := a.namespace(t)
-		r1, r2 := objectReplicas(t, ns)
-		configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
-		_, c1 := holderClient(t, r1, ns, "l", 1)
-		createConfigMap(t, c1, ns, "slow", nil)
-		a.seen(t, ns, "l", 1, r1.Holder)
+		ns, _, r2, c1 := a.staleHolder(t, fenced, "slow", nil)
 		arrived, release := holdUpdates(t, ns, "slow")
 
 		answered := webhookAnswers(t, webhook.ObjectsPath)
@@ -433,12 +435,8 @@ func TestLeaseCacheAttacks(t *testing.T) {
 	// widened policy's objects is decided on a quorum read until the next acquisition, whose fence lists
 	// them. Then the copy decides again.
 	t.Run("a policy widened after the takeover", func(t *testing.T) {
-		ns := a.namespace(t)
-		r1, r2 := objectReplicas(t, ns)
-		p := configMapPolicy(t, ns, "l", &metav1.LabelSelector{MatchLabels: fenced}, fenced, r1.User)
-		_, c1 := holderClient(t, r1, ns, "l", 1)
-		createConfigMap(t, c1, ns, "out", nil)
-		a.seen(t, ns, "l", 1, r1.Holder)
+		ns, r1, r2, c1 := a.staleHolder(t, fenced, "out", nil)
+		p := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}
 
 		a.s.set(true)
 		t2 := acquireAndFence(t, r2, ns, "l", 2)
@@ -528,14 +526,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 		onCopy(t, "objects", "replica-1's write at epoch 1", func() error { return patchConfigMap(t, c1, ns, "cm", `{"data":{"v":"one"}}`) })
 
 		a.s.set(true)
-		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "l"}}
-		if err := env.Client.Delete(ctx, lease); err != nil {
-			t.Fatal(err)
-		}
-		testenv.Eventually(t, "the Lease is gone (no finalizer holds it)", func() (bool, string) {
-			err := env.Client.Get(ctx, client.ObjectKeyFromObject(lease), lease)
-			return apierrors.IsNotFound(err), fmt.Sprintf("finalizers %v, err %v", lease.Finalizers, err)
-		})
+		deleteAndWait(t, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "l"}})
 		r2.Acquire(t, ns, "l", 1000) // a create chooses its starting epoch; the elector seeds a resourceVersion
 		if l := readLease(t, ns, "l"); l.Annotations[elector.FencesAnnotation] != "" {
 			t.Fatalf("the recreated Lease declares %q, want nothing", l.Annotations[elector.FencesAnnotation])

@@ -181,24 +181,12 @@ func TestFencingPolicyStaleHolder(t *testing.T) {
 		t.Errorf("after replica-2's write the ConfigMap records epoch %q, want 2", got)
 	}
 
-	cmKey, depKey := client.ObjectKeyFromObject(cm), client.ObjectKeyFromObject(dep)
+	cmKey := client.ObjectKeyFromObject(cm)
 	cmRef := func() *corev1.ConfigMap {
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cm.Name}}
 	}
-	readCM := func() *corev1.ConfigMap {
-		var c corev1.ConfigMap
-		if err := env.Client.Get(ctx, cmKey, &c); err != nil {
-			t.Fatal(err)
-		}
-		return &c
-	}
-	readDep := func() *appsv1.Deployment {
-		var d appsv1.Deployment
-		if err := env.Client.Get(ctx, depKey, &d); err != nil {
-			t.Fatal(err)
-		}
-		return &d
-	}
+	readCM := func() *corev1.ConfigMap { return readConfigMap(t, ns, cm.Name) }
+	readDep := func() *appsv1.Deployment { return readObject[appsv1.Deployment](t, ns, dep.Name) }
 	what := "ConfigMap " + ns + "/app-config"
 	stale := []string{what + ": stale epoch 1: lease app-writer is at epoch 2, held by replica-2"}
 	noToken := []string{what + ": this write changes data.v but presents no fencing token", "fieldManager=fencing.fencekit.io/epoch=<its epoch>"}
@@ -379,13 +367,7 @@ func TestFencingPolicyOtherWriters(t *testing.T) {
 	kcm := userClient(t, controller)
 	gc := userClient(t, admission.GarbageCollectorUser)
 	jane := userClient(t, "jane")
-	read := func() *appsv1.Deployment {
-		var d appsv1.Deployment
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(dep), &d); err != nil {
-			t.Fatal(err)
-		}
-		return &d
-	}
+	read := func() *appsv1.Deployment { return readObject[appsv1.Deployment](t, ns, dep.Name) }
 	d := read()
 	d.Status.ObservedGeneration, d.Status.Replicas = 1, 1
 	if err := kcm.Status().Update(ctx, d); err != nil {
@@ -557,17 +539,10 @@ func TestFenceObjectsOnAcquire(t *testing.T) {
 	if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {
 		t.Fatalf("replica-2's fence-on-acquire at epoch 2: %v", err)
 	}
-	record := func(cm *corev1.ConfigMap) string {
-		var got corev1.ConfigMap
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cm), &got); err != nil {
-			t.Fatal(err)
-		}
-		return got.Annotations[fencingv1alpha1.ObjectEpochAnnotation]
-	}
-	if got := record(fenced); got != "2" {
+	if got := objectEpoch(t, ns, fenced.Name); got != "2" {
 		t.Errorf("the declared ConfigMap records epoch %q after fence-on-acquire, want 2", got)
 	}
-	if got := record(other); got != "1" {
+	if got := objectEpoch(t, ns, other.Name); got != "1" {
 		t.Errorf("the undeclared ConfigMap records epoch %q, want it left at 1", got)
 	}
 	if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {

@@ -1,9 +1,12 @@
 package operator_test
 
 import (
+	"fmt"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/test/util/testenv"
@@ -23,11 +26,33 @@ func declare(t *testing.T, ns, name, lease string) types.NamespacedName {
 	return env.Declare(t, ns, name, lease)
 }
 
+// readObject reads the object ns/name of type T as an admin.
+func readObject[T any, PT interface {
+	*T
+	client.Object
+}](t *testing.T, ns, name string) PT {
+	t.Helper()
+	obj := PT(new(T))
+	if err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, obj); err != nil {
+		t.Fatalf("reading %T %s/%s: %v", obj, ns, name, err)
+	}
+	return obj
+}
+
 func get(t *testing.T, key types.NamespacedName) *fencingv1alpha1.FencedResource {
 	t.Helper()
-	var fr fencingv1alpha1.FencedResource
-	if err := env.Client.Get(t.Context(), key, &fr); err != nil {
-		t.Fatal(err)
+	return readObject[fencingv1alpha1.FencedResource](t, key.Namespace, key.Name)
+}
+
+// deleteAndWait deletes obj as an admin and waits until the apiserver no longer serves it.
+func deleteAndWait(t *testing.T, obj client.Object) {
+	t.Helper()
+	what := fmt.Sprintf("%T %s/%s", obj, obj.GetNamespace(), obj.GetName())
+	if err := env.Client.Delete(t.Context(), obj); err != nil {
+		t.Fatalf("deleting %s: %v", what, err)
 	}
-	return &fr
+	testenv.Eventually(t, what+" is gone", func() (bool, string) {
+		err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(obj), obj)
+		return apierrors.IsNotFound(err), fmt.Sprintf("finalizers %v: %s", obj.GetFinalizers(), errString(err))
+	})
 }
