@@ -4,9 +4,12 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
+// TestScaledClock: the clock advances by its rate times the base time that passed, its timers fire and
+// re-arm after their duration at that rate, and a rate of 0 is ignored.
 func TestScaledClock(t *testing.T) {
 	base := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	start := base.Now()
@@ -30,36 +33,35 @@ func TestScaledClock(t *testing.T) {
 	// A timer of 1s on the clock at rate 2 fires after 500ms of base time, not before.
 	timer := c.NewTimer(time.Second)
 	base.Step(499 * time.Millisecond)
-	select {
-	case <-timer.C():
-		t.Fatal("a 1s timer at rate 2 fired after 499ms of base time")
-	default:
-	}
+	expectFired(t, timer, false, "a 1s timer at rate 2, after 499ms of base time")
 	base.Step(time.Millisecond)
-	select {
-	case <-timer.C():
-	default:
-		t.Fatal("a 1s timer at rate 2 had not fired after 500ms of base time")
-	}
+	expectFired(t, timer, true, "a 1s timer at rate 2, after 500ms of base time")
 
 	// At rate 0.5, Reset(1s) re-arms for 2s of base time.
 	c.SetRate(0.5)
 	timer.Reset(time.Second)
 	base.Step(1999 * time.Millisecond)
-	select {
-	case <-timer.C():
-		t.Fatal("a timer reset to 1s at rate 0.5 fired after 1.999s of base time")
-	default:
-	}
+	expectFired(t, timer, false, "a timer reset to 1s at rate 0.5, after 1.999s of base time")
 	base.Step(time.Millisecond)
-	select {
-	case <-timer.C():
-	default:
-		t.Fatal("a timer reset to 1s at rate 0.5 had not fired after 2s of base time")
-	}
+	expectFired(t, timer, true, "a timer reset to 1s at rate 0.5, after 2s of base time")
 
 	c.SetRate(0)
 	if c.Rate() != 0.5 {
 		t.Fatalf("SetRate(0) changed the rate to %v; it must be ignored", c.Rate())
+	}
+}
+
+// expectFired fails t unless timer has fired (want) or has not (!want), without waiting.
+func expectFired(t *testing.T, timer clock.Timer, want bool, what string) {
+	t.Helper()
+	select {
+	case <-timer.C():
+		if !want {
+			t.Fatalf("%s: fired, want not yet", what)
+		}
+	default:
+		if want {
+			t.Fatalf("%s: not fired, want fired", what)
+		}
 	}
 }

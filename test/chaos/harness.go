@@ -259,24 +259,17 @@ func (r *run) start(i int) error {
 	if old := r.procs[i]; old != nil {
 		inc = old.incarnation + 1
 	}
-	t := r.cfg.Timings
 	mode := "fenced"
 	if !r.cfg.Fenced {
 		mode = "unfenced"
 	}
 	name := fmt.Sprintf("w%d-%d", i+1, inc)
-	args := []string{
-		"--mode=" + mode, "--namespace=" + r.ns, "--lease=" + r.lease, "--target=" + r.target, "--user=" + r.users[i],
-		"--history=" + filepath.Join(r.cfg.Dir, name+".ops.jsonl"), "--clock-file=" + filepath.Join(r.cfg.Dir, name+".clock"),
-		"--lease-duration=" + t.LeaseDuration.String(), "--renew-deadline=" + t.RenewDeadline.String(),
-		"--retry-period=" + t.RetryPeriod.String(), "--safety-margin=" + t.SafetyMargin.String(),
-		"--write-interval=" + t.WriteInterval.String(), "--read-interval=" + t.ReadInterval.String(),
-	}
-	p, err := startProc(r.cl.WorkerBinary, i+1, inc, r.kubecfgs[i], filepath.Join(r.cfg.Dir, name+".log"), args)
+	f := WorkerFlags{Mode: mode, Namespace: r.ns, Lease: r.lease, Target: r.target, Identity: name, User: r.users[i],
+		History: filepath.Join(r.cfg.Dir, name+".ops.jsonl"), ClockFile: filepath.Join(r.cfg.Dir, name+".clock"), Timings: r.cfg.Timings}
+	p, err := startProc(r.cl.WorkerBinary, i+1, inc, r.kubecfgs[i], filepath.Join(r.cfg.Dir, name+".log"), f)
 	if err != nil {
 		return err
 	}
-	p.clockFile = filepath.Join(r.cfg.Dir, name+".clock")
 	r.mu.Lock()
 	r.procs[i] = p
 	r.mu.Unlock()

@@ -19,13 +19,13 @@ type proc struct {
 	exited           chan struct{}
 }
 
-func startProc(binary string, idx, incarnation int, kubeconfig, logPath string, args []string) (*proc, error) {
-	p := &proc{idx: idx, incarnation: incarnation, identity: fmt.Sprintf("w%d-%d", idx, incarnation), exited: make(chan struct{})}
+func startProc(binary string, idx, incarnation int, kubeconfig, logPath string, f WorkerFlags) (*proc, error) {
+	p := &proc{idx: idx, incarnation: incarnation, identity: f.Identity, clockFile: f.ClockFile, exited: make(chan struct{})}
 	log, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
-	p.cmd = exec.Command(binary, append(args, "--identity="+p.identity)...)
+	p.cmd = exec.Command(binary, f.Args()...)
 	p.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	p.cmd.Stdout, p.cmd.Stderr = log, log
 	// Its own process group: a terminal's Ctrl-C reaches the harness, which stops the workers itself.

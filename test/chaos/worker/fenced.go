@@ -24,9 +24,9 @@ func (w *worker) runFenced(ctx context.Context, cfg *rest.Config, cs kubernetes.
 	}
 	var e *elector.Elector
 	e, err = elector.New(elector.Config{
-		Client: cs, Namespace: w.o.namespace, Name: w.o.lease, Identity: w.o.identity,
-		LeaseDuration: w.o.leaseDuration, RenewDeadline: w.o.renewDeadline, RetryPeriod: w.o.retryPeriod,
-		SafetyMargin: w.o.safetyMargin,
+		Client: cs, Namespace: w.o.Namespace, Name: w.o.Lease, Identity: w.o.Identity,
+		LeaseDuration: w.o.LeaseDuration, RenewDeadline: w.o.RenewDeadline, RetryPeriod: w.o.RetryPeriod,
+		SafetyMargin: w.o.SafetyMargin,
 		// Declared, as fencekit run does: the webhook admits the worker's writes from its copy of the Lease.
 		PostAcquire: fence.Observe(func(_ context.Context, tok elector.Token) func(error) {
 			done := w.call(chaos.Record{Op: w.nextOp(), Kind: chaos.KindFence, Epoch: tok.Epoch, BelievedLeader: true})
@@ -42,7 +42,7 @@ func (w *worker) runFenced(ctx context.Context, cfg *rest.Config, cs kubernetes.
 }
 
 func (w *worker) key() types.NamespacedName {
-	return types.NamespacedName{Namespace: w.o.namespace, Name: w.o.target}
+	return types.NamespacedName{Namespace: w.o.Namespace, Name: w.o.Target}
 }
 
 // writeFenced writes every interval while the elector says it leads. A refusal does not end the loop:
@@ -54,7 +54,7 @@ func (w *worker) writeFenced(ctx context.Context, e *elector.Elector, wr *fencin
 		id := w.nextOp()
 		done := w.call(chaos.Record{Op: id, Kind: chaos.KindWrite, Epoch: tok.Epoch, BelievedLeader: true, DeadlineLeftMs: left.Milliseconds()})
 		// Not the leadership context: a request under way when the process stops still reaches the server.
-		wctx, cancel := context.WithTimeout(context.Background(), w.o.requestTimeout)
+		wctx, cancel := context.WithTimeout(context.Background(), w.o.RequestTimeout)
 		_, err := wr.Set(wctx, tok, w.key(), map[string]any{"op": id, "writer": tok.Holder, "epoch": tok.Epoch})
 		cancel()
 		done(err, nil)
@@ -79,9 +79,9 @@ func readFenced(ctx context.Context, c client.Client, key types.NamespacedName) 
 
 // readLoop reads the target every interval, leading or not, until ctx ends.
 func (w *worker) readLoop(ctx context.Context, read func(context.Context) (*chaos.Value, error)) {
-	every(ctx, w.o.readInterval, func() bool {
+	every(ctx, w.o.ReadInterval, func() bool {
 		done := w.call(chaos.Record{Op: w.nextOp(), Kind: chaos.KindRead})
-		rctx, cancel := context.WithTimeout(context.Background(), w.o.requestTimeout)
+		rctx, cancel := context.WithTimeout(context.Background(), w.o.RequestTimeout)
 		v, err := read(rctx)
 		cancel()
 		done(err, v)
@@ -91,7 +91,7 @@ func (w *worker) readLoop(ctx context.Context, read func(context.Context) (*chao
 
 // writeLoop calls write every write interval while isLeader holds, until ctx ends.
 func (w *worker) writeLoop(ctx context.Context, isLeader func() bool, write func()) {
-	every(ctx, w.o.writeInterval, func() bool {
+	every(ctx, w.o.WriteInterval, func() bool {
 		if !isLeader() {
 			return false
 		}

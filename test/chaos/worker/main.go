@@ -1,15 +1,23 @@
 // Command worker is the chaos suite's lease contender: a real process that competes for a Lease and, while
-// it leads, writes its target, recording every attempt (call, return, outcome, what it believed) as JSON
-// lines in its history file. Every worker, leading or not, also reads the target, so that the checker can
-// test the target as a register for linearizability.
+// it leads, writes its target. Its fenced path makes the calls examples/worker (the reference worker users
+// copy) makes: pkg/elector with fencing.FenceOnAcquireForConfig as PostAcquire, and fencing.Writer.Set with
+// the token. It is its own program because everything around those calls is instrumentation a user's
+// worker has no use for, and the checker needs:
 //
-// --mode=fenced elects with pkg/elector (fence-on-acquire as PostAcquire) and writes a FencedResource with
-// pkg/fencing.Writer; --mode=unfenced is the negative control: client-go's leaderelection and a plain
-// ConfigMap, the same loop, the epoch it believed stored in the data.
-//
-// SIGUSR1 arms the zombie (fault F3): before its next write, after its leadership check passed, the
-// worker stops itself with SIGSTOP and goes on when the harness continues it. SIGUSR2 sets the rate of the
-// fenced elector's clock (fault F8) to the number in the --clock-file.
+//   - every fence, write and read is recorded, a call record before it and a return record after it (the
+//     time, the operation id stored in the data, what the worker believed: the epoch, that it led, the
+//     time left to its safe-work deadline), as JSON lines in its --history file;
+//   - every worker, leading or not, reads the target every --read-interval, so that the checker can test
+//     the target as a register for linearizability;
+//   - a refused write does not end the leadership's loop (examples/worker returns on a refusal): until
+//     the elector learns that it lost the Lease, every attempt is history;
+//   - SIGUSR1 arms the zombie (fault F3): before its next write, after its leadership check passed, the
+//     worker stops itself with SIGSTOP and goes on when the harness continues it (examples/worker's
+//     --stop-before-write pauses at a write number fixed when it starts, for the demo);
+//   - the elector reads a rate-scaled clock (elector.WithClock), set on SIGUSR2 to the rate in the
+//     --clock-file (fault F8);
+//   - --mode=unfenced, the negative control (client-go's leaderelection and a plain ConfigMap, like
+//     examples/worker --unfenced), records the Lease's leaseTransitions as the term it believed.
 package main
 
 import (
@@ -37,16 +45,9 @@ import (
 	"github.com/fencekit/fencekit/test/chaos/selfstop"
 )
 
-type options struct {
-	mode, namespace, lease, target, identity, user, history string
-	clockFile                                               string
-	leaseDuration, renewDeadline, retryPeriod, safetyMargin time.Duration
-	writeInterval, readInterval, requestTimeout             time.Duration
-}
-
 // worker is one process's state shared by its loops.
 type worker struct {
-	o     options
+	o     chaos.WorkerFlags
 	rec   *chaos.Recorder
 	seq   atomic.Int64
 	armed atomic.Bool
@@ -55,28 +56,14 @@ type worker struct {
 }
 
 func main() {
-	var o options
-	flag.StringVar(&o.mode, "mode", "fenced", "fenced (pkg/elector + FencedResource) or unfenced (client-go leaderelection + ConfigMap).")
-	flag.StringVar(&o.namespace, "namespace", "", "Namespace of the Lease and the target.")
-	flag.StringVar(&o.lease, "lease", "", "Lease to elect on.")
-	flag.StringVar(&o.target, "target", "", "FencedResource (or ConfigMap) to write.")
-	flag.StringVar(&o.identity, "identity", "", "Holder identity; also the process name in the history.")
-	flag.StringVar(&o.user, "user", "", "The user the kubeconfig authenticates as (recorded in the history).")
-	flag.StringVar(&o.history, "history", "", "History file (JSON lines), appended to.")
-	flag.StringVar(&o.clockFile, "clock-file", "", "File holding the rate of the elector's clock (e.g. 0.5), read on SIGUSR2.")
-	flag.DurationVar(&o.leaseDuration, "lease-duration", 3*time.Second, "Lease duration.")
-	flag.DurationVar(&o.renewDeadline, "renew-deadline", 2*time.Second, "Renew deadline.")
-	flag.DurationVar(&o.retryPeriod, "retry-period", 400*time.Millisecond, "Retry period.")
-	flag.DurationVar(&o.safetyMargin, "safety-margin", 400*time.Millisecond, "Safety margin (fenced).")
-	flag.DurationVar(&o.writeInterval, "write-interval", 250*time.Millisecond, "Time between two writes while leading.")
-	flag.DurationVar(&o.readInterval, "read-interval", 400*time.Millisecond, "Time between two reads.")
-	flag.DurationVar(&o.requestTimeout, "request-timeout", 10*time.Second, "Timeout of one write or read.")
+	o := chaos.WorkerFlags{Mode: "fenced", Timings: chaos.ShortTimings(), RequestTimeout: 10 * time.Second}
+	o.RegisterFlags(flag.CommandLine)
 	flag.Parse()
-	if o.namespace == "" || o.lease == "" || o.target == "" || o.identity == "" || o.history == "" {
+	if o.Namespace == "" || o.Lease == "" || o.Target == "" || o.Identity == "" || o.History == "" {
 		fmt.Fprintln(os.Stderr, "worker: --namespace, --lease, --target, --identity and --history are required")
 		os.Exit(2)
 	}
-	rec, err := chaos.NewRecorder(o.history)
+	rec, err := chaos.NewRecorder(o.History)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
@@ -124,18 +111,18 @@ func (w *worker) run(ctx context.Context, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	if w.o.mode == "unfenced" {
+	if w.o.Mode == "unfenced" {
 		return w.runUnfenced(ctx, cs, c)
 	}
 	return w.runFenced(ctx, cfg, cs, c)
 }
 
 // nextOp returns a fresh operation id.
-func (w *worker) nextOp() string { return fmt.Sprintf("%s:%d", w.o.identity, w.seq.Add(1)) }
+func (w *worker) nextOp() string { return fmt.Sprintf("%s:%d", w.o.Identity, w.seq.Add(1)) }
 
 // call records the start of an operation and returns the function that records its end.
 func (w *worker) call(r chaos.Record) func(err error, v *chaos.Value) {
-	r.Phase, r.Process, r.User, r.Target = "call", w.o.identity, w.o.user, w.o.namespace+"/"+w.o.target
+	r.Phase, r.Process, r.User, r.Target = "call", w.o.Identity, w.o.User, w.o.Namespace+"/"+w.o.Target
 	r.At = time.Now().UnixNano()
 	w.must(w.rec.Add(r))
 	return func(err error, v *chaos.Value) {
@@ -157,14 +144,14 @@ func (w *worker) must(err error) {
 
 // setClockRate reads the rate of the elector's clock from --clock-file (F8).
 func (w *worker) setClockRate() {
-	b, err := os.ReadFile(w.o.clockFile)
+	b, err := os.ReadFile(w.o.ClockFile)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker: clock rate:", err)
 		return
 	}
 	rate, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
 	if err != nil || rate <= 0 {
-		fmt.Fprintf(os.Stderr, "worker: clock rate %q in %s: not a positive number\n", b, w.o.clockFile)
+		fmt.Fprintf(os.Stderr, "worker: clock rate %q in %s: not a positive number\n", b, w.o.ClockFile)
 		return
 	}
 	w.clock.SetRate(rate)

@@ -24,13 +24,13 @@ import (
 // leaseTransitions when it started leading: client-go's nearest thing to a term.
 func (w *worker) runUnfenced(ctx context.Context, cs kubernetes.Interface, c client.Client) error {
 	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: w.o.namespace, Name: w.o.lease},
+		LeaseMeta:  metav1.ObjectMeta{Namespace: w.o.Namespace, Name: w.o.Lease},
 		Client:     cs.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: w.o.identity},
+		LockConfig: resourcelock.ResourceLockConfig{Identity: w.o.Identity},
 	}
 	var le *leaderelection.LeaderElector
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: lock, LeaseDuration: w.o.leaseDuration, RenewDeadline: w.o.renewDeadline, RetryPeriod: w.o.retryPeriod,
+		Lock: lock, LeaseDuration: w.o.LeaseDuration, RenewDeadline: w.o.RenewDeadline, RetryPeriod: w.o.RetryPeriod,
 		ReleaseOnCancel: true,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) { w.writeUnfenced(ctx, cs, c, le) },
@@ -46,8 +46,8 @@ func (w *worker) runUnfenced(ctx context.Context, cs kubernetes.Interface, c cli
 }
 
 func (w *worker) writeUnfenced(ctx context.Context, cs kubernetes.Interface, c client.Client, le *leaderelection.LeaderElector) {
-	lease, err := cs.CoordinationV1().Leases(w.o.namespace).Get(ctx, w.o.lease, metav1.GetOptions{})
-	if err != nil || ptr.Deref(lease.Spec.HolderIdentity, "") != w.o.identity {
+	lease, err := cs.CoordinationV1().Leases(w.o.Namespace).Get(ctx, w.o.Lease, metav1.GetOptions{})
+	if err != nil || ptr.Deref(lease.Spec.HolderIdentity, "") != w.o.Identity {
 		return
 	}
 	term := termOf(lease)
@@ -55,8 +55,8 @@ func (w *worker) writeUnfenced(ctx context.Context, cs kubernetes.Interface, c c
 		w.pauseIfArmed()
 		id := w.nextOp()
 		done := w.call(chaos.Record{Op: id, Kind: chaos.KindWrite, Epoch: term, BelievedLeader: true})
-		wctx, cancel := context.WithTimeout(context.Background(), w.o.requestTimeout)
-		err := w.writeConfigMap(wctx, c, map[string]string{"op": id, "writer": w.o.identity, "epoch": strconv.FormatInt(term, 10)})
+		wctx, cancel := context.WithTimeout(context.Background(), w.o.RequestTimeout)
+		err := w.writeConfigMap(wctx, c, map[string]string{"op": id, "writer": w.o.Identity, "epoch": strconv.FormatInt(term, 10)})
 		cancel()
 		done(err, nil)
 	})
@@ -69,14 +69,14 @@ func termOf(l *coordinationv1.Lease) int64 { return int64(ptr.Deref(l.Spec.Lease
 // read-modify-write), retrying resourceVersion conflicts.
 func (w *worker) writeConfigMap(ctx context.Context, c client.Client, data map[string]string) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: w.o.target, Namespace: w.o.namespace}}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: w.o.Target, Namespace: w.o.Namespace}}
 		_, err := controllerutil.CreateOrUpdate(ctx, c, cm, func() error { cm.Data = data; return nil })
 		return err
 	})
 }
 
 func (w *worker) readConfigMap(ctx context.Context, cs kubernetes.Interface) (*chaos.Value, error) {
-	cm, err := cs.CoreV1().ConfigMaps(w.o.namespace).Get(ctx, w.o.target, metav1.GetOptions{})
+	cm, err := cs.CoreV1().ConfigMaps(w.o.Namespace).Get(ctx, w.o.Target, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return &chaos.Value{}, nil
 	}
