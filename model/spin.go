@@ -61,7 +61,7 @@ func Run(ctx context.Context, c Check, maxEpoch int) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	if err := os.WriteFile(filepath.Join(dir, "fencekit.pml"), Source, 0o644); err != nil {
 		return res, err
 	}

@@ -160,7 +160,7 @@ func both[R any](ctx context.Context, run func(fenced bool) (R, error)) (fenced,
 }
 
 // printer returns, for the fenced or the unfenced run, the function that prints each of its events as the
-// line line makes of it (none when line returns ""), one line at a time.
+// line that line makes of it (none when it returns ""), one line at a time.
 func printer(line func(run string, e demo.Event) string) func(fenced bool) func(demo.Event) {
 	var mu sync.Mutex
 	return func(fenced bool) func(demo.Event) {

@@ -28,7 +28,7 @@ func runControllerDemo(root string, s demo.Settings) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	fmt.Fprintln(os.Stderr, "building examples/controller")
 	if target.ControllerBinary, err = demo.Build(root, dir, "./examples/controller"); err != nil {
 		return err

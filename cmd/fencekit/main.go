@@ -1,9 +1,9 @@
 // Command fencekit is the fencekit CLI, for workloads not written in Go (docs/run.md):
 //
-//	fencekit run        run a command only while leading a Lease, with the fencing token in its environment
-//	fencekit elect      the token sidecar: elect on a Lease and serve the token over HTTP and in a file
+//	fencekit run        runs a command only while leading a Lease, with the fencing token in its environment
+//	fencekit elect      the token sidecar: elects on a Lease and serves the token over HTTP and in a file
 //	fencekit selftest   the Helm chart's `helm test`: a stale write refused by the webhook, a current one admitted
-//	fencekit version    print the version
+//	fencekit version    prints the version
 //
 // It only parses flags and wires; the work is done in internal/cli/leadrun. It links no test code (make
 // importcheck); the development commands are in cmd/fencekit-dev.
@@ -69,7 +69,7 @@ must refuse a stale one. See docs/run.md.`,
 	}
 	root.SetVersionTemplate("fencekit {{.Version}}\n")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return fmt.Errorf("%v (see '%s --help')", err, c.CommandPath())
+		return fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())
 	})
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(newRunCommand(), newElectCommand(), newSelftestCommand(), &cobra.Command{

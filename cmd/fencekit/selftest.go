@@ -138,7 +138,7 @@ func lead(ctx context.Context, cs kubernetes.Interface, namespace, lease, identi
 	go func() { done <- e.Run(runCtx) }()
 	release := func() {
 		cancel()
-		<-done
+		<-done //nolint:errcheck // after cancel, Run's error only says that it was cancelled
 	}
 	select {
 	case t := <-tokens:

@@ -171,8 +171,8 @@ func setCondition(d *appsv1.Deployment, round string) {
 }
 
 func logWrite(op, round string, err error) {
-	switch {
-	case err == nil:
+	switch err {
+	case nil:
 		log.Info("write", "op", op, "round", round, "accepted", true)
 	default:
 		log.Info("write", "op", op, "round", round, "accepted", false, "reason", string(fencing.ReasonOf(err)), "error", err.Error())

@@ -118,7 +118,7 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 
 	// Leader-only work: the controllers. With LeaderElect they are added to a Gate that runs them only
 	// while this replica's elector leads; webhooks and probes keep serving on every replica.
-	var leaderOnly manager.Manager = mgr
+	leaderOnly := mgr
 	if opts.LeaderElect {
 		gate, err := newGate(cfg, opts, mgr.GetLogger())
 		if err != nil {

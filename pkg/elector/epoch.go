@@ -86,8 +86,8 @@ type epochChoice struct {
 func nextEpoch(lease types.NamespacedName, l *coordinationv1.Lease, listRV string, floor int64) (epochChoice, error) {
 	var c epochChoice
 	seen, seenWhere := floor, "the highest epoch this elector has seen under this name"
-	switch {
-	case l == nil:
+	switch l {
+	case nil:
 		v, err := parseResourceVersion(listRV)
 		if err != nil {
 			return c, fmt.Errorf("lease %s: seeding the epoch of a new Lease from the list resourceVersion: %w", lease, err)
@@ -107,7 +107,7 @@ func nextEpoch(lease types.NamespacedName, l *coordinationv1.Lease, listRV strin
 		}
 		v, err := parseResourceVersion(l.ResourceVersion)
 		if err != nil {
-			return c, fmt.Errorf("lease %s: seeding the epoch from the Lease's resourceVersion (%v): %w", lease, perr, err)
+			return c, fmt.Errorf("lease %s: seeding the epoch from the Lease's resourceVersion (%w): %w", lease, perr, err)
 		}
 		c = epochChoice{epoch: v, seed: perr.Error()}
 	}

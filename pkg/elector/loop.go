@@ -286,7 +286,7 @@ func (r *runner) postAcquired(ctx context.Context, err error) {
 	r.postFailures++
 	pause := postAcquireBackoff(r.e.retryPause(), r.postFailures)
 	r.log.Error(err, "PostAcquire failed; releasing the Lease", "epoch", r.term.token.Epoch, "failuresInARow", r.postFailures, "retryIn", pause)
-	r.endTerm(ctx, fmt.Errorf("%w: %s: %v", ErrLeadershipLost, ReasonPostAcquireFailed, err), ReasonPostAcquireFailed, err.Error(), true)
+	r.endTerm(ctx, fmt.Errorf("%w: %s: %w", ErrLeadershipLost, ReasonPostAcquireFailed, err), ReasonPostAcquireFailed, err.Error(), true)
 	r.notBefore = r.e.clock.Now().Add(pause)
 }
 
@@ -443,7 +443,7 @@ func (r *runner) release(ctx context.Context, t *term) bool {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg().RenewDeadline)
 	defer cancel()
 	base := r.held
-	for attempt := 0; attempt < 2; attempt++ {
+	for range 2 {
 		l := base.DeepCopy()
 		applyRelease(l, r.e.clock.Now())
 		res, err := r.leases.Update(rctx, l, metav1.UpdateOptions{FieldManager: t.token.FieldManager()})

@@ -31,7 +31,7 @@ import (
 // miss an object created a moment ago); c writes (a plain client: the elector has not handed out the token
 // yet) and resolves resources with its RESTMapper. The hook needs list on fencingpolicies and on the
 // declared resources. Raising N objects takes 1 + M + N requests (M declared resources); see raiseObject
-// for the record it finds. Any raise that fails fails the acquisition: no user without the token can make
+// for the record it finds. A failed raise fails the acquisition: no user without the token can make
 // one fail, because what such a user may write is bounded (internal/operator/admission).
 func FenceObjectsOnAcquire(c client.Client, reader client.Reader) elector.AcquireFence {
 	return elector.DeclaredFence(seal.Key{}, func(ctx context.Context, token elector.Token) error {

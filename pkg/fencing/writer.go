@@ -268,7 +268,7 @@ func (w *Writer) Delete(ctx context.Context, token elector.Token, key types.Name
 	if err != nil {
 		w.disarm(ctx, token, key)
 		countRefusal(token.Lease.String(), err)
-		if _, ok := err.(*Error); ok {
+		if fe := (*Error)(nil); errors.As(err, &fe) {
 			return err
 		}
 		return fmt.Errorf("deleting FencedResource %s at epoch %d: %w", key, token.Epoch, err)
@@ -306,7 +306,7 @@ func stamp(fr *fencingv1alpha1.FencedResource, token elector.Token) {
 }
 
 func wrap(key types.NamespacedName, token elector.Token, err error) error {
-	if _, ok := err.(*Error); ok || apierrors.IsNotFound(err) {
+	if fe := (*Error)(nil); errors.As(err, &fe) || apierrors.IsNotFound(err) {
 		return err
 	}
 	return fmt.Errorf("writing FencedResource %s at epoch %d: %w", key, token.Epoch, err)

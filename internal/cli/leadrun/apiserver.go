@@ -8,13 +8,13 @@ import (
 	"sync"
 
 	authenticationv1api "k8s.io/api/authentication/v1"
-	coordinationv1api "k8s.io/api/coordination/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	authenticationv1 "k8s.io/client-go/kubernetes/typed/authentication/v1"
-	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 )
 
 // PermanentAttempts is how many times in a row one kind of request ("create Lease"), while not leading,
@@ -136,7 +136,7 @@ type observedClient struct {
 	s *apiState
 }
 
-func (c observedClient) CoordinationV1() coordinationv1.CoordinationV1Interface {
+func (c observedClient) CoordinationV1() coordinationv1client.CoordinationV1Interface {
 	return observedCoordination{CoordinationV1Interface: c.Interface.CoordinationV1(), s: c.s}
 }
 
@@ -145,26 +145,26 @@ func (c observedClient) AuthenticationV1() authenticationv1.AuthenticationV1Inte
 }
 
 type observedCoordination struct {
-	coordinationv1.CoordinationV1Interface
+	coordinationv1client.CoordinationV1Interface
 	s *apiState
 }
 
-func (c observedCoordination) Leases(namespace string) coordinationv1.LeaseInterface {
+func (c observedCoordination) Leases(namespace string) coordinationv1client.LeaseInterface {
 	return observedLeases{LeaseInterface: c.CoordinationV1Interface.Leases(namespace), s: c.s}
 }
 
 type observedLeases struct {
-	coordinationv1.LeaseInterface
+	coordinationv1client.LeaseInterface
 	s *apiState
 }
 
-func (l observedLeases) Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1api.Lease, error) {
+func (l observedLeases) Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error) {
 	res, err := l.LeaseInterface.Get(ctx, name, opts)
 	l.s.record("get Lease", err)
 	return res, err
 }
 
-func (l observedLeases) List(ctx context.Context, opts metav1.ListOptions) (*coordinationv1api.LeaseList, error) {
+func (l observedLeases) List(ctx context.Context, opts metav1.ListOptions) (*coordinationv1.LeaseList, error) {
 	res, err := l.LeaseInterface.List(ctx, opts)
 	l.s.record("list Leases", err)
 	return res, err
@@ -176,13 +176,13 @@ func (l observedLeases) Watch(ctx context.Context, opts metav1.ListOptions) (wat
 	return res, err
 }
 
-func (l observedLeases) Create(ctx context.Context, lease *coordinationv1api.Lease, opts metav1.CreateOptions) (*coordinationv1api.Lease, error) {
+func (l observedLeases) Create(ctx context.Context, lease *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error) {
 	res, err := l.LeaseInterface.Create(ctx, lease, opts)
 	l.s.record("create Lease", err)
 	return res, err
 }
 
-func (l observedLeases) Update(ctx context.Context, lease *coordinationv1api.Lease, opts metav1.UpdateOptions) (*coordinationv1api.Lease, error) {
+func (l observedLeases) Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
 	res, err := l.LeaseInterface.Update(ctx, lease, opts)
 	l.s.record("update Lease", err)
 	return res, err

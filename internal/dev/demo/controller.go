@@ -92,7 +92,7 @@ func RunController(ctx context.Context, t Target, s Settings, fenced bool, live 
 		return nil, err
 	}
 	r.procs = append(r.procs, b)
-	r.say("the source moves to round 2 (canary off, 2 replicas)")
+	r.sayf("the source moves to round 2 (canary off, 2 replicas)")
 	if err := r.setSource(ctx, ns, "2", "2", "false"); err != nil {
 		return nil, err
 	}
@@ -105,7 +105,7 @@ func RunController(ctx context.Context, t Target, s Settings, fenced bool, live 
 	if err := waitUntil(ctx, 10*time.Second, a.stopped); err != nil {
 		return nil, fmt.Errorf("worker A did not stop: %w", err)
 	}
-	r.say("A stopped (SIGSTOP) in the middle of round 2; the source moves to round 3 (canary on, 3 replicas)")
+	r.sayf("A stopped (SIGSTOP) in the middle of round 2; the source moves to round 3 (canary on, 3 replicas)")
 	if err := r.setSource(ctx, ns, "3", "3", "true"); err != nil {
 		return nil, err
 	}
@@ -118,11 +118,11 @@ func RunController(ctx context.Context, t Target, s Settings, fenced bool, live 
 	}); err != nil {
 		return nil, err
 	}
-	r.say("B rendered round 3; A is resumed (SIGCONT)")
+	r.sayf("B rendered round 3; A is resumed (SIGCONT)")
 	if err := a.signal(syscall.SIGCONT); err != nil {
 		return nil, err
 	}
-	for i := 0; i < 4; i++ {
+	for i := range 4 {
 		seen := 0
 		e, err := a.waitFor(ctx, 30*time.Second, "its round-2 writes", func(e Event) bool {
 			if e.Msg == "write" && e.Round == "2" {
@@ -234,9 +234,9 @@ func (r *runner) controllerNamespace(ctx context.Context) (string, error) {
 		return fencing.IsTokenMissing(last)
 	})
 	if err != nil {
-		return "", fmt.Errorf("the FencingPolicy is not enforced (last probe: %v): %w", last, err)
+		return "", fmt.Errorf("the FencingPolicy is not enforced (last probe: %w): %w", last, err)
 	}
-	r.say("FencingPolicy configsync declared: only the holder of Lease configsync may write the rendered ConfigMaps and the Deployments")
+	r.sayf("FencingPolicy configsync declared: only the holder of Lease configsync may write the rendered ConfigMaps and the Deployments")
 	return ns, nil
 }
 
@@ -300,7 +300,7 @@ func (r *runner) waitState(ctx context.Context, ns, what string, cond func(Contr
 		return readErr == nil && cond(last)
 	})
 	if err != nil {
-		return fmt.Errorf("%s: %w (last seen: %v, %v)", what, err, last, readErr)
+		return fmt.Errorf("%s: %w (last seen: %v, %w)", what, err, last, readErr)
 	}
 	return nil
 }

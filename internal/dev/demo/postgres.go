@@ -81,7 +81,7 @@ func (r *runner) runPostgres(ctx context.Context, pg Postgres) (*Result, error) 
 		INSERT INTO `+table+` (id) VALUES (1)`); err != nil {
 		return nil, fmt.Errorf("creating table %s: %w", table, err)
 	}
-	r.say("created table %s; each worker is fencekit run with a psql script", table)
+	r.sayf("created table %s; each worker is fencekit run with a psql script", table)
 	w1Config, w2Config := r.kubeconfigs()
 	start := func(name, kubeconfig string, writes, stopBefore int) (*process, error) {
 		env := []string{"PSQL=" + pg.PSQL, "DSN=" + pg.DSN, "TABLE=" + table, "WRITES=" + strconv.Itoa(writes),
@@ -125,7 +125,7 @@ func (r *runner) runPostgres(ctx context.Context, pg Postgres) (*Result, error) 
 		return nil, err
 	}
 	res.Stopped = time.Since(r.start)
-	r.say("W1 stopped with SIGSTOP (its script and its fencekit run) just before write 2")
+	r.sayf("W1 stopped with SIGSTOP (its script and its fencekit run) just before write 2")
 
 	if res.W2Epoch, err = r.leadsAndWrites(ctx, w2, "an accepted write"); err != nil {
 		return nil, err
@@ -143,7 +143,7 @@ func (r *runner) runPostgres(ctx context.Context, pg Postgres) (*Result, error) 
 		return nil, err
 	}
 	res.Resumed = time.Since(r.start)
-	r.say("W1 resumed with SIGCONT after %.1fs stopped", (res.Resumed - res.Stopped).Seconds())
+	r.sayf("W1 resumed with SIGCONT after %.1fs stopped", (res.Resumed - res.Stopped).Seconds())
 	if res.LateWrite, err = w1.waitFor(ctx, 30*time.Second, "its late write", func(e Event) bool { return e.Msg == "write" && e.Write == 2 }); err != nil {
 		return nil, err
 	}

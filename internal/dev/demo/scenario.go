@@ -139,7 +139,7 @@ func (r *runner) record(e Event) {
 	}
 }
 
-func (r *runner) say(format string, args ...any) {
+func (r *runner) sayf(format string, args ...any) {
 	r.record(Event{At: time.Since(r.start), Worker: "demo", Msg: fmt.Sprintf(format, args...)})
 }
 
@@ -244,7 +244,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		}); err != nil {
 			return nil, fmt.Errorf("declaring FencedResource %s: %w", resource, err)
 		}
-		r.say("declared FencedResource %s bound to lease %s", resource, lease)
+		r.sayf("declared FencedResource %s bound to lease %s", resource, lease)
 	}
 	w1Config, w2Config := r.kubeconfigs()
 
@@ -273,7 +273,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		if err := w1.signal(syscall.SIGKILL); err != nil {
 			return nil, err
 		}
-		r.say("W1 killed with SIGKILL after its first write")
+		r.sayf("W1 killed with SIGKILL after its first write")
 	} else {
 		if _, err := w1.waitFor(ctx, 10*r.s.Interval+10*time.Second, "the pause before write 2", isMsg("pausing")); err != nil {
 			return nil, err
@@ -285,7 +285,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			return nil, fmt.Errorf("W1 did not stop: %w", err)
 		}
 		res.Stopped = time.Since(r.start)
-		r.say("W1 stopped with SIGSTOP just before write 2; its leadership check had passed")
+		r.sayf("W1 stopped with SIGSTOP just before write 2; its leadership check had passed")
 	}
 
 	if res.W2Epoch, err = r.leads(ctx, w2); err != nil {
@@ -309,7 +309,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			return nil, err
 		}
 		res.Resumed = time.Since(r.start)
-		r.say("W1 resumed with SIGCONT after %.1fs stopped", (res.Resumed - res.Stopped).Seconds())
+		r.sayf("W1 resumed with SIGCONT after %.1fs stopped", (res.Resumed - res.Stopped).Seconds())
 		res.LateWrite, err = w1.waitFor(ctx, 30*time.Second, "its late write", func(e Event) bool { return e.Msg == "write" && e.Write == 2 })
 		if err != nil {
 			return nil, err

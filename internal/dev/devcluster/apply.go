@@ -148,7 +148,7 @@ func WaitForLeasePolicy(ctx context.Context, admin *rest.Config, c client.Client
 		return apierrors.IsForbidden(last) && strings.Contains(last.Error(), "must name its requester"), nil
 	})
 	if err != nil {
-		return fmt.Errorf("fencekit's lease policy is not enforced after 30s (last probe: %v): %w", last, err)
+		return fmt.Errorf("fencekit's lease policy is not enforced after 30s (last probe: %w): %w", last, err)
 	}
 	return nil
 }

@@ -80,14 +80,14 @@ func Start() (*Server, error) {
 	}
 	cred, err := credential(dir)
 	if err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 	s := &Server{dir: dir, log: filepath.Join(dir, "postgres.log")}
 	initdb := s.command(cred, filepath.Join(bin, "initdb"), "-D", s.data(), "-U", "postgres", "-A", "trust",
 		"-E", "UTF8", "--locale=C", "--no-sync")
 	if out, err := initdb.CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 		hint := ""
 		if cred != nil {
 			hint = fmt.Sprintf(" (it runs as uid %d: every parent of %s must be searchable by that user; set TMPDIR elsewhere if not)", cred.Uid, dir)
@@ -101,7 +101,7 @@ func Start() (*Server, error) {
 			return s, nil
 		}
 		if attempt == 3 {
-			os.RemoveAll(dir)
+			_ = os.RemoveAll(dir)
 			return nil, err
 		}
 	}
@@ -152,7 +152,7 @@ func (s *Server) start(cred *syscall.Credential, postgres string) error {
 	if err != nil {
 		return err
 	}
-	defer logf.Close()
+	defer func() { _ = logf.Close() }() // the server keeps its own descriptor
 	if cred != nil {
 		if err := logf.Chown(int(cred.Uid), int(cred.Gid)); err != nil {
 			return err
@@ -175,7 +175,7 @@ func (s *Server) start(cred *syscall.Credential, postgres string) error {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			err = db.PingContext(ctx)
 			cancel()
-			db.Close()
+			_ = db.Close()
 		}
 		if err == nil {
 			return nil
@@ -187,7 +187,7 @@ func (s *Server) start(cred *syscall.Credential, postgres string) error {
 		}
 		if time.Now().After(deadline) {
 			s.kill()
-			return fmt.Errorf("postgres did not accept connections within 30s (last error: %v):\n%s", err, s.logTail())
+			return fmt.Errorf("postgres did not accept connections within 30s (last error: %w):\n%s", err, s.logTail())
 		}
 	}
 }
@@ -207,7 +207,7 @@ func (s *Server) DSN(db string) string {
 
 // Stop shuts the server down (fast shutdown, then SIGKILL after 10 s) and removes its directory.
 func (s *Server) Stop() error {
-	defer os.RemoveAll(s.dir)
+	defer func() { _ = os.RemoveAll(s.dir) }()
 	_ = s.cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case <-s.done:
@@ -229,6 +229,6 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -3,6 +3,7 @@ package admission
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -121,19 +122,19 @@ func copyMayAdmit(r *Request, l *Lease) bool {
 // decideFree decides a write that presents no token: it is admitted only if every field it changes is
 // on the allowlist, ownership moves only within those fields, and what it adds stays within the bounds.
 func decideFree(r *Request) Verdict {
-	var old, new map[string]any
+	var old, updated map[string]any
 	if r.Old != nil {
 		old = r.Old.Object
 	}
 	if r.New != nil {
-		new = r.New.Object
+		updated = r.New.Object
 	}
 	if r.Class == FencedResource {
-		old, new = withEpoch(old), withEpoch(new)
+		old, updated = withEpoch(old), withEpoch(updated)
 	}
 	free := freeFor(r)
 	var fenced []Path
-	for _, p := range changedPaths(old, new) {
+	for _, p := range changedPaths(old, updated) {
 		if free(p) {
 			continue
 		}
@@ -516,11 +517,14 @@ func annotationOK(u *unstructured.Unstructured, key string) (string, bool) {
 	return v, ok
 }
 
-// jsonSize is the size of v encoded as JSON.
+// jsonSize is the size of v encoded as JSON; a value that cannot be encoded counts as larger than any bound.
 func jsonSize(v any) int {
 	if raw, ok := v.(json.RawMessage); ok { // as the webhook decodes a FencedResource's data
 		return len(raw)
 	}
-	b, _ := json.Marshal(v)
+	b, err := json.Marshal(v)
+	if err != nil {
+		return math.MaxInt
+	}
 	return len(b)
 }

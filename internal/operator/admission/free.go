@@ -164,11 +164,11 @@ func freeFor(r *Request) func(Path) bool {
 	}
 }
 
-func onlyRemovesOwners(old, new *unstructured.Unstructured) bool {
-	if old == nil || new == nil {
+func onlyRemovesOwners(old, updated *unstructured.Unstructured) bool {
+	if old == nil || updated == nil {
 		return false
 	}
-	o, n := old.GetOwnerReferences(), new.GetOwnerReferences()
+	o, n := old.GetOwnerReferences(), updated.GetOwnerReferences()
 	if len(n) >= len(o) {
 		return false
 	}
@@ -185,13 +185,13 @@ func onlyRemovesOwners(old, new *unstructured.Unstructured) bool {
 	return true
 }
 
-// addsFinalizer reports whether new holds a finalizer old does not.
-func addsFinalizer(old, new *unstructured.Unstructured) bool {
+// addsFinalizer reports whether updated holds a finalizer old does not.
+func addsFinalizer(old, updated *unstructured.Unstructured) bool {
 	var have []string
 	if old != nil {
 		have = old.GetFinalizers()
 	}
-	for _, f := range new.GetFinalizers() {
+	for _, f := range updated.GetFinalizers() {
 		if !slices.Contains(have, f) {
 			return true
 		}
@@ -207,7 +207,7 @@ func metadataBytes(u *unstructured.Unstructured) int {
 	n := 0
 	for _, m := range []map[string]string{u.GetLabels(), u.GetAnnotations()} {
 		if len(m) > 0 {
-			b, _ := json.Marshal(m)
+			b, _ := json.Marshal(m) //nolint:errchkjson // a map of strings always encodes
 			n += len(b)
 		}
 	}

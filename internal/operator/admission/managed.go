@@ -106,12 +106,12 @@ type ownershipChange struct {
 // nothing but free paths (bounded by MaxFreeManagers), freeBytes their size (bounded by
 // MaxFreeManagedFieldsBytes: server-side apply lets many of them co-own the same free fields), and grew
 // whether the write made that size grow.
-func ownershipChanges(old, new *unstructured.Unstructured, free func(Path) bool) (changes []ownershipChange, added bool, freeOnly, freeBytes int, grew bool, err error) {
+func ownershipChanges(old, updated *unstructured.Unstructured, free func(Path) bool) (changes []ownershipChange, added bool, freeOnly, freeBytes int, grew bool, err error) {
 	before, err := entries(old)
 	if err != nil {
 		return nil, false, 0, 0, false, fmt.Errorf("reading the stored object's managedFields: %w", err)
 	}
-	after, err := entries(new)
+	after, err := entries(updated)
 	if err != nil {
 		return nil, false, 0, 0, false, fmt.Errorf("reading the written object's managedFields: %w", err)
 	}

@@ -34,18 +34,18 @@ func (p Path) under(prefix ...string) bool {
 // managedFieldsPath is left out of changedPaths: the rule reads it as ownership (managed.go).
 var managedFieldsPath = Path{"metadata", "managedFields"}
 
-// changedPaths lists the leaves that differ between old and new (either may be nil), in key order: maps
+// changedPaths lists the leaves that differ between old and updated (either may be nil), in key order: maps
 // are compared key by key, anything else (strings, numbers, lists) as a whole. An absent value, null, an
 // empty map and an empty list count as the same; "" and 0 do not (they are values). apiVersion and kind
 // are not fields of the object, and metadata.managedFields is left to the ownership rule.
-func changedPaths(old, new map[string]any) []Path {
+func changedPaths(old, updated map[string]any) []Path {
 	var out []Path
-	diffMaps(nil, old, new, &out)
+	diffMaps(nil, old, updated, &out)
 	return out
 }
 
-func diffMaps(at Path, old, new map[string]any, out *[]Path) {
-	for _, k := range unionKeys(old, new) {
+func diffMaps(at Path, old, updated map[string]any, out *[]Path) {
+	for _, k := range unionKeys(old, updated) {
 		if len(at) == 0 && (k == "apiVersion" || k == "kind") {
 			continue
 		}
@@ -53,7 +53,7 @@ func diffMaps(at Path, old, new map[string]any, out *[]Path) {
 		if slices.Equal(p, managedFieldsPath) {
 			continue
 		}
-		o, n := old[k], new[k]
+		o, n := old[k], updated[k]
 		om, oIsMap := o.(map[string]any)
 		nm, nIsMap := n.(map[string]any)
 		switch {
@@ -93,12 +93,12 @@ func unionKeys(a, b map[string]any) []string {
 	return keys
 }
 
-// listPaths renders up to max paths for a message, saying how many more there are.
-func listPaths(ps []Path, max int) string {
+// listPaths renders up to limit paths for a message, saying how many more there are.
+func listPaths(ps []Path, limit int) string {
 	var s []string
 	for i, p := range ps {
-		if i == max {
-			s = append(s, "and "+strconv.Itoa(len(ps)-max)+" more")
+		if i == limit {
+			s = append(s, "and "+strconv.Itoa(len(ps)-limit)+" more")
 			break
 		}
 		s = append(s, p.String())

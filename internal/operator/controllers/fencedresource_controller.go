@@ -194,8 +194,8 @@ func ComputeStatus(fr *fencingv1alpha1.FencedResource, lease *coordinationv1.Lea
 	set := func(t string, status metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: fr.Generation})
 	}
-	switch {
-	case lease == nil:
+	switch lease {
+	case nil:
 		set(fencingv1alpha1.ConditionLeaseFound, metav1.ConditionFalse, fencingv1alpha1.ReasonLeaseNotFound,
 			fmt.Sprintf("lease %s does not exist in namespace %s; every fenced write is refused until an elector creates it", fr.Spec.LeaseName, fr.Namespace))
 		set(fencingv1alpha1.ConditionFenced, metav1.ConditionUnknown, fencingv1alpha1.ReasonLeaseNotFound, "no lease to compare epochs with")

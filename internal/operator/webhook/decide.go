@@ -247,7 +247,8 @@ func badRequest(err error) admission.Response { return admission.Errored(http.St
 
 func statusResponse(err error) admission.Response {
 	var status *apierrors.StatusError
-	if s, ok := err.(*apierrors.StatusError); ok {
+	// Only an error that is itself an API status passes through; a wrapped one carries context its message keeps.
+	if s, ok := err.(*apierrors.StatusError); ok { //nolint:errorlint // exact type on purpose (above)
 		status = s
 	} else {
 		status = apierrors.NewInternalError(err)

@@ -100,16 +100,16 @@ func (v *ObjectValidator) policyFor(ctx context.Context, req admission.Request, 
 	if fencingv1alpha1.ClusterOwned(gr.Group, gr.Resource, r.Name) {
 		return nil, nil
 	}
-	var old, new map[string]string
+	var old, updated map[string]string
 	if r.Old != nil {
 		old = r.Old.GetLabels()
 	}
 	if r.New != nil {
-		new = r.New.GetLabels()
+		updated = r.New.GetLabels()
 	}
-	list, matching, err := policiesFor(ctx, v.policies, req.Namespace, gr, req.SubResource, old, new)
+	list, matching, err := policiesFor(ctx, v.policies, req.Namespace, gr, req.SubResource, old, updated)
 	if err == nil && len(matching) == 0 {
-		list, matching, err = policiesFor(ctx, v.reader, req.Namespace, gr, req.SubResource, old, new)
+		list, matching, err = policiesFor(ctx, v.reader, req.Namespace, gr, req.SubResource, old, updated)
 	}
 	if err != nil {
 		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("listing the FencingPolicies of namespace %s to fence %s %s/%s: %v",
@@ -126,7 +126,7 @@ func (v *ObjectValidator) policyFor(ctx context.Context, req admission.Request, 
 		}
 	}
 	r.CoveredBefore = r.Old != nil && core.Covered(list, gr.Group, gr.Resource, req.SubResource, old)
-	r.CoveredAfter = r.New != nil && core.Covered(list, gr.Group, gr.Resource, req.SubResource, new)
+	r.CoveredAfter = r.New != nil && core.Covered(list, gr.Group, gr.Resource, req.SubResource, updated)
 	// The copy may decide only above every matching policy's coverage epoch, and only once each has one
 	// for its current generation.
 	r.CoverageRecorded = true
@@ -139,16 +139,16 @@ func (v *ObjectValidator) policyFor(ctx context.Context, req admission.Request, 
 
 // PoliciesFor lists the FencingPolicies of namespace that declare a write of an object of resource gr
 // (through subresource, "" for the object itself) whose labels are old before the write (nil on create)
-// and new after it (nil on delete), sorted by name. It is the object webhook's matching, for the tools that
+// and updated after it (nil on delete), sorted by name. It is the object webhook's matching, for the tools that
 // explain its decisions (kubectl fencekit explain).
-func PoliciesFor(ctx context.Context, r ctrl.Reader, namespace string, gr schema.GroupResource, subresource string, old, new map[string]string) ([]fencingv1alpha1.FencingPolicy, error) {
-	_, matching, err := policiesFor(ctx, r, namespace, gr, subresource, old, new)
+func PoliciesFor(ctx context.Context, r ctrl.Reader, namespace string, gr schema.GroupResource, subresource string, old, updated map[string]string) ([]fencingv1alpha1.FencingPolicy, error) {
+	_, matching, err := policiesFor(ctx, r, namespace, gr, subresource, old, updated)
 	return matching, err
 }
 
 // policiesFor lists the policies of namespace, and those of them that cover the object with its old or
 // its new labels, sorted by name.
-func policiesFor(ctx context.Context, r ctrl.Reader, namespace string, gr schema.GroupResource, subresource string, old, new map[string]string) ([]fencingv1alpha1.FencingPolicy, []fencingv1alpha1.FencingPolicy, error) {
+func policiesFor(ctx context.Context, r ctrl.Reader, namespace string, gr schema.GroupResource, subresource string, old, updated map[string]string) ([]fencingv1alpha1.FencingPolicy, []fencingv1alpha1.FencingPolicy, error) {
 	var list fencingv1alpha1.FencingPolicyList
 	if err := r.List(ctx, &list, ctrl.InNamespace(namespace)); err != nil {
 		return nil, nil, err
@@ -156,7 +156,7 @@ func policiesFor(ctx context.Context, r ctrl.Reader, namespace string, gr schema
 	var out []fencingv1alpha1.FencingPolicy
 	for _, p := range list.Items {
 		one := []fencingv1alpha1.FencingPolicy{p}
-		if core.Covered(one, gr.Group, gr.Resource, subresource, old) || core.Covered(one, gr.Group, gr.Resource, subresource, new) {
+		if core.Covered(one, gr.Group, gr.Resource, subresource, old) || core.Covered(one, gr.Group, gr.Resource, subresource, updated) {
 			out = append(out, p)
 		}
 	}

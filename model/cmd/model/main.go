@@ -22,7 +22,11 @@ import (
 	"github.com/fencekit/fencekit/model"
 )
 
-func main() {
+func main() { os.Exit(run()) }
+
+// run runs the checks and returns the exit code: 0 when every check holds, 1 when one fails, 2 when one
+// could not run.
+func run() int {
 	only := flag.String("run", "", "run only the checks whose name contains this")
 	full := flag.Bool("full", false, "also run the long checks (design-widen, design-deletes: minutes each)")
 	parallel := flag.Int("parallel", runtime.NumCPU(), "checks run at the same time")
@@ -30,7 +34,7 @@ func main() {
 	flag.Parse()
 	if *parallel < 1 || *memory < 1 {
 		fmt.Fprintf(os.Stderr, "model: -parallel (%d) and -memory (%d) must be at least 1\n", *parallel, *memory)
-		os.Exit(2)
+		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -76,7 +80,7 @@ func main() {
 		fmt.Printf("== %s: %s\n", c.Name, c.About)
 		if errs[i] != nil {
 			fmt.Fprintf(os.Stderr, "model: %s: %v\n", c.Name, errs[i])
-			os.Exit(2)
+			return 2
 		}
 		r := results[i]
 		verdict := "verified: no violation"
@@ -99,6 +103,7 @@ func main() {
 	wg.Wait()
 	fmt.Printf("model: %d checks, %d failed, %s (%d at a time)\n", len(checks), failed, time.Since(start).Round(time.Second), *parallel)
 	if failed > 0 {
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }

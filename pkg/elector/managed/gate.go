@@ -88,7 +88,7 @@ func (g *Gate) Start(ctx context.Context) error {
 		return err
 	case err := <-g.failed:
 		cancel()
-		<-done
+		<-done //nolint:errcheck // after cancel, Run's error only says that it was cancelled; err is the failure
 		return err
 	}
 }

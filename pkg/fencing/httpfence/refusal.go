@@ -36,7 +36,7 @@ func writeRefusal(w http.ResponseWriter, code int, r Refusal) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(r)
+	_ = json.NewEncoder(w).Encode(r) //nolint:errchkjson // a Refusal always encodes; a failed write has no one to report to
 }
 
 // maxRefusalBytes bounds how much of a response ResponseError reads.
@@ -52,7 +52,7 @@ func ResponseError(resp *http.Response) error {
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "application/json" {
 		return nil
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var r Refusal
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxRefusalBytes)).Decode(&r); err != nil || r.Reason == "" {
 		return errors.New("fenced service refused the request with status " + resp.Status + " and an unreadable body")

@@ -36,7 +36,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if err != nil {
 		if req.Body != nil {
-			req.Body.Close() // a RoundTripper closes the body, even on errors
+			_ = req.Body.Close() // a RoundTripper closes the body, even on errors
 		}
 		return nil, fmt.Errorf("refusing to send %s %s: %w", req.Method, req.URL.Redacted(), err)
 	}

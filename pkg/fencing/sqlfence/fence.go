@@ -21,7 +21,7 @@ const DefaultTable = "fencekit_fences"
 // MaxNameBytes bounds a fence name.
 const MaxNameBytes = 256
 
-// ErrFenceNotFound: the named fence does not exist in the table. Create it (Fence.Create, or
+// ErrFenceNotFound means the named fence does not exist in the table. Create it (Fence.Create, or
 // Options.Create to create it on its first raise); fencekit never creates one silently, because a typo in a
 // fence name would otherwise give a new, empty fence that admits any epoch.
 var ErrFenceNotFound = errors.New("fence not found")
@@ -100,14 +100,7 @@ func New(name string, opts Options) (*Fence, error) {
 	return &Fence{name: name, table: table, opts: opts}, nil
 }
 
-func containsNUL(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == 0 {
-			return true
-		}
-	}
-	return false
-}
+func containsNUL(s string) bool { return strings.IndexByte(s, 0) >= 0 }
 
 // Name is the fence's name.
 func (f *Fence) Name() string { return f.name }

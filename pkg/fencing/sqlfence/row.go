@@ -9,7 +9,7 @@ import (
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
-// ErrRowNotFound: a row-level fenced update matched no row because the row does not exist.
+// ErrRowNotFound means a row-level fenced update matched no row because the row does not exist.
 var ErrRowNotFound = errors.New("row not found")
 
 // Row is a fence kept on the user's own rows: a bigint column (Epoch) that every fenced write sets to its

@@ -69,6 +69,8 @@ func (t Token) Epoch() int64 {
 		return Stale
 	case FutureToken:
 		return Future
+	case NoToken:
+		return 0
 	}
 	return 0
 }

@@ -25,14 +25,14 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // Table is every row. Its order is the order rows are run and reported in.
 var Table = []Case{
 	// A FencedResource.
-	{Name: "the holder writes data", Target: FencedResource, Actor: HolderUser, Token: CurrentToken, Patch: data("b")},
-	{Name: "a stale holder writes data", Target: FencedResource, Actor: HolderUser, Token: StaleToken, Patch: data("b"), Want: fencing.ReasonStale,
+	{Name: "the holder writes data", Target: FencedResource, Actor: HolderUser, Token: CurrentToken, Patch: changeData},
+	{Name: "a stale holder writes data", Target: FencedResource, Actor: HolderUser, Token: StaleToken, Patch: changeData, Want: fencing.ReasonStale,
 		Why: "a paused replica of the holder's Deployment resumes after the takeover"},
-	{Name: "the holder's user writes data without a token", Target: FencedResource, Actor: HolderUser, Token: NoToken, Patch: data("b"),
+	{Name: "the holder's user writes data without a token", Target: FencedResource, Actor: HolderUser, Token: NoToken, Patch: changeData,
 		Want: fencing.ReasonTokenMissing, Why: "a merge patch, kubectl edit or a server-side apply that leaves the token out inherits nothing"},
-	{Name: "another elector presents the current token", Target: FencedResource, Actor: OtherElector, Token: CurrentToken, Patch: data("b"),
+	{Name: "another elector presents the current token", Target: FencedResource, Actor: OtherElector, Token: CurrentToken, Patch: changeData,
 		Want: fencing.ReasonNotHolder, Why: "an epoch is not a password: it is bound to the user that acquired it"},
-	{Name: "another elector presents a future epoch", Target: FencedResource, Actor: OtherElector, Token: FutureToken, Patch: data("b"),
+	{Name: "another elector presents a future epoch", Target: FencedResource, Actor: OtherElector, Token: FutureToken, Patch: changeData,
 		Want: fencing.ReasonFutureEpoch},
 	{Name: "an editor labels a FencedResource", Target: FencedResource, Actor: Editor, Token: NoToken, Patch: label("team", "orders"),
 		Why: "a FencedResource's labels are free: fencekit reads none"},
@@ -51,13 +51,13 @@ var Table = []Case{
 		Want: fencing.ReasonTokenMissing, Why: "an owner reference deletes"},
 	{Name: "the garbage collector orphans", Target: FencedResource, Actor: GarbageCollector, Token: NoToken, Setup: owners(ghost),
 		Patch: owners()},
-	{Name: "break glass writes data without a token", Target: FencedResource, Actor: BreakGlass, Token: NoToken, Patch: data("b"),
+	{Name: "break glass writes data without a token", Target: FencedResource, Actor: BreakGlass, Token: NoToken, Patch: changeData,
 		Want: fencing.ReasonTokenMissing, Why: "break glass skips the acquirer check only"},
-	{Name: "break glass presents the current token", Target: FencedResource, Actor: BreakGlass, Token: CurrentToken, Patch: data("b")},
+	{Name: "break glass presents the current token", Target: FencedResource, Actor: BreakGlass, Token: CurrentToken, Patch: changeData},
 	{Name: "the holder writes after its release", Target: FencedResource, Actor: HolderUser, Token: CurrentToken, Lease: Released,
-		Patch: data("b"), Want: fencing.ReasonNotHolder},
+		Patch: changeData, Want: fencing.ReasonNotHolder},
 	{Name: "the holder keeps an armed marker in a raw write", Target: FencedResource, Actor: HolderUser, Token: CurrentToken,
-		Setup: annotate(markerKey, marker), Raw: true, Patch: data("b"),
+		Setup: annotate(markerKey, marker), Raw: true, Patch: changeData,
 		Why: "a marker alone authorises nothing: the delete must also name the marker write's resourceVersion"},
 	{Name: "an editor deletes a FencedResource", Target: FencedResource, Actor: Editor, Op: admission.Delete, Want: fencing.ReasonNotHolder},
 	{Name: "the holder's user deletes without the marker", Target: FencedResource, Actor: HolderUser, Op: admission.Delete,
@@ -70,9 +70,9 @@ var Table = []Case{
 	{Name: "an editor deletes after the release", Target: FencedResource, Actor: Editor, Op: admission.Delete, Lease: Released},
 
 	// A ConfigMap a FencingPolicy covers.
-	{Name: "the holder writes a ConfigMap", Target: ConfigMap, Actor: HolderUser, Token: CurrentToken, Patch: data("b")},
-	{Name: "a stale holder writes a ConfigMap", Target: ConfigMap, Actor: HolderUser, Token: StaleToken, Patch: data("b"), Want: fencing.ReasonStale},
-	{Name: "the holder's user writes a ConfigMap without a token", Target: ConfigMap, Actor: HolderUser, Token: NoToken, Patch: data("b"),
+	{Name: "the holder writes a ConfigMap", Target: ConfigMap, Actor: HolderUser, Token: CurrentToken, Patch: changeData},
+	{Name: "a stale holder writes a ConfigMap", Target: ConfigMap, Actor: HolderUser, Token: StaleToken, Patch: changeData, Want: fencing.ReasonStale},
+	{Name: "the holder's user writes a ConfigMap without a token", Target: ConfigMap, Actor: HolderUser, Token: NoToken, Patch: changeData,
 		Want: fencing.ReasonTokenMissing},
 	{Name: "an editor adds a finalizer to a ConfigMap", Target: ConfigMap, Actor: Editor, Token: NoToken, Patch: finalizers(1)},
 	{Name: "an editor pads a ConfigMap's finalizers", Target: ConfigMap, Actor: Editor, Token: NoToken,
@@ -86,13 +86,13 @@ var Table = []Case{
 	{Name: "a stale holder labels a ConfigMap out of the selector", Target: ConfigMap, Actor: HolderUser, Token: StaleToken,
 		Patch: label("app", nil), Want: fencing.ReasonStale, Why: "a write that changes coverage is decided on a quorum read"},
 	{Name: "the holder keeps an armed marker on a ConfigMap", Target: ConfigMap, Actor: HolderUser, Token: CurrentToken,
-		Setup: annotate(markerKey, marker), Raw: true, Patch: data("b")},
+		Setup: annotate(markerKey, marker), Raw: true, Patch: changeData},
 	{Name: "an editor adds an owner to a ConfigMap", Target: ConfigMap, Actor: Editor, Token: NoToken, Patch: owners(ghost),
 		Want: fencing.ReasonTokenMissing},
 	{Name: "the garbage collector orphans a ConfigMap", Target: ConfigMap, Actor: GarbageCollector, Token: NoToken, Setup: owners(ghost),
 		Patch: owners()},
 	{Name: "the holder writes a ConfigMap after its release", Target: ConfigMap, Actor: HolderUser, Token: CurrentToken, Lease: Released,
-		Patch: data("b"), Want: fencing.ReasonNotHolder},
+		Patch: changeData, Want: fencing.ReasonNotHolder},
 	{Name: "an editor deletes a ConfigMap", Target: ConfigMap, Actor: Editor, Op: admission.Delete, Want: fencing.ReasonNotHolder},
 	{Name: "the holder's user deletes a ConfigMap without the marker", Target: ConfigMap, Actor: HolderUser, Op: admission.Delete,
 		Want: fencing.ReasonTokenMissing},
@@ -133,13 +133,12 @@ var Table = []Case{
 // ghost is an owner that does not exist.
 var ghost = map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "ghost", "uid": "00000000-0000-0000-0000-000000000001"}
 
-func data(v string) func(map[string]any) map[string]any {
-	return func(stored map[string]any) map[string]any {
-		if stored["kind"] == string(FencedResource) {
-			return map[string]any{"spec": map[string]any{"data": map[string]any{"v": v}}}
-		}
-		return map[string]any{"data": map[string]any{"v": v}}
+// changeData sets the data of the target (a FencedResource's spec.data, a ConfigMap's data) to {"v": "b"}.
+func changeData(stored map[string]any) map[string]any {
+	if stored["kind"] == string(FencedResource) {
+		return map[string]any{"spec": map[string]any{"data": map[string]any{"v": "b"}}}
 	}
+	return map[string]any{"data": map[string]any{"v": "b"}}
 }
 
 func replicas(n int64) func(map[string]any) map[string]any {
