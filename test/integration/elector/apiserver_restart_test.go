@@ -18,12 +18,11 @@ func TestAPIServerRestartMidLease(t *testing.T) {
 	ns := env.Namespace(t)
 	h := newHistory()
 	long := func(id string) elector.Config {
-		cfg := shortConfig(t, ns, "lock", id)
+		cfg := h.config(t, ns, id)
 		cfg.LeaseDuration = 30 * time.Second // longer than the restart
 		cfg.RenewDeadline = 20 * time.Second
 		cfg.RetryPeriod = time.Second
 		cfg.SafetyMargin = time.Second
-		cfg.OnStartedLeading = h.lead
 		return cfg
 	}
 	a := start(t, long("a"))

@@ -27,8 +27,7 @@ func TestTwoElectorsReleaseHandsOver(t *testing.T) {
 	h := newHistory()
 	var cands []*candidate
 	for _, id := range ids("two", 2) {
-		cfg := shortConfig(t, ns, "lock", id)
-		cfg.OnStartedLeading = h.lead
+		cfg := h.config(t, ns, id)
 		cands = append(cands, start(t, cfg))
 	}
 	first := h.wait(t, 30*time.Second)
@@ -102,9 +101,8 @@ func TestFiveElectorsCrashFailover(t *testing.T) {
 	h := newHistory()
 	cands := map[string]*candidate{}
 	for _, id := range ids("five", 5) {
-		cfg := shortConfig(t, ns, "lock", id)
+		cfg := h.config(t, ns, id)
 		cfg.ReleaseOnCancel = boolPtr(false) // a crash: the holder stops renewing and never releases
-		cfg.OnStartedLeading = h.lead
 		cands[id] = start(t, cfg)
 	}
 	prev := h.wait(t, 30*time.Second)
@@ -127,9 +125,8 @@ func TestRestartWithSameIdentityRaisesEpoch(t *testing.T) {
 	ns := env.Namespace(t)
 	h := newHistory()
 	for i, release := range []bool{false, true} {
-		cfg := shortConfig(t, ns, "lock", "same")
+		cfg := h.config(t, ns, "same")
 		cfg.ReleaseOnCancel = boolPtr(release)
-		cfg.OnStartedLeading = h.lead
 		c := start(t, cfg)
 		tok := h.wait(t, 15*time.Second)
 		c.stop()
@@ -144,9 +141,7 @@ func TestRestartWithSameIdentityRaisesEpoch(t *testing.T) {
 		}
 	}
 	// A third incarnation after a release starts at once with the next epoch.
-	cfg := shortConfig(t, ns, "lock", "same")
-	cfg.OnStartedLeading = h.lead
-	start(t, cfg)
+	start(t, h.config(t, ns, "same"))
 	tok := h.wait(t, 10*time.Second)
 	if tok.Epoch != h.order[1]+1 {
 		t.Errorf("third incarnation: epoch %d, want %d", tok.Epoch, h.order[1]+1)
@@ -157,28 +152,19 @@ func TestRestartWithSameIdentityRaisesEpoch(t *testing.T) {
 func TestLeaseDeletedAndRecreatedEpochDoesNotFallBack(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	leases := clientset(t).CoordinationV1().Leases(ns)
 	h := newHistory()
-	cfg := shortConfig(t, ns, "lock", "a")
-	cfg.OnStartedLeading = h.lead
-	c := start(t, cfg)
+	c := start(t, h.config(t, ns, "a"))
 	first := h.wait(t, 15*time.Second)
 	// Deleted under a running leader: it steps down and recreates the Lease with a higher epoch.
-	if err := leases.Delete(t.Context(), "lock", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	deleteLease(t, ns)
 	second := h.wait(t, 15*time.Second)
 	if second.Epoch <= first.Epoch {
 		t.Errorf("after delete under a leader: epoch %d, want > %d", second.Epoch, first.Epoch)
 	}
 	c.stop()
 	// Deleted while nobody runs, then a new candidate.
-	if err := leases.Delete(t.Context(), "lock", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cfg = shortConfig(t, ns, "lock", "b")
-	cfg.OnStartedLeading = h.lead
-	start(t, cfg)
+	deleteLease(t, ns)
+	start(t, h.config(t, ns, "b"))
 	third := h.wait(t, 15*time.Second)
 	if third.Epoch <= second.Epoch {
 		t.Errorf("after delete and recreate: epoch %d, want > %d", third.Epoch, second.Epoch)
@@ -197,8 +183,7 @@ func TestConcurrentAcquisitionRaces(t *testing.T) {
 	spawn := func() {
 		id := "race-" + strconv.Itoa(next)
 		next++
-		cfg := shortConfig(t, ns, "lock", id)
-		cfg.OnStartedLeading = h.lead
+		cfg := h.config(t, ns, id)
 		running[id] = start(t, cfg)
 	}
 	for range 5 {
@@ -267,9 +252,7 @@ func TestMalformedLeaseIsTreatedAsExpired(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := newHistory()
-	cfg := shortConfig(t, ns, "lock", "a")
-	cfg.OnStartedLeading = h.lead
-	start(t, cfg)
+	start(t, h.config(t, ns, "a"))
 	tok := h.wait(t, 15*time.Second)
 	rv, _ := strconv.ParseInt(created.ResourceVersion, 10, 64)
 	if tok.Epoch != rv {

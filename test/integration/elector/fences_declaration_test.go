@@ -23,6 +23,16 @@ func fenceAll() elector.AcquireFence {
 	return elector.JoinFences(fencing.FenceOnAcquire(env.Client), fencing.FenceObjectsOnAcquire(env.Client, env.Client))
 }
 
+// leadFencingResources starts the elector "a", held to the Lease policy, that fences FencedResources
+// (fenceResources) on the Lease "lock" of ns, and waits for its first leadership.
+func leadFencingResources(t *testing.T, ns string, h *history) (elector.Config, *candidate, elector.Token) {
+	t.Helper()
+	cfg := h.policyConfig(t, ns, "a")
+	cfg.PostAcquire = fenceResources()
+	a := start(t, cfg)
+	return cfg, a, h.wait(t, 30*time.Second)
+}
+
 // An availability attack on the fence-on-acquire declaration: another workload with the fencekit-elector role
 // adds "objects" to the Lease of an elector that fences FencedResources only. Were it admitted, every later
 // acquisition by the holder's own configuration would be refused (a declared kind is never dropped), and
@@ -34,12 +44,7 @@ func TestFencesDeclarationAddedByAnotherUser(t *testing.T) {
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	h := newHistory()
-	cfg := shortConfig(t, ns, "lock", "a")
-	cfg.Client = electorClientset(t, ns, "a-user")
-	cfg.OnStartedLeading = h.lead
-	cfg.PostAcquire = fenceResources()
-	a := start(t, cfg)
-	first := h.wait(t, 30*time.Second)
+	cfg, a, first := leadFencingResources(t, ns, h)
 
 	leases := electorClientset(t, ns, "mallory-user").CoordinationV1().Leases(ns)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -76,21 +81,14 @@ func TestFencesDeclarationUnderLeasePolicy(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
 	h := newHistory()
-	cfg := shortConfig(t, ns, "lock", "a")
-	cfg.Client = electorClientset(t, ns, "a-user")
-	cfg.OnStartedLeading = h.lead
-	cfg.PostAcquire = fenceResources()
-	a := start(t, cfg)
-	first := h.wait(t, 30*time.Second)
+	cfg, a, first := leadFencingResources(t, ns, h)
 	if got := getLease(t, ns, "lock").Annotations[elector.FencesAnnotation]; got != "fencedresources" {
 		t.Fatalf("declaration %q after the acquisition, want %q", got, "fencedresources")
 	}
 	a.stop()
 
 	var logs logLines
-	cfg = shortConfig(t, ns, "lock", "b")
-	cfg.Client = electorClientset(t, ns, "b-user")
-	cfg.OnStartedLeading = h.lead
+	cfg = h.policyConfig(t, ns, "b")
 	start(t, cfg, elector.WithLogger(logs.logger()))
 	eventually(t, 20*time.Second, "the policy refuses the acquisition by an elector that does not fence", func() bool {
 		return logs.has("declares that every acquisition fences its FencedResources")
@@ -99,9 +97,7 @@ func TestFencesDeclarationUnderLeasePolicy(t *testing.T) {
 		t.Fatalf("the Lease changed hands: holder %q at epoch %s, want released at %d", holderOf(l), l.Annotations[elector.EpochAnnotation], first.Epoch)
 	}
 
-	cfg = shortConfig(t, ns, "lock", "c")
-	cfg.Client = electorClientset(t, ns, "c-user")
-	cfg.OnStartedLeading = h.lead
+	cfg = h.policyConfig(t, ns, "c")
 	cfg.PostAcquire = fenceAll()
 	start(t, cfg)
 	third := h.wait(t, 30*time.Second)

@@ -52,9 +52,7 @@ func TestElectorsUnderLeasePolicy(t *testing.T) {
 	h := newHistory()
 	cands := map[string]*candidate{}
 	for _, id := range []string{"pa", "pb"} {
-		cfg := shortConfig(t, ns, "lock", id)
-		cfg.Client = electorClientset(t, ns, id+"-user")
-		cfg.OnStartedLeading = h.lead
+		cfg := h.policyConfig(t, ns, id)
 		cands[id] = start(t, cfg)
 	}
 	first := h.wait(t, 30*time.Second)
@@ -88,15 +86,10 @@ func TestUnlabelledLeaseEpochIsNotTrusted(t *testing.T) {
 	ns := env.Namespace(t)
 	leases := clientset(t).CoordinationV1().Leases(ns)
 	h := newHistory()
-	cfg := shortConfig(t, ns, "lock", "a")
-	cfg.Client = electorClientset(t, ns, "a-user")
-	cfg.OnStartedLeading = h.lead
-	a := start(t, cfg)
+	a := start(t, h.policyConfig(t, ns, "a"))
 	first := h.wait(t, 30*time.Second)
 	a.stop()
-	if err := leases.Delete(t.Context(), "lock", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	deleteLease(t, ns)
 	stale := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lock",
 			Annotations: map[string]string{elector.EpochAnnotation: "1", elector.AcquirerAnnotation: "a-user"}},
@@ -106,10 +99,7 @@ func TestUnlabelledLeaseEpochIsNotTrusted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg = shortConfig(t, ns, "lock", "b")
-	cfg.Client = electorClientset(t, ns, "b-user")
-	cfg.OnStartedLeading = h.lead
-	start(t, cfg)
+	start(t, h.policyConfig(t, ns, "b"))
 	second := h.wait(t, 30*time.Second)
 	if second.Epoch <= first.Epoch {
 		t.Errorf("after the unlabelled recreation at epoch 1: epoch %d, want above %d", second.Epoch, first.Epoch)

@@ -74,6 +74,24 @@ func newHistory() *history {
 	return &history{byEpoch: map[int64]string{}, leading: map[string]bool{}, started: make(chan elector.Token, 100)}
 }
 
+// config is shortConfig for identity on the Lease "lock" of ns, with the admin client, recording its
+// leaderships in h.
+func (h *history) config(t testing.TB, ns, identity string) elector.Config {
+	t.Helper()
+	cfg := shortConfig(t, ns, "lock", identity)
+	cfg.OnStartedLeading = h.lead
+	return cfg
+}
+
+// policyConfig is h.config with the client of the user identity+"-user" (electorClientset), held to
+// fencekit's Lease policy.
+func (h *history) policyConfig(t testing.TB, ns, identity string) elector.Config {
+	t.Helper()
+	cfg := h.config(t, ns, identity)
+	cfg.Client = electorClientset(t, ns, identity+"-user")
+	return cfg
+}
+
 // lead is an OnStartedLeading that records the leadership until its context ends.
 func (h *history) lead(ctx context.Context, tok elector.Token) {
 	h.mu.Lock()
@@ -151,6 +169,14 @@ func start(t *testing.T, cfg elector.Config, opts ...elector.Option) *candidate 
 	}()
 	t.Cleanup(c.stop)
 	return c
+}
+
+// deleteLease deletes the Lease "lock" of ns as an admin.
+func deleteLease(t *testing.T, ns string) {
+	t.Helper()
+	if err := clientset(t).CoordinationV1().Leases(ns).Delete(t.Context(), "lock", metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("deleting Lease %s/lock: %v", ns, err)
+	}
 }
 
 func getLease(t *testing.T, ns, name string) *coordinationv1.Lease {

@@ -40,9 +40,7 @@ func TestOwnedUnlabelledLeaseIsNotFenced(t *testing.T) {
 
 	var logs logLines
 	h := newHistory()
-	cfg := shortConfig(t, ns, "lock", "a")
-	cfg.Client = electorClientset(t, ns, "a-user")
-	cfg.OnStartedLeading = h.lead
+	cfg := h.policyConfig(t, ns, "a")
 	a := start(t, cfg, elector.WithLogger(logs.logger()))
 	eventually(t, 20*time.Second, "the policy refuses the acquisition of the owned Lease", func() bool {
 		return logs.has("fenced lease lock: a Lease becomes fenced (created or labelled fencing.fencekit.io/fenced=true) only without ownerReferences; it has 1") &&

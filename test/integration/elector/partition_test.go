@@ -19,6 +19,21 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
+// clientsetThrough is an admin clientset whose every request goes through intercept, which is given the
+// real transport rt to pass the request on (or not).
+func clientsetThrough(t *testing.T, intercept func(rt http.RoundTripper, r *http.Request) (*http.Response, error)) kubernetes.Interface {
+	t.Helper()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) { return intercept(rt, r) })
+	})
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
 // The leader is cut off from the apiserver (every request fails): it keeps its authority only until its
 // deadline, stepping down before a standby, which still reaches the apiserver, takes over at expiry. The
 // leaderships never overlap.
@@ -27,30 +42,19 @@ func TestPartitionedLeaderStepsDownBeforeTakeover(t *testing.T) {
 	ns := env.Namespace(t)
 	h := newHistory()
 	var cut atomic.Bool
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			if cut.Load() {
-				return nil, errors.New("network partition")
-			}
-			return rt.RoundTrip(r)
-		})
+	lc := h.config(t, ns, "partitioned")
+	lc.Client = clientsetThrough(t, func(rt http.RoundTripper, r *http.Request) (*http.Response, error) {
+		if cut.Load() {
+			return nil, errors.New("network partition")
+		}
+		return rt.RoundTrip(r)
 	})
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lc := shortConfig(t, ns, "lock", "partitioned")
-	lc.Client = cs
-	lc.OnStartedLeading = h.lead
 	leader := start(t, lc)
 	first := h.wait(t, 15*time.Second)
 	if first.Holder != "partitioned" {
 		t.Fatalf("first leader %v", first)
 	}
-	sc := shortConfig(t, ns, "lock", "standby")
-	sc.OnStartedLeading = h.lead
-	start(t, sc)
+	start(t, h.config(t, ns, "standby"))
 	time.Sleep(time.Second) // the standby observes a renewal or two
 
 	cut.Store(true)
@@ -74,24 +78,15 @@ func TestHungAcquisitionIsAbandoned(t *testing.T) {
 	var hang atomic.Bool
 	var abandoned atomic.Int32
 	hang.Store(true)
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			if hang.Load() && r.Method != http.MethodGet && strings.Contains(r.URL.Path, "/leases") {
-				<-r.Context().Done() // no answer until the client gives up
-				abandoned.Add(1)
-				return nil, r.Context().Err()
-			}
-			return rt.RoundTrip(r)
-		})
+	lc := h.config(t, ns, "hung")
+	lc.Client = clientsetThrough(t, func(rt http.RoundTripper, r *http.Request) (*http.Response, error) {
+		if hang.Load() && r.Method != http.MethodGet && strings.Contains(r.URL.Path, "/leases") {
+			<-r.Context().Done() // no answer until the client gives up
+			abandoned.Add(1)
+			return nil, r.Context().Err()
+		}
+		return rt.RoundTrip(r)
 	})
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lc := shortConfig(t, ns, "lock", "hung")
-	lc.Client = cs
-	lc.OnStartedLeading = h.lead
 	start(t, lc)
 	testenv.Eventually(t, "two hung acquisitions abandoned", func() (bool, string) {
 		n := abandoned.Load()
