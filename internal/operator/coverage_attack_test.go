@@ -378,6 +378,46 @@ func TestCoverageAttacks(t *testing.T) {
 				client.RawPatch(types.MergePatchType, []byte(`{"status":{"coverageEpoch":0}}`))), apierrors.IsForbidden, "fencingpolicies/status")
 		}
 	})
+
+	// Two policies bound to one Lease, with disjoint selectors. With the copy stalled at epoch 1,
+	// the stale holder moves a ConfigMap from one policy's selector to the other's after the new holder's
+	// fence-on-acquire: it stays covered (the copy may decide), but the fence raised it through the first
+	// policy, so the write is refused stale.
+	t.Run("a stale holder moves an object between two policies of its Lease", func(t *testing.T) {
+		ns := a.namespace(t)
+		r1, r2 := objectReplicas(t, ns)
+		grantObjects(t, ns, r1.User)
+		grantPolicies(t, ns, r1.User)
+		for _, v := range []string{"a", "b"} {
+			p := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: v},
+				Spec: fencingv1alpha1.FencingPolicySpec{LeaseName: "l", Resources: []fencingv1alpha1.FencedObjects{{Resource: "configmaps",
+					Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": v}}}}}}
+			if err := env.Client.Create(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			testenv.Eventually(t, "the webhook refuses an unfenced write of a ConfigMap labelled app="+v, func() (bool, string) {
+				probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe", Labels: map[string]string{"app": v}}}
+				err := env.Client.Create(ctx, probe, client.DryRunAll)
+				return fencing.IsTokenMissing(err), errString(err)
+			})
+		}
+		_, c1 := holderClient(t, r1, ns, "l", 1)
+		testenv.Eventually(t, "replica-1 creates the ConfigMap (RBAC granted)", func() (bool, string) {
+			err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "m", Labels: map[string]string{"app": "a"}}})
+			return err == nil, errString(err)
+		})
+		a.seen(t, ns, "l", 1, r1.Holder)
+		onCopy(t, "objects", "replica-1's write at epoch 1", func() error { return patchConfigMap(t, c1, ns, "m", `{"data":{"v":"one"}}`) })
+
+		a.s.set(true)
+		acquireAndFence(t, r2, ns, "l", 2)
+		mustContain(t, "replica-1 moves the ConfigMap to policy b at epoch 1, the copy stalled",
+			patchConfigMap(t, c1, ns, "m", `{"metadata":{"labels":{"app":"b"}},"data":{"v":"late"}}`), fencing.IsStale, "stale epoch 1")
+		a.s.set(false)
+		if got := readConfigMap(t, ns, "m"); got.Labels["app"] != "a" || got.Data["v"] != "one" {
+			t.Errorf("the ConfigMap is %v %v after the stale write, want app=a, v=one", got.Labels, got.Data)
+		}
+	})
 }
 
 // TestCoverageWhileTheOperatorIsDown: the FencingPolicy controller does not run (the operator's replicas

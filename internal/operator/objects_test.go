@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/internal/operator/admission"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 	"github.com/fencekit/fencekit/test/util/operatortest"
@@ -83,13 +84,6 @@ func enforced(t *testing.T, ns, name string, probeLabels map[string]string) {
 		return p.Status.CoverageGeneration == p.Generation,
 			fmt.Sprintf("generation %d, coverage generation %d", p.Generation, p.Status.CoverageGeneration)
 	})
-}
-
-func errString(err error) string {
-	if err == nil {
-		return "admitted"
-	}
-	return err.Error()
 }
 
 func readyCondition(t *testing.T, key types.NamespacedName) (metav1.Condition, bool) {
@@ -342,81 +336,54 @@ func TestFencingPolicyStaleHolder(t *testing.T) {
 	}
 }
 
-// TestFencingPolicyOtherWriters: the objects' other legitimate writers. kube-controller-manager's
-// Deployment status and the garbage collector's orphaning stay free; the same users changing the spec, the
-// epoch record or adding an owner are refused; finalizers are free; a label change that would take an
-// object out of a selector needs the token; an undeclared namespace is not affected at all.
-func TestFencingPolicyOtherWriters(t *testing.T) {
+// TestFencingPolicyEditorWrites: a user with RBAC on ConfigMaps only (an editor, a GitOps tool, kubectl)
+// changes a covered ConfigMap's data in every shape a client can send: JSON patch, strategic merge patch,
+// server-side apply with force, a dry run, a field manager that looks like a token, a create with
+// generateName. Each is refused, naming the object, and the holder's data stays.
+func TestFencingPolicyEditorWrites(t *testing.T) {
 	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
-	holder := newWorker(t, ns, "app-operator")
-	const controller = "system:serviceaccount:kube-system:deployment-controller"
-	grantObjects(t, ns, holder.User, controller, admission.GarbageCollectorUser, "jane")
-	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps",
-		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "fenced"}}},
-		fencingv1alpha1.FencedObjects{Group: "apps", Resource: "deployments"})
-	tok := holder.Acquire(t, ns, appLease, 1)
-	hc := fencing.NewClient(holder.Client, tokenOf(tok))
-	dep := deployment(ns, "app")
-	dep.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: "00000000-0000-0000-0000-000000000001"}}
-	testenv.Eventually(t, "the holder (RBAC granted) creates the Deployment", func() (bool, string) {
-		err := hc.Create(ctx, dep)
-		return err == nil, errString(err)
-	})
-	kcm := userClient(t, controller)
-	gc := userClient(t, admission.GarbageCollectorUser)
-	jane := userClient(t, "jane")
-	read := func() *appsv1.Deployment { return readObject[appsv1.Deployment](t, ns, dep.Name) }
-	d := read()
-	d.Status.ObservedGeneration, d.Status.Replicas = 1, 1
-	if err := kcm.Status().Update(ctx, d); err != nil {
-		t.Errorf("kube-controller-manager's Deployment status update was refused: %v", err)
-	}
-	d = read()
-	d.Annotations[fencingv1alpha1.ObjectEpochAnnotation] = "9"
-	d.Status.Replicas = 2
-	mustContain(t, "kube-controller-manager's status write that changes the epoch record", kcm.Status().Update(ctx, d),
-		fencing.IsTokenMissing, "Deployment "+ns+"/app: this write changes")
-	d = read()
-	d.Spec.Replicas = ptr.To(int32(3))
-	mustContain(t, "kube-controller-manager's spec write", kcm.Update(ctx, d), fencing.IsTokenMissing, "changes spec.replicas but presents no fencing token")
-	d = read()
-	d.Finalizers = append(d.Finalizers, "example.com/keep")
-	if err := jane.Update(ctx, d); err != nil {
-		t.Errorf("a user adding a finalizer was refused: %v", err)
-	}
-	d = read()
-	d.OwnerReferences = append(d.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "ghost", UID: "00000000-0000-0000-0000-000000000002"})
-	mustContain(t, "the garbage collector adding an owner", gc.Update(ctx, d), fencing.IsTokenMissing, "metadata.ownerReferences")
-	d = read()
-	d.OwnerReferences = nil
-	if err := gc.Update(ctx, d); err != nil {
-		t.Errorf("the garbage collector orphaning the Deployment was refused: %v", err)
-	}
-
-	// The selector: a labelled ConfigMap is fenced, and removing its label (to escape) needs the token.
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "labelled", Labels: map[string]string{"app": "fenced"}}}
-	if err := hc.Create(ctx, cm); err != nil {
+	holder, tok := configMapHolder(t, ns, "editor")
+	if err := fencing.NewClient(holder.Client, tokenOf(tok)).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"},
+		Data: map[string]string{"v": "holder"}}); err != nil {
 		t.Fatal(err)
 	}
-	escape := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"app":null}}}`))
-	mustContain(t, "a user removing the label the selector matches", jane.Patch(ctx, cm.DeepCopy(), escape),
-		fencing.IsTokenMissing, "ConfigMap "+ns+"/labelled: this write changes metadata.labels")
-	free := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unlabelled"}, Data: map[string]string{"a": "b"}}
-	if err := jane.Create(ctx, free); err != nil {
-		t.Errorf("a ConfigMap outside the selector was refused: %v", err)
+	editor := userClient(t, "editor")
+	cm := func() *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}
 	}
-	free.Labels = map[string]string{"app": "fenced"}
-	mustContain(t, "a user labelling a ConfigMap into the selector", jane.Update(ctx, free), fencing.IsTokenMissing, "metadata.labels")
-
-	// An undeclared namespace is unaffected.
-	other := env.Namespace(t)
-	grantObjects(t, other, "jane")
-	testenv.Eventually(t, "jane writes a ConfigMap in an undeclared namespace", func() (bool, string) {
-		err := jane.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "free", Labels: map[string]string{"app": "fenced"}}})
-		return err == nil, errString(err)
-	})
+	for name, write := range map[string]func() error{
+		"a JSON patch": func() error {
+			return editor.Patch(ctx, cm(), client.RawPatch(types.JSONPatchType, []byte(`[{"op":"replace","path":"/data/v","value":"editor"}]`)))
+		},
+		"a strategic merge patch": func() error {
+			return editor.Patch(ctx, cm(), client.RawPatch(types.StrategicMergePatchType, []byte(`{"data":{"v":"editor"}}`)))
+		},
+		"a server-side apply with force": func() error {
+			return editor.Patch(ctx, cm(), client.RawPatch(types.ApplyPatchType,
+				fmt.Appendf(nil, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"app","namespace":%q},"data":{"v":"editor"}}`, ns)),
+				client.FieldOwner("kubectl"), client.ForceOwnership)
+		},
+		"a dry run": func() error {
+			return editor.Patch(ctx, cm(), client.RawPatch(types.MergePatchType, []byte(`{"data":{"v":"editor"}}`)), client.DryRunAll)
+		},
+		"a field manager that looks like a token": func() error {
+			return editor.Patch(ctx, cm(), client.RawPatch(types.MergePatchType, []byte(`{"data":{"v":"editor"}}`)), client.FieldOwner("fencing.fencekit.io/epoch=01"))
+		},
+	} {
+		err := retryRBAC(t, name, write)
+		if name == "a field manager that looks like a token" {
+			mustContain(t, name, err, func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonInvalid }, "ConfigMap "+ns+"/app", `"fencing.fencekit.io/epoch=01" is not a valid fencing token`)
+			continue
+		}
+		mustContain(t, name, err, fencing.IsTokenMissing, "ConfigMap "+ns+"/app", "data.v")
+	}
+	gen := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "gen-"}, Data: map[string]string{"v": "editor"}}
+	mustContain(t, "a create with generateName", editor.Create(ctx, gen), fencing.IsTokenMissing, "ConfigMap "+ns+"/gen-", "data.v")
+	if got := readConfigMap(t, ns, "app").Data["v"]; got != "holder" {
+		t.Errorf("the ConfigMap holds %q, want the holder's", got)
+	}
 }
 
 // TestFencingPolicyValidation: what fencekit must never fence, unknown and cluster-scoped resources, and
@@ -486,6 +453,69 @@ func TestFencingPolicyValidation(t *testing.T) {
 		return ok && c.Status == metav1.ConditionTrue && c.Reason == fencingv1alpha1.ReasonEnforced &&
 			strings.Contains(c.Message, "only the holder of lease lease-a may write configmaps (tier=a)"), c.Reason + ": " + c.Message
 	})
+
+	// A policy that names Leases under another spelling ("" group, or the singular) would resolve through
+	// the RESTMapper; fence-on-acquire would then list the Leases and "raise" their epoch annotation, which
+	// is the Lease's own epoch, and every acquisition would fail. The policy webhook takes a resource only
+	// as the apiserver serves it: exact group, plural name.
+	t.Run("a policy that covers Leases under another spelling", func(t *testing.T) {
+		for _, res := range []fencingv1alpha1.FencedObjects{{Group: "", Resource: "leases"}, {Group: "coordination.k8s.io", Resource: "lease"}} {
+			ns := env.Namespace(t)
+			holder := newWorker(t, ns, "app-operator")
+			holder.Fences = elector.Fences{Objects: true}
+			grantPolicies(t, ns, holder.User)
+			env.Grant(t, ns, "lease-patcher", []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"patch"}}}, holder.User)
+			holder.Acquire(t, ns, "l", 1)
+			p := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "leases"},
+				Spec: fencingv1alpha1.FencingPolicySpec{LeaseName: "l", Resources: []fencingv1alpha1.FencedObjects{res}}}
+			if err := env.Client.Create(ctx, p); err != nil {
+				continue // refused: safe
+			}
+			tok := holder.Acquire(t, ns, "l", 2)
+			err := retryRBAC(t, "fence-on-acquire", func() error { return fencing.FenceObjectsOnAcquire(holder.Client, holder.Client).Raise(ctx, tok) })
+			if err != nil {
+				t.Errorf("policy %+v admitted, and fence-on-acquire at epoch 2 fails: %v", res, err)
+			}
+		}
+	})
+
+	// A policy naming a resource in a spelling the webhook rule never matches (singular, or the core group
+	// for an apps resource) would fence nothing: it is refused.
+	t.Run("a policy names a resource the webhook rule never matches", func(t *testing.T) {
+		ns := env.Namespace(t)
+		for i, res := range []fencingv1alpha1.FencedObjects{{Resource: "configmap"}, {Group: "", Resource: "deployments"}} {
+			p := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("p%d", i)},
+				Spec: fencingv1alpha1.FencingPolicySpec{LeaseName: appLease, Resources: []fencingv1alpha1.FencedObjects{res}}}
+			if err := env.Client.Create(ctx, p); err == nil {
+				t.Errorf("FencingPolicy naming %q in group %q admitted: its webhook rule matches no request", res.Resource, res.Group)
+			}
+		}
+	})
+
+	// A user with RBAC on FencingPolicies only declares a policy that covers Leases. Were it
+	// admitted, every Lease write would go through the object webhook too, and the epoch record of the
+	// policy's objects is the Lease's own epoch annotation: the next acquisition would present epoch 2 while
+	// the Lease is at 1 ("never issued"), and nobody could acquire the Lease again. The policy is refused.
+	t.Run("a policy that covers Leases", func(t *testing.T) {
+		ns := env.Namespace(t)
+		r1, r2 := replicas(t, ns)
+		r1.Acquire(t, ns, "l", 1)
+		env.Grant(t, ns, "policy-writer", []rbacv1.PolicyRule{{APIGroups: []string{"fencing.fencekit.io"}, Resources: []string{"fencingpolicies"},
+			Verbs: []string{"*"}}}, "gitops")
+		gitops := userClient(t, "gitops")
+		p := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "leases"},
+			Spec: fencingv1alpha1.FencingPolicySpec{LeaseName: "l", Resources: []fencingv1alpha1.FencedObjects{{Group: "coordination.k8s.io", Resource: "leases"}}}}
+		err := retryRBAC(t, "the policy write", func() error { return gitops.Create(ctx, p) })
+		if err == nil {
+			t.Fatalf("a FencingPolicy covering leases was admitted")
+		}
+		if !strings.Contains(err.Error(), "leases cannot be fenced by a FencingPolicy") {
+			t.Errorf("the refusal does not say why: %v", err)
+		}
+		if err := acquireErr(t, r2, ns, "l", 2); err != nil {
+			t.Errorf("replica-2's acquisition at epoch 2: %v", err)
+		}
+	})
 }
 
 // configMapApply is a server-side apply configuration of a ConfigMap holding v.
@@ -550,6 +580,20 @@ func TestFenceObjectsOnAcquire(t *testing.T) {
 	}
 	mustContain(t, "replica-1's write at epoch 1 after the fence", c1.Patch(ctx, fenced.DeepCopy(),
 		client.RawPatch(types.MergePatchType, []byte(`{"data":{"v":"late"}}`))), fencing.IsStale, "stale epoch 1")
+}
+
+// acquireErr is Worker.Acquire returning the error instead of failing the test.
+func acquireErr(t *testing.T, w worker, ns, name string, epoch int64) error {
+	t.Helper()
+	var lease coordinationv1.Lease
+	if err := w.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, &lease); err != nil {
+		return err
+	}
+	testenv.AcquiredBy(&lease, w.User, w.Holder, epoch, 15*time.Second)
+	if f := w.Fences.String(); f != "" {
+		lease.Annotations[elector.FencesAnnotation] = f
+	}
+	return w.Client.Update(t.Context(), &lease, testenv.Presenting(epoch))
 }
 
 // grantPolicies lets users list FencingPolicies in ns (fence-on-acquire reads them).

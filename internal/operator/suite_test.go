@@ -2,6 +2,7 @@ package operator_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -55,4 +56,28 @@ func deleteAndWait(t *testing.T, obj client.Object) {
 		err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(obj), obj)
 		return apierrors.IsNotFound(err), fmt.Sprintf("finalizers %v: %s", obj.GetFinalizers(), errString(err))
 	})
+}
+
+// isForbiddenByRBAC reports whether err is RBAC's refusal (it takes effect a moment after a grant).
+func isForbiddenByRBAC(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "cannot ") && !strings.Contains(err.Error(), "denied")
+}
+
+// retryRBAC runs write until RBAC has taken effect, and returns its result.
+func retryRBAC(t *testing.T, what string, write func() error) error {
+	t.Helper()
+	var err error
+	testenv.Eventually(t, what+" is decided (RBAC granted)", func() (bool, string) {
+		err = write()
+		return err == nil || !isForbiddenByRBAC(err), errString(err)
+	})
+	return err
+}
+
+// errString is err's message, or "admitted" for nil.
+func errString(err error) string {
+	if err == nil {
+		return "admitted"
+	}
+	return err.Error()
 }
