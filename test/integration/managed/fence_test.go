@@ -2,22 +2,25 @@ package managed_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/elector/managed"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 // TestFence: the one-line opt-in. Before the elector leads, a write through mgr.GetClient() fails with
@@ -25,12 +28,11 @@ import (
 // once it leads; its writes present the token as their field manager and carry the epoch record.
 func TestFence(t *testing.T) {
 	ns := env.Namespace(t)
-	base, err := manager.New(env.Config, manager.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	base, err := manager.New(env.Config, managerOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := managed.Fence(base, elector.Config{Namespace: ns, Name: "operator", Identity: "replica-a",
-		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 300 * time.Millisecond, SafetyMargin: 200 * time.Millisecond})
+	mgr, err := managed.Fence(base, shortConfig(ns))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,10 +52,7 @@ func TestFence(t *testing.T) {
 	})); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	startManager(t, mgr)
 	select {
 	case err := <-wrote:
 		if err != nil {
@@ -90,8 +89,9 @@ func TestFence(t *testing.T) {
 func TestFenceRefusesTheManagersOwnElection(t *testing.T) {
 	ns := env.Namespace(t)
 	opts := func(le bool) manager.Options {
-		return manager.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-			LeaderElection: le, LeaderElectionID: "my-operator", LeaderElectionNamespace: ns}
+		o := managerOptions()
+		o.LeaderElection, o.LeaderElectionID, o.LeaderElectionNamespace = le, "my-operator", ns
+		return o
 	}
 	ecfg := elector.Config{Namespace: ns, Name: "operator"}
 	withLE, err := manager.New(env.Config, opts(true))
@@ -123,16 +123,13 @@ func TestFenceRefusesTheManagersOwnElection(t *testing.T) {
 func TestFenceOptOut(t *testing.T) {
 	ns := env.Namespace(t)
 	led := make(chan struct{}, 1)
-	mgr, err := managed.NewManager(env.Config, manager.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"},
+	mgr, err := managed.NewManager(env.Config, managerOptions(),
 		elector.Config{Namespace: ns, Name: "operator", Identity: "replica-a", PostAcquire: elector.AcquireHook(nil),
 			OnStartedLeading: func(context.Context, elector.Token) { led <- struct{}{} }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	startManager(t, mgr)
 	select {
 	case <-led:
 	case <-time.After(30 * time.Second):
@@ -145,4 +142,40 @@ func TestFenceOptOut(t *testing.T) {
 	if got, ok := lease.Annotations[elector.FencesAnnotation]; ok {
 		t.Errorf("lease %s/operator declares %s=%q, want no declaration", ns, elector.FencesAnnotation, got)
 	}
+}
+
+// TestFenceLogsThroughTheManager: the elector that Fence builds logs through the manager's logger (named
+// "elector"), not klog's global one, although the manager starts the gate with a context that carries no
+// logger.
+func TestFenceLogsThroughTheManager(t *testing.T) {
+	ns := env.Namespace(t)
+	var mu sync.Mutex
+	var lines []string
+	log := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, prefix+" "+args)
+	}, funcr.Options{})
+	opts := managerOptions()
+	opts.Logger = log
+	base, err := manager.New(env.Config, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := managed.Fence(base, shortConfig(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	startManager(t, mgr)
+	testenv.Eventually(t, "the elector's \"Acquired the Lease\" line in the manager's log", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, l := range lines {
+			if strings.HasPrefix(l, "elector ") && strings.Contains(l, `"msg"="Acquired the Lease"`) &&
+				strings.Contains(l, fmt.Sprintf(`"lease"="%s/operator"`, ns)) {
+				return true, ""
+			}
+		}
+		return false, strings.Join(lines, "\n")
+	})
 }

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/elector/managed"
@@ -36,19 +35,13 @@ func startReplica(t *testing.T, ns, name string) *replica {
 		t.Fatal(err)
 	}
 	r := &replica{name: name, leaderOnly: make(chan elector.Token, 10), always: make(chan struct{}, 1), result: make(chan error, 1)}
-	r.gate, err = managed.NewGate(elector.Config{
-		Client: cs, Namespace: ns, Name: "operator", Identity: name,
-		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond,
-		RetryPeriod: 300 * time.Millisecond, SafetyMargin: 200 * time.Millisecond,
-	})
+	cfg := shortConfig(ns)
+	cfg.Client, cfg.Identity = cs, name
+	r.gate, err = managed.NewGate(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := manager.New(env.Config, manager.Options{
-		Scheme:                 env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
+	mgr, err := manager.New(env.Config, managerOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
