@@ -58,12 +58,12 @@ func (r *runner) loop(ctx context.Context) {
 				continue
 			}
 			if r.term.ctx.Context.Err() != nil {
-				r.stepDown(ctx, ReasonDeadlinePassed, "the safe-work deadline passed before a renewal succeeded")
+				r.stepDown(ctx, reasonDeadlinePassed, "the safe-work deadline passed before a renewal succeeded")
 				continue
 			}
 			stepAt := renewStepDownAt(r.lastSent, r.cfg().RenewDeadline)
 			if !now.Before(stepAt) {
-				r.stepDown(ctx, ReasonRenewDeadline, fmt.Sprintf("no successful renewal within renewDeadline (%v)", r.cfg().RenewDeadline))
+				r.stepDown(ctx, reasonRenewDeadline, fmt.Sprintf("no successful renewal within renewDeadline (%v)", r.cfg().RenewDeadline))
 				continue
 			}
 			if !now.Before(r.nextRenew) {
@@ -137,19 +137,19 @@ func (r *runner) noteLeader(o observation) {
 // another field) becomes the base of the next renewal. It reports whether it stepped down.
 func (r *runner) checkObserved(ctx context.Context, o observation) bool {
 	if o.lease == nil {
-		r.stepDown(ctx, ReasonLeaseDeleted, "the Lease was deleted")
+		r.stepDown(ctx, reasonLeaseDeleted, "the Lease was deleted")
 		return true
 	}
 	if o.lease.ResourceVersion == r.held.ResourceVersion {
 		return false
 	}
 	if h := holder(o.lease); h != r.e.cfg.Identity {
-		r.stepDown(ctx, ReasonHolderChanged, fmt.Sprintf("the Lease now names holder %q", h))
+		r.stepDown(ctx, reasonHolderChanged, fmt.Sprintf("the Lease now names holder %q", h))
 		return true
 	}
 	if epoch, err := parseEpoch(o.lease); err != nil || epoch != r.term.token.Epoch {
 		detail := fmt.Sprintf("the Lease now carries epoch %q, not %d", o.lease.Annotations[EpochAnnotation], r.term.token.Epoch)
-		r.stepDown(ctx, ReasonEpochChanged, detail)
+		r.stepDown(ctx, reasonEpochChanged, detail)
 		return true
 	}
 	r.held = o.lease
@@ -286,7 +286,7 @@ func (r *runner) postAcquired(ctx context.Context, err error) {
 	r.postFailures++
 	pause := postAcquireBackoff(r.e.retryPause(), r.postFailures)
 	r.log.Error(err, "PostAcquire failed; releasing the Lease", "epoch", r.term.token.Epoch, "failuresInARow", r.postFailures, "retryIn", pause)
-	r.endTerm(ctx, fmt.Errorf("%w: %s: %w", ErrLeadershipLost, ReasonPostAcquireFailed, err), ReasonPostAcquireFailed, err.Error(), true)
+	r.endTerm(ctx, fmt.Errorf("%w: %s: %w", ErrLeadershipLost, reasonPostAcquireFailed, err), reasonPostAcquireFailed, err.Error(), true)
 	r.notBefore = r.e.clock.Now().Add(pause)
 }
 
@@ -332,17 +332,17 @@ func (r *runner) renew(ctx context.Context, sent, stepAt time.Time) {
 		r.obs.set(res)
 		r.term.extend(safeDeadline(sent, cfg.safeWindow()))
 	case apierrors.IsNotFound(err):
-		r.stepDown(ctx, ReasonLeaseDeleted, "the Lease was deleted")
+		r.stepDown(ctx, reasonLeaseDeleted, "the Lease was deleted")
 	case apierrors.IsConflict(err):
 		got := r.reread(ctx)
 		switch {
 		case got == nil:
 			r.nextRenew = r.e.clock.Now().Add(r.e.retryPause())
 		case holder(got) != cfg.Identity:
-			r.stepDown(ctx, ReasonHolderChanged, fmt.Sprintf("the Lease now names holder %q", holder(got)))
+			r.stepDown(ctx, reasonHolderChanged, fmt.Sprintf("the Lease now names holder %q", holder(got)))
 		default:
 			if epoch, perr := parseEpoch(got); perr != nil || epoch != r.term.token.Epoch {
-				r.stepDown(ctx, ReasonEpochChanged, fmt.Sprintf("the Lease now carries epoch %q, not %d", got.Annotations[EpochAnnotation], r.term.token.Epoch))
+				r.stepDown(ctx, reasonEpochChanged, fmt.Sprintf("the Lease now carries epoch %q, not %d", got.Annotations[EpochAnnotation], r.term.token.Epoch))
 				return
 			}
 			r.held = got // another field was edited: renew on top of it now

@@ -361,7 +361,7 @@ func TestRenewDeadlineStepDown(t *testing.T) {
 	if !errors.Is(context.Cause(leadCtx), ErrLeadershipLost) {
 		t.Errorf("cause %v", context.Cause(leadCtx))
 	}
-	if got := h.lost(ReasonRenewDeadline); got != 1 {
+	if got := h.lost(reasonRenewDeadline); got != 1 {
 		t.Errorf("leadership_lost_total{reason=renew_deadline} = %v", got)
 	}
 	if got := api.numAttempts(); got != 4 {
@@ -421,7 +421,7 @@ func TestPostAcquireFailure(t *testing.T) {
 	waitFor(t, "the release after PostAcquire failed", func() bool {
 		return api.numWrites() >= 2 && holder(api.current(t)) == ""
 	})
-	if got := h.lost(ReasonPostAcquireFailed); got != 1 {
+	if got := h.lost(reasonPostAcquireFailed); got != 1 {
 		t.Errorf("leadership_lost_total{reason=post_acquire_failed} = %v", got)
 	}
 	if h.e.IsLeader() {
@@ -457,7 +457,7 @@ func TestHandEditedEpochStepsDown(t *testing.T) {
 	if got := context.Cause(leadCtx); got == nil || got.Error() != want {
 		t.Errorf("cause %v, want %s", got, want)
 	}
-	waitFor(t, "the loss to be counted", func() bool { return h.lost(ReasonEpochChanged) == 1 })
+	waitFor(t, "the loss to be counted", func() bool { return h.lost(reasonEpochChanged) == 1 })
 	if h.e.IsLeader() {
 		t.Error("IsLeader after stepping down")
 	}

@@ -8,12 +8,12 @@ import (
 
 // Lost reasons, the values of leadership_lost_total's reason label.
 const (
-	ReasonRenewDeadline     = "renew_deadline"      // could not renew within RenewDeadline
-	ReasonDeadlinePassed    = "deadline_passed"     // the safe-work deadline passed before a renewal
-	ReasonHolderChanged     = "holder_changed"      // the Lease shows another holder
-	ReasonEpochChanged      = "epoch_changed"       // the Lease shows another epoch (edited by hand)
-	ReasonLeaseDeleted      = "lease_deleted"       // the Lease was deleted
-	ReasonPostAcquireFailed = "post_acquire_failed" // Config.PostAcquire's raise returned an error
+	reasonRenewDeadline     = "renew_deadline"      // could not renew within RenewDeadline
+	reasonDeadlinePassed    = "deadline_passed"     // the safe-work deadline passed before a renewal
+	reasonHolderChanged     = "holder_changed"      // the Lease shows another holder
+	reasonEpochChanged      = "epoch_changed"       // the Lease shows another epoch (edited by hand)
+	reasonLeaseDeleted      = "lease_deleted"       // the Lease was deleted
+	reasonPostAcquireFailed = "post_acquire_failed" // Config.PostAcquire's raise returned an error
 )
 
 // metrics are the elector's collectors. They are registered once per registerer and shared by every

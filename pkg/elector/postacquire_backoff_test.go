@@ -40,7 +40,7 @@ func TestPostAcquireFailuresBackOff(t *testing.T) {
 		now = now.Add(pause)
 	}
 	h.waitStarted(t)
-	if got := h.lost(ReasonPostAcquireFailed); got != 4 {
+	if got := h.lost(reasonPostAcquireFailed); got != 4 {
 		t.Errorf("leadership_lost_total{reason=post_acquire_failed} = %v, want 4", got)
 	}
 }

@@ -27,11 +27,11 @@ const (
 // maxEcho bounds how much of a malformed header value a refusal repeats.
 const maxEcho = 40
 
-// ParseHeader parses a Fencing-Token value. It accepts exactly the canonical decimal form of an epoch in
+// parseHeader parses a Fencing-Token value. It accepts exactly the canonical decimal form of an epoch in
 // [1, elector.MaxEpoch] and refuses anything else with a *fencing.Error naming the header and the value:
 // ReasonFutureEpoch above elector.MaxEpoch, ReasonInvalid otherwise ("", "0", "007", "+7", "-1", "1e3",
 // "7.0", "0x7", "5, 7").
-func ParseHeader(v string) (int64, error) {
+func parseHeader(v string) (int64, error) {
 	digits := v != "" && strings.Trim(v, "0123456789") == ""
 	if !digits || v[0] == '0' {
 		return 0, &fencing.Error{Reason: fencing.ReasonInvalid, Resource: HeaderToken,
@@ -47,9 +47,9 @@ func ParseHeader(v string) (int64, error) {
 	return epoch, nil
 }
 
-// TokenFromHeader reads the token a request presents: the epoch from HeaderToken (required, exactly once)
+// tokenFromHeader reads the token a request presents: the epoch from HeaderToken (required, exactly once)
 // and the lease from HeaderLease (optional). The holder is not sent and stays empty.
-func TokenFromHeader(h http.Header) (elector.Token, error) {
+func tokenFromHeader(h http.Header) (elector.Token, error) {
 	vals := h.Values(HeaderToken)
 	switch len(vals) {
 	case 0:
@@ -60,7 +60,7 @@ func TokenFromHeader(h http.Header) (elector.Token, error) {
 		return elector.Token{}, &fencing.Error{Reason: fencing.ReasonInvalid, Resource: HeaderToken,
 			Message: fmt.Sprintf("header %s appears %d times: send it exactly once", HeaderToken, len(vals))}
 	}
-	epoch, err := ParseHeader(vals[0])
+	epoch, err := parseHeader(vals[0])
 	if err != nil {
 		return elector.Token{}, err
 	}
@@ -87,8 +87,8 @@ func parseLease(v string) (types.NamespacedName, error) {
 		Message: fmt.Sprintf("header %s: %s is not a Lease as namespace/name", HeaderLease, echo(v))}
 }
 
-// SetHeader sets the headers that present t on a request's header h.
-func SetHeader(h http.Header, t elector.Token) {
+// setHeader sets the headers that present t on a request's header h.
+func setHeader(h http.Header, t elector.Token) {
 	h.Set(HeaderToken, strconv.FormatInt(t.Epoch, 10))
 	if t.Lease.Name != "" {
 		h.Set(HeaderLease, t.Lease.String())

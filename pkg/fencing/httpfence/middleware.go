@@ -20,7 +20,7 @@ import (
 type KeyFunc func(*http.Request) (string, error)
 
 // Middleware guards next, a handler that accepts writes, with fencing tokens. For each request it reads the
-// token (TokenFromHeader), names the key (key), and asks store to admit the token for the key and run next
+// token (tokenFromHeader), names the key (key), and asks store to admit the token for the key and run next
 // meanwhile (Store.Admit): for each key, handlers of admitted requests run one at a time, in non-decreasing
 // epoch order, and a request whose epoch is below one already admitted never reaches next.
 //
@@ -51,7 +51,7 @@ func TokenFrom(ctx context.Context) (elector.Token, bool) {
 var errHandlerStatus = errors.New("handler answered with an error status")
 
 func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	token, err := TokenFromHeader(r.Header)
+	token, err := tokenFromHeader(r.Header)
 	if err != nil {
 		r := Refusal{Reason: string(fencing.ReasonInvalid), Message: err.Error(), Header: HeaderToken}
 		if fe := (*fencing.Error)(nil); errors.As(err, &fe) {

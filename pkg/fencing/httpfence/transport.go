@@ -41,7 +41,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("refusing to send %s %s: %w", req.Method, req.URL.Redacted(), err)
 	}
 	out := req.Clone(req.Context())
-	SetHeader(out.Header, tok)
+	setHeader(out.Header, tok)
 	base := t.Base
 	if base == nil {
 		base = http.DefaultTransport

@@ -18,8 +18,8 @@ import (
 // DefaultTable is the table fences are kept in unless Options.Table names another.
 const DefaultTable = "fencekit_fences"
 
-// MaxNameBytes bounds a fence name.
-const MaxNameBytes = 256
+// maxNameBytes bounds a fence name.
+const maxNameBytes = 256
 
 // ErrFenceNotFound means the named fence does not exist in the table. Create it (Fence.Create, or
 // Options.Create to create it on its first raise); fencekit never creates one silently, because a typo in a
@@ -76,14 +76,14 @@ func quoteTable(table string) (string, error) {
 	return `"` + strings.ReplaceAll(table, ".", `"."`) + `"`, nil
 }
 
-// New describes the fence name in the table opts.Table. It fails for an empty name, one over MaxNameBytes,
+// New describes the fence name in the table opts.Table. It fails for an empty name, one over maxNameBytes,
 // one that is not valid UTF-8 or contains a NUL byte, and for an invalid table name.
 func New(name string, opts Options) (*Fence, error) {
 	switch {
 	case name == "":
 		return nil, errors.New("fence name is empty")
-	case len(name) > MaxNameBytes:
-		return nil, fmt.Errorf("fence name is %d bytes, over the bound of %d", len(name), MaxNameBytes)
+	case len(name) > maxNameBytes:
+		return nil, fmt.Errorf("fence name is %d bytes, over the bound of %d", len(name), maxNameBytes)
 	case !utf8.ValidString(name) || containsNUL(name):
 		return nil, fmt.Errorf("fence name %q is not valid UTF-8 text without NUL bytes", name)
 	}
@@ -109,7 +109,7 @@ func (f *Fence) Name() string { return f.name }
 // [0, elector.MaxEpoch] by a CHECK constraint, so no write can store an epoch fencekit never issues.
 func (f *Fence) CreateTable(ctx context.Context, q Querier) error {
 	_, err := q.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+f.table+` (
-	name text PRIMARY KEY CHECK (name <> '' AND octet_length(name) <= `+strconv.Itoa(MaxNameBytes)+`),
+	name text PRIMARY KEY CHECK (name <> '' AND octet_length(name) <= `+strconv.Itoa(maxNameBytes)+`),
 	epoch bigint NOT NULL CHECK (epoch BETWEEN 0 AND `+strconv.FormatInt(elector.MaxEpoch, 10)+`),
 	holder text,
 	lease text,
