@@ -41,8 +41,9 @@ func bigObject(keys int) map[string]any {
 // installed: these rejections come from the CRD alone.
 func TestSchema(t *testing.T) {
 	ns := env.Namespace(t)
-	valid := func(name string) *fencingv1alpha1.FencedResource {
-		return &fencingv1alpha1.FencedResource{
+	// valid is a FencedResource the schema accepts, with the changes made by change.
+	valid := func(name string, change ...func(*fencingv1alpha1.FencedResource)) *fencingv1alpha1.FencedResource {
+		fr := &fencingv1alpha1.FencedResource{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 			Spec: fencingv1alpha1.FencedResourceSpec{
 				LeaseName: "orders-writer",
@@ -50,6 +51,10 @@ func TestSchema(t *testing.T) {
 				Data:      raw(t, map[string]any{"orders": []int{1, 2, 3}, "nested": map[string]any{"a": "b"}}),
 			},
 		}
+		for _, c := range change {
+			c(fr)
+		}
+		return fr
 	}
 
 	tests := map[string]struct {
@@ -89,11 +94,7 @@ func TestSchema(t *testing.T) {
 			wantErr: []string{"stale epoch 0: this FencedResource has already admitted epoch 5"},
 		},
 		"negative epoch is rejected": {
-			create: func() *fencingv1alpha1.FencedResource {
-				fr := valid("negative")
-				fr.Spec.Epoch = -1
-				return fr
-			}(),
+			create:  valid("negative", func(fr *fencingv1alpha1.FencedResource) { fr.Spec.Epoch = -1 }),
 			wantErr: []string{"spec.epoch", "should be greater than or equal to 0"},
 		},
 		"epoch at the bound 2^53-1 is accepted": {
@@ -110,27 +111,15 @@ func TestSchema(t *testing.T) {
 			wantErr:   []string{"spec.leaseName", "Required value"},
 		},
 		"empty leaseName is rejected": {
-			create: func() *fencingv1alpha1.FencedResource {
-				fr := valid("empty")
-				fr.Spec.LeaseName = ""
-				return fr
-			}(),
+			create:  valid("empty", func(fr *fencingv1alpha1.FencedResource) { fr.Spec.LeaseName = "" }),
 			wantErr: []string{"spec.leaseName", "should be at least 1 chars long"},
 		},
 		"leaseName that is not DNS-1123 is rejected": {
-			create: func() *fencingv1alpha1.FencedResource {
-				fr := valid("invalid-name")
-				fr.Spec.LeaseName = "Orders_Writer"
-				return fr
-			}(),
+			create:  valid("invalid-name", func(fr *fencingv1alpha1.FencedResource) { fr.Spec.LeaseName = "Orders_Writer" }),
 			wantErr: []string{"spec.leaseName", "should match"},
 		},
 		"leaseName over 253 characters is rejected": {
-			create: func() *fencingv1alpha1.FencedResource {
-				fr := valid("long-name")
-				fr.Spec.LeaseName = strings.Repeat("a", 254)
-				return fr
-			}(),
+			create:  valid("long-name", func(fr *fencingv1alpha1.FencedResource) { fr.Spec.LeaseName = strings.Repeat("a", 254) }),
 			wantErr: []string{"spec.leaseName", "may not be more than 253 bytes"},
 		},
 		"leaseName change is rejected": {
@@ -147,19 +136,15 @@ func TestSchema(t *testing.T) {
 			wantErr:   []string{"spec.data", `must be of type object: "string"`},
 		},
 		"data over the key bound is rejected": {
-			create: func() *fencingv1alpha1.FencedResource {
-				fr := valid("too-many-keys")
+			create: valid("too-many-keys", func(fr *fencingv1alpha1.FencedResource) {
 				fr.Spec.Data = raw(t, bigObject(fencingv1alpha1.MaxDataKeys+1))
-				return fr
-			}(),
+			}),
 			wantErr: []string{"spec.data", "must have at most 256 items"},
 		},
 		"data at the key bound is accepted": {
-			create: func() *fencingv1alpha1.FencedResource {
-				fr := valid("max-keys")
+			create: valid("max-keys", func(fr *fencingv1alpha1.FencedResource) {
 				fr.Spec.Data = raw(t, bigObject(fencingv1alpha1.MaxDataKeys))
-				return fr
-			}(),
+			}),
 		},
 	}
 	for name, tc := range tests {
