@@ -19,9 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -29,6 +26,7 @@ import (
 	"github.com/fencekit/fencekit/internal/dev/demo"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/test/util/kubeconfig"
 	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
@@ -72,17 +70,13 @@ func TestExampleControllerRollsOut(t *testing.T) {
 	if err := env.Client.Create(ctx, src); err != nil {
 		t.Fatal(err)
 	}
-	stop := startExample(t, bin, kubeconfig(t, w.Config), ns, "configsync-a")
+	stop := startExample(t, bin, kubeconfig.ForTest(t, w.Config), ns, "configsync-a")
 
 	web := types.NamespacedName{Namespace: ns, Name: "web"}
 	canary := types.NamespacedName{Namespace: ns, Name: "web-canary"}
 	RolledOut(t, env, canary, "1", 1)
 	RolledOut(t, env, web, "1", 2)
-	testenv.EventuallyWithin(t, 60*time.Second, "the operator's Rendered condition is in Deployment web's status next to the deployment controller's", func() (bool, string) {
-		var d appsv1.Deployment
-		if err := env.Client.Get(ctx, web, &d); err != nil {
-			return false, err.Error()
-		}
+	EventuallyObject(t, env, 60*time.Second, web, "the operator's Rendered condition is in Deployment web's status next to the deployment controller's", func(d *appsv1.Deployment) (bool, string) {
 		var rendered, progressing bool
 		for _, c := range d.Status.Conditions {
 			rendered = rendered || c.Type == "Rendered" && c.Reason == "Round1"
@@ -90,11 +84,7 @@ func TestExampleControllerRollsOut(t *testing.T) {
 		}
 		return rendered && progressing, fmt.Sprintf("conditions %v", d.Status.Conditions)
 	})
-	testenv.Eventually(t, "FencingPolicy configsync is Ready and refuses no controller", func() (bool, string) {
-		var p fencingv1alpha1.FencingPolicy
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(policy), &p); err != nil {
-			return false, err.Error()
-		}
+	EventuallyObject(t, env, testenv.EventuallyTimeout, client.ObjectKeyFromObject(policy), "FencingPolicy configsync is Ready and refuses no controller", func(p *fencingv1alpha1.FencingPolicy) (bool, string) {
 		refused := meta.FindStatusCondition(p.Status.Conditions, fencingv1alpha1.ConditionControllersRefused)
 		return meta.IsStatusConditionTrue(p.Status.Conditions, fencingv1alpha1.ConditionReady) &&
 			(refused == nil || refused.Status != metav1.ConditionTrue), fmt.Sprintf("conditions %v", p.Status.Conditions)
@@ -190,19 +180,4 @@ func startExample(t *testing.T, bin, kubeconfig, ns, identity string) (stop func
 	}
 	t.Cleanup(stop)
 	return stop
-}
-
-// kubeconfig writes a kubeconfig file with cfg's server and client certificate.
-func kubeconfig(t *testing.T, cfg *rest.Config) string {
-	t.Helper()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["local"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["user"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
-	kc.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "user"}
-	kc.CurrentContext = "local"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }

@@ -61,17 +61,31 @@ func ReplicaSets(t *testing.T, env *testenv.Env, d *appsv1.Deployment) map[strin
 // Deployment as last read.
 func RolledOut(t *testing.T, env *testenv.Env, key types.NamespacedName, revision string, replicas int32) appsv1.Deployment {
 	t.Helper()
-	var got appsv1.Deployment
-	testenv.EventuallyWithin(t, 60*time.Second, fmt.Sprintf("Deployment %s rolls out revision %s at %d replicas", key.Name, revision, replicas), func() (bool, string) {
-		if err := env.Client.Get(t.Context(), key, &got); err != nil {
-			return false, err.Error()
-		}
-		rss := ReplicaSets(t, env, &got)
+	got := EventuallyObject(t, env, 60*time.Second, key, fmt.Sprintf("Deployment %s rolls out revision %s at %d replicas", key.Name, revision, replicas), func(got *appsv1.Deployment) (bool, string) {
+		rss := ReplicaSets(t, env, got)
 		_, ok := rss[revision]
 		s := fmt.Sprintf("generation %d, observedGeneration %d, revision %q, updatedReplicas %d, %d ReplicaSets",
 			got.Generation, got.Status.ObservedGeneration, got.Annotations["deployment.kubernetes.io/revision"], got.Status.UpdatedReplicas, len(rss))
 		return ok && got.Status.ObservedGeneration == got.Generation && got.Annotations["deployment.kubernetes.io/revision"] == revision &&
 			got.Status.UpdatedReplicas == replicas, s
+	})
+	return *got
+}
+
+// EventuallyObject reads the object at key, for up to within, until ok accepts it (ok says what it saw, for
+// the failure message), and returns it as last read.
+func EventuallyObject[T any, P interface {
+	*T
+	client.Object
+}](t *testing.T, env *testenv.Env, within time.Duration, key client.ObjectKey, what string, ok func(P) (bool, string)) P {
+	t.Helper()
+	var got P
+	testenv.EventuallyWithin(t, within, what, func() (bool, string) {
+		got = P(new(T))
+		if err := env.Client.Get(t.Context(), key, got); err != nil {
+			return false, err.Error()
+		}
+		return ok(got)
 	})
 	return got
 }

@@ -61,11 +61,7 @@ func TestJobTTL(t *testing.T) {
 		Template: podTemplate(corev1.RestartPolicyNever), ActiveDeadlineSeconds: ptr.To(int64(1)), TTLSecondsAfterFinished: ptr.To(int32(0)),
 	}}
 	h.Create(t, job)
-	testenv.EventuallyWithin(t, 60*time.Second, "the Job finishes", func() (bool, string) {
-		var got batchv1.Job
-		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(job), &got); err != nil {
-			return false, err.Error()
-		}
+	EventuallyObject(t, env, 60*time.Second, client.ObjectKeyFromObject(job), "the Job finishes", func(got *batchv1.Job) (bool, string) {
 		for _, c := range got.Status.Conditions {
 			if (c.Type == batchv1.JobFailed || c.Type == batchv1.JobComplete) && c.Status == corev1.ConditionTrue {
 				return true, string(c.Type)
@@ -143,11 +139,7 @@ func TestServiceAccountTokenSecret(t *testing.T) {
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "default-token", Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}},
 		Type: corev1.SecretTypeServiceAccountToken}
 	h.Create(t, secret)
-	testenv.EventuallyWithin(t, 60*time.Second, "the tokens controller fills the token Secret", func() (bool, string) {
-		var got corev1.Secret
-		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(secret), &got); err != nil {
-			return false, err.Error()
-		}
+	EventuallyObject(t, env, 60*time.Second, client.ObjectKeyFromObject(secret), "the tokens controller fills the token Secret", func(got *corev1.Secret) (bool, string) {
 		return len(got.Data[corev1.ServiceAccountTokenKey]) > 0, fmt.Sprintf("data keys %d", len(got.Data))
 	})
 	mustBeFenced(t, env.Client.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.NS, Name: "app"}}, client.DryRunAll))
@@ -163,11 +155,7 @@ func TestReplicaSetsDeclared(t *testing.T) {
 	h.Acquire(t)
 	d := Deployment("web")
 	h.Create(t, d)
-	testenv.EventuallyWithin(t, 60*time.Second, "the Deployment's status says its ReplicaSet was refused", func() (bool, string) {
-		var got appsv1.Deployment
-		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(d), &got); err != nil {
-			return false, err.Error()
-		}
+	EventuallyObject(t, env, 60*time.Second, client.ObjectKeyFromObject(d), "the Deployment's status says its ReplicaSet was refused", func(got *appsv1.Deployment) (bool, string) {
 		for _, c := range got.Status.Conditions {
 			if c.Reason == "ReplicaSetCreateError" && strings.Contains(c.Message, "ReplicaSet "+h.NS+"/web-") {
 				t.Logf("Deployment condition %s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
@@ -183,11 +171,7 @@ func TestReplicaSetsDeclared(t *testing.T) {
 	if len(list.Items) != 0 {
 		t.Errorf("%d ReplicaSets exist, want none: the deployment controller's create is refused", len(list.Items))
 	}
-	testenv.Eventually(t, "the policy's ControllersRefused condition names the deployment controller", func() (bool, string) {
-		var p fencingv1alpha1.FencingPolicy
-		if err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: h.NS, Name: "app"}, &p); err != nil {
-			return false, err.Error()
-		}
+	EventuallyObject(t, env, testenv.EventuallyTimeout, types.NamespacedName{Namespace: h.NS, Name: "app"}, "the policy's ControllersRefused condition names the deployment controller", func(p *fencingv1alpha1.FencingPolicy) (bool, string) {
 		c := meta.FindStatusCondition(p.Status.Conditions, fencingv1alpha1.ConditionControllersRefused)
 		return c != nil && c.Status == metav1.ConditionTrue && strings.Contains(c.Message, "kube-system:deployment-controller") &&
 			strings.Contains(c.Message, "rollouts stall"), fmt.Sprint(c)
