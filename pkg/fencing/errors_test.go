@@ -98,38 +98,28 @@ func TestReasonOf(t *testing.T) {
 // writes, and carries the reason as the first cause, on the field the refusal is about (spec.epoch unless
 // it says otherwise).
 func TestAPIStatus(t *testing.T) {
+	// refused is the status of a refusal of a write of FencedResource ns/orders, with its one cause.
+	refused := func(code int32, reason metav1.StatusReason, cause, field, msg string) metav1.Status {
+		return metav1.Status{Status: metav1.StatusFailure, Code: code, Reason: reason, Message: msg,
+			Details: &metav1.StatusDetails{Group: "fencing.fencekit.io", Kind: "fencedresources", Name: "ns/orders",
+				Causes: []metav1.StatusCause{{Type: metav1.CauseType(cause), Field: field, Message: msg}}}}
+	}
+	const (
+		stale   = "stale epoch 5: lease orders-writer is at epoch 6, held by worker-b"
+		tooMuch = "FencedResource ns/orders: spec.data is 262145 bytes, over the bound of 262144 bytes"
+	)
 	tests := map[string]struct {
 		err  *fencing.Error
 		want metav1.Status
 	}{
-		"stale": {
-			err: refusal(fencing.ReasonStale, 5, 6, "stale epoch 5: lease orders-writer is at epoch 6, held by worker-b"),
-			want: metav1.Status{Status: metav1.StatusFailure, Code: 403, Reason: metav1.StatusReasonForbidden,
-				Message: "stale epoch 5: lease orders-writer is at epoch 6, held by worker-b",
-				Details: &metav1.StatusDetails{Group: "fencing.fencekit.io", Kind: "fencedresources", Name: "ns/orders",
-					Causes: []metav1.StatusCause{{Type: "FencingStaleEpoch", Field: "spec.epoch",
-						Message: "stale epoch 5: lease orders-writer is at epoch 6, held by worker-b"}}}},
-		},
-		"invalid": {
-			err: refusal(fencing.ReasonInvalid, 6, 0, "too big"),
-			want: metav1.Status{Status: metav1.StatusFailure, Code: 422, Reason: metav1.StatusReasonInvalid, Message: "too big",
-				Details: &metav1.StatusDetails{Group: "fencing.fencekit.io", Kind: "fencedresources", Name: "ns/orders",
-					Causes: []metav1.StatusCause{{Type: "FencingInvalid", Field: "spec.epoch", Message: "too big"}}}},
-		},
-		"data over the size bound names spec.data": {
-			err: at("spec.data", refusal(fencing.ReasonInvalid, 6, 0, "FencedResource ns/orders: spec.data is 262145 bytes, over the bound of 262144 bytes")),
-			want: metav1.Status{Status: metav1.StatusFailure, Code: 422, Reason: metav1.StatusReasonInvalid,
-				Message: "FencedResource ns/orders: spec.data is 262145 bytes, over the bound of 262144 bytes",
-				Details: &metav1.StatusDetails{Group: "fencing.fencekit.io", Kind: "fencedresources", Name: "ns/orders",
-					Causes: []metav1.StatusCause{{Type: "FencingInvalid", Field: "spec.data",
-						Message: "FencedResource ns/orders: spec.data is 262145 bytes, over the bound of 262144 bytes"}}}},
-		},
-		"token missing names the changed field": {
-			err: at("spec.data", refusal(fencing.ReasonTokenMissing, 0, 0, "no token")),
-			want: metav1.Status{Status: metav1.StatusFailure, Code: 403, Reason: metav1.StatusReasonForbidden, Message: "no token",
-				Details: &metav1.StatusDetails{Group: "fencing.fencekit.io", Kind: "fencedresources", Name: "ns/orders",
-					Causes: []metav1.StatusCause{{Type: "FencingTokenMissing", Field: "spec.data", Message: "no token"}}}},
-		},
+		"stale": {refusal(fencing.ReasonStale, 5, 6, stale),
+			refused(403, metav1.StatusReasonForbidden, "FencingStaleEpoch", "spec.epoch", stale)},
+		"invalid": {refusal(fencing.ReasonInvalid, 6, 0, "too big"),
+			refused(422, metav1.StatusReasonInvalid, "FencingInvalid", "spec.epoch", "too big")},
+		"data over the size bound names spec.data": {at("spec.data", refusal(fencing.ReasonInvalid, 6, 0, tooMuch)),
+			refused(422, metav1.StatusReasonInvalid, "FencingInvalid", "spec.data", tooMuch)},
+		"token missing names the changed field": {at("spec.data", refusal(fencing.ReasonTokenMissing, 0, 0, "no token")),
+			refused(403, metav1.StatusReasonForbidden, "FencingTokenMissing", "spec.data", "no token")},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
