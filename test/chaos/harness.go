@@ -17,12 +17,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/test/util/kubeconfig"
 )
 
 // Cluster is the control plane a run uses: fencekit's CRD, Lease policy and webhook installed, the
@@ -231,7 +230,9 @@ func (r *run) setup(ctx context.Context) (*Observer, error) {
 			return nil, err
 		}
 		kc := filepath.Join(r.cfg.Dir, fmt.Sprintf("kubeconfig-w%d", i))
-		if err := writeKubeconfig(kc, ucfg, "https://"+p.Addr()); err != nil {
+		proxied := rest.CopyConfig(ucfg)
+		proxied.Host = "https://" + p.Addr()
+		if err := kubeconfig.Write(kc, proxied); err != nil {
 			return nil, err
 		}
 		r.users, r.configs = append(r.users, user), append(r.configs, ucfg)
@@ -242,15 +243,6 @@ func (r *run) setup(ctx context.Context) (*Observer, error) {
 		}
 	}
 	return obs, nil
-}
-
-func writeKubeconfig(path string, cfg *rest.Config, server string) error {
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["u"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
-	kc.CurrentContext = "c"
-	return clientcmd.WriteToFile(*kc, path)
 }
 
 // start starts the next incarnation of worker i.
