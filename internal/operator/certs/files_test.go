@@ -70,6 +70,14 @@ func leaf(t *testing.T, certPEM []byte) []byte {
 
 // checkLayout fails unless dir holds exactly the layout's entries, with want as the pair: tls.crt and tls.key
 // linked through ..data to one generation directory, nothing else.
+// writeFiles writes want into dir with certs.WriteFiles.
+func writeFiles(t *testing.T, dir string, want pemPair) {
+	t.Helper()
+	if err := certs.WriteFiles(dir, want.cert, want.key); err != nil {
+		t.Fatalf("WriteFiles(%s): %v", dir, err)
+	}
+}
+
 func checkLayout(t *testing.T, dir string, want pemPair) {
 	t.Helper()
 	for _, name := range []string{"tls.crt", "tls.key"} {
@@ -107,9 +115,7 @@ func checkLayout(t *testing.T, dir string, want pemPair) {
 func TestWriteFilesSwapsThePairAtOnce(t *testing.T) {
 	dir := t.TempDir()
 	pairs := newPairs(t, 3)
-	if err := certs.WriteFiles(dir, pairs[0].cert, pairs[0].key); err != nil {
-		t.Fatal(err)
-	}
+	writeFiles(t, dir, pairs[0])
 	const swaps = 1000
 	var stop atomic.Bool
 	var loads, gone int
@@ -163,47 +169,40 @@ func TestWriteFilesSwapsThePairAtOnce(t *testing.T) {
 	checkLayout(t, dir, pairs[swaps%len(pairs)])
 }
 
-// TestWriteFilesConvertsPlainFiles: a cert dir holding plain tls.crt and tls.key (written by a fencekit from
-// before the directory swap, into an emptyDir that outlives a container restart) ends up in the layout with
-// the new pair, and later swaps keep one generation.
-func TestWriteFilesConvertsPlainFiles(t *testing.T) {
-	dir := t.TempDir()
-	pairs := newPairs(t, 3)
-	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), pairs[0].cert, 0o600); err != nil {
-		t.Fatal(err)
+// TestWriteFilesTakesOverWhatIsLeft: what an earlier run left in the cert dir (an emptyDir outlives a
+// container restart) ends up in the layout with the new pair, and later swaps keep one generation, so that
+// an emptyDir with a size limit does not fill up over restarts.
+func TestWriteFilesTakesOverWhatIsLeft(t *testing.T) {
+	for name, leave := range map[string]func(t *testing.T, dir string, old pemPair){
+		// Written by a fencekit from before the directory swap.
+		"plain tls.crt and tls.key": func(t *testing.T, dir string, old pemPair) {
+			for file, b := range map[string][]byte{"tls.crt": old.cert, "tls.key": old.key} {
+				if err := os.WriteFile(filepath.Join(dir, file), b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+		},
+		// Left by a swap whose process was killed before ..data moved.
+		"an interrupted swap's generation directory": func(t *testing.T, dir string, old pemPair) {
+			writeFiles(t, dir, old)
+			if err := os.Mkdir(filepath.Join(dir, "..2026_11_30_20_41_00.123456789"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("..2026_11_30_20_41_00.123456789", filepath.Join(dir, "..data_tmp")); err != nil {
+				t.Fatal(err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			pairs := newPairs(t, 3)
+			leave(t, dir, pairs[0])
+			for _, p := range pairs[1:] {
+				writeFiles(t, dir, p)
+				checkLayout(t, dir, p)
+			}
+		})
 	}
-	if err := os.WriteFile(filepath.Join(dir, "tls.key"), pairs[0].key, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := certs.WriteFiles(dir, pairs[1].cert, pairs[1].key); err != nil {
-		t.Fatal(err)
-	}
-	checkLayout(t, dir, pairs[1])
-	if err := certs.WriteFiles(dir, pairs[2].cert, pairs[2].key); err != nil {
-		t.Fatal(err)
-	}
-	checkLayout(t, dir, pairs[2])
-}
-
-// TestWriteFilesRemovesInterruptedGenerations: a generation directory left by a swap that was interrupted
-// before ..data moved (the process killed) is removed by the next swap, so an emptyDir with a size limit
-// does not fill up over restarts.
-func TestWriteFilesRemovesInterruptedGenerations(t *testing.T) {
-	dir := t.TempDir()
-	pairs := newPairs(t, 2)
-	if err := certs.WriteFiles(dir, pairs[0].cert, pairs[0].key); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(filepath.Join(dir, "..2026_11_30_20_41_00.123456789"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("..2026_11_30_20_41_00.123456789", filepath.Join(dir, "..data_tmp")); err != nil {
-		t.Fatal(err)
-	}
-	if err := certs.WriteFiles(dir, pairs[1].cert, pairs[1].key); err != nil {
-		t.Fatal(err)
-	}
-	checkLayout(t, dir, pairs[1])
 }
 
 // TestCertWatcherFollowsSwaps: controller-runtime's certwatcher (what the webhook and metrics servers serve
@@ -212,9 +211,7 @@ func TestWriteFilesRemovesInterruptedGenerations(t *testing.T) {
 func TestCertWatcherFollowsSwaps(t *testing.T) {
 	dir := t.TempDir()
 	pairs := newPairs(t, 3)
-	if err := certs.WriteFiles(dir, pairs[0].cert, pairs[0].key); err != nil {
-		t.Fatal(err)
-	}
+	writeFiles(t, dir, pairs[0])
 	cw, err := certwatcher.New(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
 	if err != nil {
 		t.Fatal(err)
@@ -235,9 +232,7 @@ func TestCertWatcherFollowsSwaps(t *testing.T) {
 	started := false
 	for i := 1; i <= 20 && !started; i++ {
 		p := pairs[i%2+1]
-		if err := certs.WriteFiles(dir, p.cert, p.key); err != nil {
-			t.Fatal(err)
-		}
+		writeFiles(t, dir, p)
 		started = wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 500*time.Millisecond, true,
 			func(context.Context) (bool, error) { return serves(p), nil }) == nil
 	}
@@ -249,9 +244,7 @@ func TestCertWatcherFollowsSwaps(t *testing.T) {
 		if serves(p) {
 			p = pairs[(i+1)%len(pairs)]
 		}
-		if err := certs.WriteFiles(dir, p.cert, p.key); err != nil {
-			t.Fatal(err)
-		}
+		writeFiles(t, dir, p)
 		if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 30*time.Second, true,
 			func(context.Context) (bool, error) { return serves(p), nil }); err != nil {
 			t.Fatalf("swap %d: the certwatcher still serves the previous certificate: %v", i, err)
