@@ -120,6 +120,26 @@ func leadWithDefaults(t *testing.T, cfg *rest.Config, ns, lease string, fence el
 	}
 }
 
+// fenceAtDefaultQPS leads ns/lease with leadWithDefaults, fenced by the hook newFence builds from
+// defaultQPSConfig(path), and returns the token it led with. The hook must raise the boundResources
+// objects (what names them) with 1 list and one patch each, within the PostAcquire timeout.
+func fenceAtDefaultQPS(t *testing.T, ns, lease, path, what string, newFence func(*rest.Config) (elector.AcquireFence, error)) elector.Token {
+	t.Helper()
+	cfg, requests := defaultQPSConfig(path)
+	hook, err := newFence(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := leadWithDefaults(t, cfg, ns, lease, hook)
+	if err != nil {
+		t.Fatalf("fence-on-acquire of %d %s at client-go's default QPS: %v", boundResources, what, err)
+	}
+	if lists, patches := requests.get(http.MethodGet), requests.get(http.MethodPatch); lists != 1 || patches != boundResources {
+		t.Errorf("the fence sent %d GET and %d PATCH requests for %s, want 1 list and %d patches", lists, patches, what, boundResources)
+	}
+	return tok
+}
+
 // TestFenceOnAcquireForConfigDefaultQPS: a workload whose rest.Config keeps client-go's default client-side
 // rate limit leads a Lease that 100 FencedResources are bound to, with the elector's defaults. The hook
 // built by FenceOnAcquireForConfig from that config raises all of them within the PostAcquire timeout, so
@@ -131,15 +151,7 @@ func TestFenceOnAcquireForConfigDefaultQPS(t *testing.T) {
 	for i := range boundResources {
 		env.Declare(t, ns, fmt.Sprintf("bulk-%03d", i), lease)
 	}
-	cfg, requests := defaultQPSConfig("/fencedresources")
-	hook, err := fencing.FenceOnAcquireForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := leadWithDefaults(t, cfg, ns, lease, hook)
-	if err != nil {
-		t.Fatalf("fence-on-acquire of %d FencedResources at client-go's default QPS: %v", boundResources, err)
-	}
+	tok := fenceAtDefaultQPS(t, ns, lease, "/fencedresources", "FencedResources", fencing.FenceOnAcquireForConfig)
 
 	var list fencingv1alpha1.FencedResourceList
 	if err := env.Client.List(t.Context(), &list, client.InNamespace(ns)); err != nil {
@@ -153,9 +165,6 @@ func TestFenceOnAcquireForConfigDefaultQPS(t *testing.T) {
 			t.Errorf("FencedResource %s at epoch %d written by %q, want epoch %d by %q",
 				fr.Name, fr.Spec.Epoch, fr.Annotations[fencingv1alpha1.WriterAnnotation], tok.Epoch, tok.Holder)
 		}
-	}
-	if lists, patches := requests.get(http.MethodGet), requests.get(http.MethodPatch); lists != 1 || patches != boundResources {
-		t.Errorf("the fence sent %d GET and %d PATCH requests for FencedResources, want 1 list and %d patches", lists, patches, boundResources)
 	}
 }
 
@@ -181,15 +190,7 @@ func TestFenceObjectsOnAcquireForConfigDefaultQPS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg, requests := defaultQPSConfig("/namespaces/" + ns + "/configmaps")
-	hook, err := fencing.FenceObjectsOnAcquireForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := leadWithDefaults(t, cfg, ns, lease, hook)
-	if err != nil {
-		t.Fatalf("fence-on-acquire of %d ConfigMaps at client-go's default QPS: %v", boundResources, err)
-	}
+	tok := fenceAtDefaultQPS(t, ns, lease, "/namespaces/"+ns+"/configmaps", "ConfigMaps", fencing.FenceObjectsOnAcquireForConfig)
 
 	var list corev1.ConfigMapList
 	if err := env.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{"fenced": "yes"}); err != nil {
@@ -203,8 +204,5 @@ func TestFenceObjectsOnAcquireForConfigDefaultQPS(t *testing.T) {
 		if got := cm.Annotations[fencingv1alpha1.ObjectEpochAnnotation]; got != want {
 			t.Errorf("ConfigMap %s has epoch record %q, want %q", cm.Name, got, want)
 		}
-	}
-	if lists, patches := requests.get(http.MethodGet), requests.get(http.MethodPatch); lists != 1 || patches != boundResources {
-		t.Errorf("the fence sent %d GET and %d PATCH requests for ConfigMaps, want 1 list and %d patches", lists, patches, boundResources)
 	}
 }
