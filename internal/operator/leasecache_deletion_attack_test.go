@@ -121,7 +121,7 @@ func TestLeaseCacheAttacksOnDeletion(t *testing.T) {
 		ns := a.namespace(t)
 		r1, r2 := replicas(t, ns)
 		r1.Fences, r2.Fences = elector.Fences{Objects: true}, elector.Fences{Objects: true}
-		configMapPolicy(t, ns, "l", nil, nil, r1.User)
+		configMapPolicy(t, ns, "l", nil, r1.User)
 		_, c1 := holderClient(t, r1, ns, "l", 1)
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm"}}
 		if err := c1.Create(ctx, cm.DeepCopy()); err != nil {

@@ -18,6 +18,13 @@ import (
 // change sets WebhookPort to 0 (controllers only). It may be started again after a stop.
 func Start(t testing.TB, env *testenv.Env, change ...func(*operator.Options)) (stop func()) {
 	t.Helper()
+	return StartWith(t, env.Config, Options(env, change...))
+}
+
+// Options are the options Start runs the operator with on env: webhooks served where env's apiserver
+// calls them, metrics and probes on ports of their own, no leader election; then each change applied. For
+// StartWith with a client configuration of the test's own.
+func Options(env *testenv.Env, change ...func(*operator.Options)) operator.Options {
 	w := env.Environment.WebhookInstallOptions
 	opts := operator.Options{
 		MetricsAddr: "0", ProbeAddr: "0",
@@ -29,7 +36,7 @@ func Start(t testing.TB, env *testenv.Env, change ...func(*operator.Options)) (s
 	for _, c := range change {
 		c(&opts)
 	}
-	return StartWith(t, env.Config, opts)
+	return opts
 }
 
 // StartWith runs fencekit's operator with opts, as the user of cfg, with operator.Start until the test ends or
