@@ -2,7 +2,6 @@ package snippets
 
 import (
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -55,15 +54,7 @@ var neverCompiled = []string{
 // TestConsumerModule: test/consumer's go.mod and go.sum are complete for its imports (as a user's module
 // must be), and what it inherits stays within the bounds above.
 func TestConsumerModule(t *testing.T) {
-	root, err := repoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := newConsumer(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	dir := consumerFor(t)
 	outdated := "test/consumer's go.mod or go.sum is out of date for fencekit's current requirements: run `cd test/consumer && go mod tidy`"
 
 	out, stderr, err := goCmd(dir, "list", "-mod=readonly", "-m", "-f", "{{.Path}}", "all")

@@ -84,15 +84,7 @@ func TestSourceFragment(t *testing.T) {
 // TestBrokenBlockNamesItsLine: a block that does not compile is reported at its Markdown line, with the
 // compiler's message.
 func TestBrokenBlockNamesItsLine(t *testing.T) {
-	root, err := repoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := newConsumer(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	dir := consumerFor(t)
 	md := "Text.\n\n<!-- snippet: fragment, compiled in:\nfunc f(ctx context.Context) {\n\t...\n}\n-->\n```go\n" +
 		"e, err := elector.New(elector.Config{})\n_ = e\n```\n" // line 9: err is declared and not used
 	blocks, err := Blocks("doc.md", md)

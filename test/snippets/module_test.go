@@ -86,6 +86,21 @@ func newConsumer(root string) (string, error) {
 	return dir, nil
 }
 
+// consumerFor is newConsumer of the checkout for t, removed when t ends.
+func consumerFor(t *testing.T) string {
+	t.Helper()
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := newConsumer(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
 func buildModule() (*module, error) {
 	root, err := repoRoot()
 	if err != nil {
