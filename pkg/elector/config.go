@@ -118,23 +118,22 @@ func (c Config) withDefaults() Config {
 	if c.Identity == "" {
 		c.Identity = defaultIdentity()
 	}
-	if c.LeaseDuration == 0 {
-		c.LeaseDuration = DefaultLeaseDuration
-	}
-	if c.RenewDeadline == 0 {
-		c.RenewDeadline = DefaultRenewDeadline
-	}
-	if c.RetryPeriod == 0 {
-		c.RetryPeriod = DefaultRetryPeriod
+	for _, d := range []struct {
+		field *time.Duration
+		value time.Duration
+	}{
+		{&c.LeaseDuration, DefaultLeaseDuration},
+		{&c.RenewDeadline, DefaultRenewDeadline},
+		{&c.RetryPeriod, DefaultRetryPeriod},
+		{&c.SafetyMargin, DefaultSafetyMargin},
+		{&c.ReleaseTimeout, DefaultReleaseTimeout},
+	} {
+		if *d.field == 0 {
+			*d.field = d.value
+		}
 	}
 	if c.MaxClockDrift == 0 {
 		c.MaxClockDrift = DefaultMaxClockDrift
-	}
-	if c.SafetyMargin == 0 {
-		c.SafetyMargin = DefaultSafetyMargin
-	}
-	if c.ReleaseTimeout == 0 {
-		c.ReleaseTimeout = DefaultReleaseTimeout
 	}
 	if c.PostAcquireTimeout == 0 {
 		c.PostAcquireTimeout = c.RenewDeadline

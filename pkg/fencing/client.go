@@ -83,22 +83,31 @@ func stampObject(obj client.Object, t elector.Token) {
 	obj.SetAnnotations(a)
 }
 
+// stamp checks that the token is current for verb, sets its epoch record on obj and returns the token as
+// the field owner the write presents.
+func (c *fencedClient) stamp(verb string, obj client.Object) (client.FieldOwner, error) {
+	t, err := c.current(verb, obj)
+	if err != nil {
+		return "", err
+	}
+	stampObject(obj, t)
+	return client.FieldOwner(t.FieldManager()), nil
+}
+
 func (c *fencedClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	t, err := c.current("creating", obj)
+	owner, err := c.stamp("creating", obj)
 	if err != nil {
 		return err
 	}
-	stampObject(obj, t)
-	return c.Client.Create(ctx, obj, append(opts, client.FieldOwner(t.FieldManager()))...)
+	return c.Client.Create(ctx, obj, append(opts, owner)...)
 }
 
 func (c *fencedClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
-	t, err := c.current("updating", obj)
+	owner, err := c.stamp("updating", obj)
 	if err != nil {
 		return err
 	}
-	stampObject(obj, t)
-	return c.Client.Update(ctx, obj, append(opts, client.FieldOwner(t.FieldManager()))...)
+	return c.Client.Update(ctx, obj, append(opts, owner)...)
 }
 
 func (c *fencedClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
@@ -190,36 +199,37 @@ func (s *fencedSubResource) current(verb string, obj any) (elector.Token, error)
 	return (&fencedClient{token: s.token}).current(verb, obj)
 }
 
-func (s *fencedSubResource) Create(ctx context.Context, obj, sub client.Object, opts ...client.SubResourceCreateOption) error {
-	t, err := s.current("creating a subresource of", obj)
+// write checks that the token is current for verb, then runs do with the token as the field owner.
+func (s *fencedSubResource) write(verb string, obj any, do func(owner client.FieldOwner) error) error {
+	t, err := s.current(verb, obj)
 	if err != nil {
 		return err
 	}
-	return s.SubResourceClient.Create(ctx, obj, sub, append(opts, client.FieldOwner(t.FieldManager()))...)
+	return do(client.FieldOwner(t.FieldManager()))
+}
+
+func (s *fencedSubResource) Create(ctx context.Context, obj, sub client.Object, opts ...client.SubResourceCreateOption) error {
+	return s.write("creating a subresource of", obj, func(owner client.FieldOwner) error {
+		return s.SubResourceClient.Create(ctx, obj, sub, append(opts, owner)...)
+	})
 }
 
 func (s *fencedSubResource) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	t, err := s.current("updating a subresource of", obj)
-	if err != nil {
-		return err
-	}
-	return s.SubResourceClient.Update(ctx, obj, append(opts, client.FieldOwner(t.FieldManager()))...)
+	return s.write("updating a subresource of", obj, func(owner client.FieldOwner) error {
+		return s.SubResourceClient.Update(ctx, obj, append(opts, owner)...)
+	})
 }
 
 func (s *fencedSubResource) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	t, err := s.current("patching a subresource of", obj)
-	if err != nil {
-		return err
-	}
-	return s.SubResourceClient.Patch(ctx, obj, patch, append(opts, client.FieldOwner(t.FieldManager()))...)
+	return s.write("patching a subresource of", obj, func(owner client.FieldOwner) error {
+		return s.SubResourceClient.Patch(ctx, obj, patch, append(opts, owner)...)
+	})
 }
 
 func (s *fencedSubResource) Apply(ctx context.Context, ac runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
-	t, err := s.current("applying a subresource of", ac)
-	if err != nil {
-		return err
-	}
-	return s.SubResourceClient.Apply(ctx, ac, append(opts, client.FieldOwner(t.FieldManager()), client.ForceOwnership)...)
+	return s.write("applying a subresource of", ac, func(owner client.FieldOwner) error {
+		return s.SubResourceClient.Apply(ctx, ac, append(opts, owner, client.ForceOwnership)...)
+	})
 }
 
 // stampedPatch adds the epoch record to a merge patch's data, and removes a deletion marker.
