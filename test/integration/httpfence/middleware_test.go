@@ -51,15 +51,7 @@ func stores(t *testing.T) map[string]func(t *testing.T) (store httpfence.Store, 
 			return s, s.Epoch
 		},
 		"postgres": func(t *testing.T) (httpfence.Store, func(string) int64) {
-			db, _ := pg.Database(t)
-			s, err := httpfence.NewPostgresStore(db, sqlfence.Options{Create: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			f := mustFence(t, s, "orders/1")
-			if err := f.CreateTable(t.Context(), db); err != nil {
-				t.Fatal(err)
-			}
+			db, s := postgresStore(t, sqlfence.Options{Create: true})
 			return s, func(key string) int64 {
 				e, err := mustFence(t, s, key).Epoch(t.Context(), db)
 				if err != nil {

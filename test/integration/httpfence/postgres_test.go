@@ -21,23 +21,9 @@ import (
 // ?drop has its connection terminated after writing, before the commit.
 func ordersService(t *testing.T, opts sqlfence.Options) (*httptest.Server, *sql.DB, *httpfence.PostgresStore) {
 	t.Helper()
-	db, _ := pg.Database(t)
+	db, store := postgresStore(t, opts)
 	admin, _ := pg.Database(t)
-	store, err := httpfence.NewPostgresStore(db, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := store.Fence("orders/1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.CreateTable(t.Context(), db); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Create(t.Context(), db); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.ExecContext(t.Context(), `CREATE TABLE order_writes (id bigserial PRIMARY KEY, key text, epoch bigint)`); err != nil {
+	if err := mustFence(t, store, "orders/1").Create(t.Context(), db); err != nil {
 		t.Fatal(err)
 	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -74,6 +60,25 @@ func ordersService(t *testing.T, opts sqlfence.Options) (*httptest.Server, *sql.
 	return srv, db, store
 }
 
+// postgresStore is a PostgresStore with opts on a fresh database that has the fence table and the table
+// order_writes, which the handlers of ordersService and TestPostgresStoreOrdersHandlers append to.
+func postgresStore(t *testing.T, opts sqlfence.Options) (*sql.DB, *httpfence.PostgresStore) {
+	t.Helper()
+	db, _ := pg.Database(t)
+	store, err := httpfence.NewPostgresStore(db, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mustFence(t, store, "orders/1").CreateTable(t.Context(), db); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(t.Context(), `CREATE TABLE order_writes (id bigserial PRIMARY KEY, key text, epoch bigint)`); err != nil {
+		t.Fatal(err)
+	}
+	return db, store
+}
+
+// orderWrites returns the epochs of the committed order_writes, in the order they were made.
 func orderWrites(t *testing.T, db *sql.DB) []int64 {
 	t.Helper()
 	rows, err := db.QueryContext(t.Context(), `SELECT epoch FROM order_writes ORDER BY id`)
@@ -141,18 +146,7 @@ func TestPostgresStore(t *testing.T) {
 // TestPostgresStoreOrdersHandlers: a request admitted at epoch 5 whose handler is slow holds its fence;
 // a request at epoch 6 waits for it in the database, so the epoch-5 write commits first.
 func TestPostgresStoreOrdersHandlers(t *testing.T) {
-	db, _ := pg.Database(t)
-	store, err := httpfence.NewPostgresStore(db, sqlfence.Options{Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := mustFence(t, store, "orders/1")
-	if err := f.CreateTable(t.Context(), db); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.ExecContext(t.Context(), `CREATE TABLE order_writes (id bigserial PRIMARY KEY, epoch bigint)`); err != nil {
-		t.Fatal(err)
-	}
+	db, store := postgresStore(t, sqlfence.Options{Create: true})
 	entered, release := make(chan struct{}), make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, _ := httpfence.TokenFrom(r.Context())
