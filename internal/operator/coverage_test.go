@@ -72,6 +72,17 @@ func refusedOnQuorum(t *testing.T, what string, epoch int64, write func() error)
 	}
 }
 
+// refusedAsCovered asserts that write, replica-1's at epoch 1 to ConfigMap name, which a policy has just
+// come to cover, is refused on a quorum read as soon as the webhook sees the policy cover name, and again
+// once the operator has recorded policy's coverage at epoch 2.
+func refusedAsCovered(t *testing.T, ns, name, policy, what string, write func() error) {
+	t.Helper()
+	covers(t, ns, name)
+	refusedOnQuorum(t, what+", as soon as a policy covers "+name+", the copy stalled", 1, write)
+	coverageOf(t, ns, policy, 2)
+	refusedOnQuorum(t, what+", once FencingPolicy "+policy+"'s coverage is recorded, the copy stalled", 1, write)
+}
+
 // admittedOnQuorum asserts that write is admitted, decided on a quorum read of the Lease (not on the copy).
 func admittedOnQuorum(t *testing.T, what string, write func() error) {
 	t.Helper()
@@ -141,11 +152,7 @@ func TestCoverageAttacks(t *testing.T) {
 			t.Fatalf("cm records epoch %q after replica-2's fence, want 1 (no policy covered it)", got)
 		}
 		createConfigMapPolicy(t, ns, "app", "l", nil)
-		covers(t, ns, "cm")
-		refusedOnQuorum(t, "replica-1's write at epoch 1 as soon as the policy covers cm, the copy stalled", 1,
-			func() error { return patchConfigMap(t, c1, ns, "cm", `{"data":{"v":"late"}}`) })
-		coverageOf(t, ns, "app", 2)
-		refusedOnQuorum(t, "replica-1's write at epoch 1 once the coverage is recorded, the copy stalled", 1,
+		refusedAsCovered(t, ns, "cm", "app", "replica-1's write at epoch 1",
 			func() error { return patchConfigMap(t, c1, ns, "cm", `{"data":{"v":"late"}}`) })
 
 		a.s.set(false)
@@ -188,11 +195,7 @@ func TestCoverageAttacks(t *testing.T) {
 		if p.Generation != 1 || p.Status.CoverageGeneration != 0 {
 			t.Fatalf("the recreated policy: generation %d, coverage generation %d, want 1 and 0", p.Generation, p.Status.CoverageGeneration)
 		}
-		covers(t, ns, "out")
-		refusedOnQuorum(t, "replica-1's write at epoch 1 to the ConfigMap the recreated policy covers, the copy stalled", 1,
-			func() error { return patchConfigMap(t, c1, ns, "out", `{"data":{"v":"late"}}`) })
-		coverageOf(t, ns, "app", 2)
-		refusedOnQuorum(t, "replica-1's write at epoch 1 once the recreated policy's coverage is recorded", 1,
+		refusedAsCovered(t, ns, "out", "app", "replica-1's write at epoch 1 to the ConfigMap the recreated policy covers",
 			func() error { return patchConfigMap(t, c1, ns, "out", `{"data":{"v":"late"}}`) })
 		c2 := fencing.NewClient(r2.Client, tokenOf(t2))
 		if err := patchConfigMap(t, c2, ns, "out", `{"data":{"v":"two"}}`); err != nil {

@@ -14,14 +14,10 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	certutil "k8s.io/client-go/util/cert"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/fencekit/fencekit/internal/operator"
@@ -72,13 +68,13 @@ func TestSecureMetrics(t *testing.T) {
 		t.Logf("a made-up token: %d %q", code, short(body))
 	})
 	t.Run("a ServiceAccount without metrics-reader", func(t *testing.T) {
-		token := saToken(t, ns, "nosy")
+		token := env.ServiceAccountToken(t, ns, "nosy")
 		if code, body := scrape(t, insecure, url, token); code != http.StatusForbidden || strings.Contains(body, "fencekit_") {
 			t.Errorf("a scrape by a ServiceAccount without metrics-reader: %d %q, want 403 and no metrics", code, short(body))
 		}
 	})
 	t.Run("a ServiceAccount bound to metrics-reader", func(t *testing.T) {
-		token := saToken(t, ns, "prometheus")
+		token := env.ServiceAccountToken(t, ns, "prometheus")
 		bindMetricsReader(t, ns, "prometheus")
 		code, body := scrape(t, insecure, url, token)
 		if code != http.StatusOK {
@@ -184,25 +180,6 @@ func scrape(t *testing.T, c *http.Client, url, token string) (int, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(body)
-}
-
-// saToken creates ServiceAccount name in ns and returns a token the apiserver issued for it (TokenRequest),
-// as the kubelet mounts into a pod running as it.
-func saToken(t *testing.T, ns, name string) string {
-	t.Helper()
-	if err := env.Client.Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), name,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("requesting a token for ServiceAccount %s/%s: %v", ns, name, err)
-	}
-	return tr.Status.Token
 }
 
 // bindMetricsReader installs config/rbac's metrics-reader ClusterRole (under a name unique to the test) and

@@ -11,9 +11,13 @@ import (
 
 	"github.com/go-logr/logr"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -178,6 +182,25 @@ func (e *Env) ElectorClient(t testing.TB, namespace, name string) (client.Client
 		t.Fatal(err)
 	}
 	return c, cfg
+}
+
+// ServiceAccountToken creates ServiceAccount namespace/name and returns a token the apiserver issued for it
+// (TokenRequest, valid ten minutes), as the kubelet mounts into a pod running as it.
+func (e *Env) ServiceAccountToken(t testing.TB, namespace, name string) string {
+	t.Helper()
+	if err := e.Client.Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}); err != nil {
+		t.Fatalf("creating ServiceAccount %s/%s: %v", namespace, name, err)
+	}
+	cs, err := kubernetes.NewForConfig(e.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(t.Context(), name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("requesting a token for ServiceAccount %s/%s: %v", namespace, name, err)
+	}
+	return tr.Status.Token
 }
 
 // Namespace creates a fresh namespace for one test and returns its name.
