@@ -9,10 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 	"github.com/fencekit/fencekit/test/util/operatortest"
@@ -46,17 +44,7 @@ func BenchmarkObjectWrite(b *testing.B) {
 	operatortest.Start(b, env)
 	ctx := b.Context()
 	plainNS := env.Namespace(b)
-	// client-go's default limit (5 requests/s) would measure itself: lift it, for every mode alike.
-	fast := func(w testenv.Worker) testenv.Worker {
-		cfg := rest.CopyConfig(w.Config)
-		cfg.QPS, cfg.Burst = 1000, 1000
-		c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
-		if err != nil {
-			b.Fatal(err)
-		}
-		w.Client = c
-		return w
-	}
+	// client-go's default limit (5 requests/s) would measure itself: every mode's holder lifts it (fastHolder).
 	type fencedMode struct {
 		ns     string
 		holder testenv.Worker
@@ -66,14 +54,10 @@ func BenchmarkObjectWrite(b *testing.B) {
 	}
 	setup := func(declare elector.Fences) *fencedMode {
 		m := &fencedMode{ns: env.Namespace(b)}
-		m.holder = fast(env.NewWorker(b, m.ns, "holder"))
+		m.holder = fastHolder(b, m.ns, "holder")
 		m.holder.Fences = declare
 		grant(b, m.ns, m.holder.User)
-		policy := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: m.ns, Name: "bench"},
-			Spec: fencingv1alpha1.FencingPolicySpec{LeaseName: "bench-writer", Resources: []fencingv1alpha1.FencedObjects{{Resource: "configmaps"}}}}
-		if err := env.Client.Create(ctx, policy); err != nil {
-			b.Fatal(err)
-		}
+		fenceConfigMaps(b, m.ns)
 		testenv.Eventually(b, "the policy is enforced", func() (bool, string) {
 			err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: m.ns, Name: "probe"}}, client.DryRunAll)
 			return fencing.IsTokenMissing(err), fmt.Sprint(err)
@@ -98,7 +82,7 @@ func BenchmarkObjectWrite(b *testing.B) {
 		m.at = time.Now()
 	}
 	fenced, quorum := setup(elector.Fences{Objects: true}), setup(elector.Fences{})
-	holder := fast(env.NewWorker(b, plainNS, "plain"))
+	holder := fastHolder(b, plainNS, "plain")
 	grant(b, plainNS, holder.User)
 	testenv.Eventually(b, "the plain ConfigMap is created (RBAC granted)", func() (bool, string) {
 		err := holder.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: plainNS, Name: "bench"}, Data: map[string]string{"seq": "0"}})

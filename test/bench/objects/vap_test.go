@@ -85,6 +85,17 @@ func fastHolder(b *testing.B, ns, name string) testenv.Worker {
 	return w
 }
 
+// fenceConfigMaps creates FencingPolicy bench: the ConfigMaps of ns are fenced by Lease bench-writer,
+// through fencekit's webhook.
+func fenceConfigMaps(b *testing.B, ns string) {
+	b.Helper()
+	policy := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bench"},
+		Spec: fencingv1alpha1.FencingPolicySpec{LeaseName: "bench-writer", Resources: []fencingv1alpha1.FencedObjects{{Resource: "configmaps"}}}}
+	if err := env.Client.Create(b.Context(), policy); err != nil {
+		b.Fatalf("creating FencingPolicy %s/bench: %v", ns, err)
+	}
+}
+
 // BenchmarkStaleWriteRightAfterAcquisition measures what docs/decisions/0014 says of the two mechanisms: the
 // webhook reads the Lease with a quorum read, a VAP reads it from an informer. Each round acquires the
 // Lease at the next epoch and, at once (no poll), writes with the previous epoch's token, as a paused
@@ -107,11 +118,7 @@ func BenchmarkStaleWriteRightAfterAcquisition(b *testing.B) {
 		grant(b, m.ns, m.holder.User)
 		m.tok = m.holder.Acquire(b, m.ns, "bench-writer", 1)
 	}
-	policy := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: webhookNS, Name: "bench"},
-		Spec: fencingv1alpha1.FencingPolicySpec{LeaseName: "bench-writer", Resources: []fencingv1alpha1.FencedObjects{{Resource: "configmaps"}}}}
-	if err := env.Client.Create(ctx, policy); err != nil {
-		b.Fatal(err)
-	}
+	fenceConfigMaps(b, webhookNS)
 	vapAlternative(b, vapNS, "bench-writer")
 	for _, m := range mechs {
 		testenv.Eventually(b, m.name+" enforces", func() (bool, string) {
