@@ -14,9 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
+	"github.com/fencekit/fencekit/test/util/kubeconfig"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
@@ -140,12 +138,11 @@ func BenchmarkHundredLeases(b *testing.B) {
 	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("building the replica: %v\n%s", err, out)
 	}
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	writeKubeconfig(b, kubeconfig)
+	kc := kubeconfig.ForTest(b, env.Config)
 	var wg sync.WaitGroup
 	for _, im := range []string{"fencekit", "client-go"} {
 		ns := env.Namespace(b)
-		wg.Go(func() { hundredLeases(b, bin, kubeconfig, im, ns, window) })
+		wg.Go(func() { hundredLeases(b, bin, kc, im, ns, window) })
 	}
 	wg.Wait()
 	results.mu.Lock()
@@ -216,16 +213,4 @@ type hundredResult struct {
 	RSSMiB      float64 `json:"rssMiB"`
 	RequestsMin float64 `json:"requestsPerMin"`
 	WatchesMin  float64 `json:"watchRequestsPerMin"`
-}
-
-func writeKubeconfig(b testing.TB, path string) {
-	c := env.Config
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: c.Host, CertificateAuthorityData: c.CAData}
-	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: c.CertData, ClientKeyData: c.KeyData, Token: c.BearerToken}
-	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
-	kc.CurrentContext = "envtest"
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		b.Fatal(err)
-	}
 }
