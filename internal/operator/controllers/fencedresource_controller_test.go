@@ -61,14 +61,7 @@ func TestStatusLifecycle(t *testing.T) {
 	}
 
 	// An admin (the Lease policy does not apply to system:masters) corrupts the epoch.
-	var lease coordinationv1.Lease
-	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "orders-writer"}, &lease); err != nil {
-		t.Fatal(err)
-	}
-	lease.Annotations[elector.EpochAnnotation] = "garbage"
-	if err := env.Client.Update(ctx, &lease); err != nil {
-		t.Fatal(err)
-	}
+	setLeaseEpoch(t, types.NamespacedName{Namespace: ns, Name: "orders-writer"}, "garbage")
 	eventuallyStatus(t, "the lease's epoch is garbage: LeaseFound False (LeaseInvalid)", key,
 		fencingv1alpha1.FencedResourceStatus{AdmittedEpoch: 4, Holder: "worker-b", LeaseHolder: "worker-b",
 			Conditions: leaseInvalid(`its fencing.fencekit.io/epoch annotation "garbage" is not an epoch >= 1`)})
@@ -102,14 +95,7 @@ func TestReadyReasonNamesTheCause(t *testing.T) {
 	if _, err := fencing.NewWriter(w.Client).Set(ctx, tr, ahead, map[string]any{"v": 1}); err != nil {
 		t.Fatal(err)
 	}
-	var l coordinationv1.Lease
-	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "recreated"}, &l); err != nil {
-		t.Fatal(err)
-	}
-	l.Annotations[elector.EpochAnnotation] = "2"
-	if err := env.Client.Update(ctx, &l); err != nil {
-		t.Fatalf("an admin setting lease recreated back to epoch 2: %v", err)
-	}
+	setLeaseEpoch(t, types.NamespacedName{Namespace: ns, Name: "recreated"}, "2")
 
 	want := map[string]struct {
 		status     metav1.ConditionStatus
@@ -167,6 +153,20 @@ func TestReadyReasonNamesTheCause(t *testing.T) {
 	}
 	if seen != len(want) {
 		t.Errorf("the table has %d of the %d resources", seen, len(want))
+	}
+}
+
+// setLeaseEpoch has an admin, whom the Lease policy exempts, set the epoch annotation of the Lease key to
+// epoch.
+func setLeaseEpoch(t *testing.T, key types.NamespacedName, epoch string) {
+	t.Helper()
+	l, err := getLease(t, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Annotations[elector.EpochAnnotation] = epoch
+	if err := env.Client.Update(t.Context(), l); err != nil {
+		t.Fatalf("an admin setting the epoch of lease %s to %q: %v", key, epoch, err)
 	}
 }
 
