@@ -51,6 +51,16 @@ func data(t *testing.T, fr *fencingv1alpha1.FencedResource) map[string]any {
 	return m
 }
 
+// wantEachRefused makes each write in turn and wants it refused (wantRefused), then calls stored, naming
+// the write, to check that the refusal left the stored resource as it was.
+func wantEachRefused(t *testing.T, writes []refusal, stored func(after string)) {
+	t.Helper()
+	for _, w := range writes {
+		wantRefused(t, w.write(), w.is, w.msg...)
+		stored(w.name)
+	}
+}
+
 func wantRefused(t *testing.T, err error, is func(error) bool, msg ...string) {
 	t.Helper()
 	if err == nil {
@@ -86,12 +96,7 @@ func TestFencedWrites(t *testing.T) {
 	}
 	want := map[string]any{"v": "a5"}
 
-	steps := []struct {
-		name  string
-		write func() error
-		is    func(error) bool
-		msg   []string
-	}{{
+	steps := []refusal{{
 		name: "another user presenting the holder's token",
 		write: func() error {
 			_, err := fencing.NewWriter(b.Client).Set(ctx, ta, key, map[string]any{"v": "b-copy"})
@@ -131,12 +136,11 @@ func TestFencedWrites(t *testing.T) {
 		},
 		msg: []string{"FencedResource " + ns + "/orders: spec.data is 262155 bytes, over the bound of 262144 bytes"},
 	}}
-	for _, s := range steps {
-		wantRefused(t, s.write(), s.is, s.msg...)
+	wantEachRefused(t, steps, func(after string) {
 		if got := data(t, get(t, key)); got["v"] != want["v"] {
-			t.Fatalf("after %s: stored data %v, want %v", s.name, got, want)
+			t.Fatalf("after %s: stored data %v, want %v", after, got, want)
 		}
-	}
+	})
 
 	// worker-b takes over at epoch 6; worker-a, who does not know, writes at epoch 5.
 	tb := b.Acquire(t, ns, "orders-writer", 6)
@@ -298,12 +302,7 @@ func TestStaleReplicaOfTheSameUser(t *testing.T) {
 
 	noToken := []string{"FencedResource " + ns + "/orders: this write changes spec.data but presents no fencing token",
 		"fieldManager=fencing.fencekit.io/epoch=<your epoch>"}
-	attacks := []struct {
-		name  string
-		write func() error
-		is    func(error) bool
-		msg   []string
-	}{{
+	attacks := []refusal{{
 		name:  "a plain merge patch of spec.data",
 		write: func() error { return mergePatch(t, r1.Client, key, `{"spec":{"data":{"v":"r1-late"}}}`) },
 		is:    fencing.IsTokenMissing, msg: noToken,
@@ -357,12 +356,11 @@ func TestStaleReplicaOfTheSameUser(t *testing.T) {
 		},
 		is: fencing.IsNotHolder, msg: []string{`user "worker-b-user" is not the user that acquired lease orders-writer at epoch 2 ("orders-sa-user")`},
 	}}
-	for _, a := range attacks {
-		wantRefused(t, a.write(), a.is, a.msg...)
+	wantEachRefused(t, attacks, func(after string) {
 		if got := get(t, key); data(t, got)["v"] != "r2" || got.Spec.Epoch != 2 {
-			t.Fatalf("after %s: stored %v at epoch %d, want replica-2's r2 at epoch 2", a.name, data(t, got), got.Spec.Epoch)
+			t.Fatalf("after %s: stored %v at epoch %d, want replica-2's r2 at epoch 2", after, data(t, got), got.Spec.Epoch)
 		}
-	}
+	})
 
 	// The live holder's writes, each presenting its token, are admitted.
 	if _, err := fencing.NewWriter(r2.Client).Update(ctx, t2, key, func(d map[string]any) error { d["n"] = 1; return nil }); err != nil {

@@ -140,9 +140,7 @@ func TestSeededRecords(t *testing.T) {
 	// it) and the holder's writes go through.
 	t.Run("a seeded epoch record above every epoch, or at the next", func(t *testing.T) {
 		ns := env.Namespace(t)
-		holder := newWorker(t, ns, "app-operator")
-		holder.Fences = elector.Fences{Objects: true}
-		grantPolicies(t, ns, holder.User)
+		holder := fencingHolder(t, ns, elector.Fences{Objects: true})
 		seedThenCover(t, ns, fencingv1alpha1.ObjectEpochAnnotation, map[string]string{"above": strconv.FormatInt(elector.MaxEpoch, 10), "next": "2"}, holder.User)
 		holder.Acquire(t, ns, appLease, 1)
 		tok := holder.Acquire(t, ns, appLease, 2)
@@ -164,9 +162,7 @@ func TestSeededRecords(t *testing.T) {
 	// raise removes any marker.
 	t.Run("a seeded deletion marker at the next epoch", func(t *testing.T) {
 		ns := env.Namespace(t)
-		holder := newWorker(t, ns, "app-operator")
-		holder.Fences = elector.Fences{Objects: true}
-		grantPolicies(t, ns, holder.User)
+		holder := fencingHolder(t, ns, elector.Fences{Objects: true})
 		seedThenCover(t, ns, fencingv1alpha1.DeleteAtEpochAnnotation, map[string]string{"seeded": "2"}, holder.User)
 		t1 := holder.Acquire(t, ns, appLease, 1)
 		if err := fencing.FenceObjectsOnAcquire(holder.Client, holder.Client).Raise(ctx, t1); err != nil {
@@ -207,10 +203,8 @@ func TestFreeWritesAreBounded(t *testing.T) {
 
 	t.Run("finalizers, labels and annotations", func(t *testing.T) {
 		ns := env.Namespace(t)
-		holder := newWorker(t, ns, "app-operator")
-		holder.Fences = elector.Fences{Objects: true, FencedResources: true}
+		holder := fencingHolder(t, ns, elector.Fences{Objects: true, FencedResources: true})
 		grantObjects(t, ns, holder.User, "editor")
-		grantPolicies(t, ns, holder.User)
 		env.Grant(t, ns, "fr-editor", []rbacv1.PolicyRule{{APIGroups: []string{fencingv1alpha1.GroupVersion.Group}, Resources: []string{"fencedresources"},
 			Verbs: []string{"get", "patch", "update"}}}, "editor")
 		declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"})
@@ -365,6 +359,25 @@ func TestDeletionMarkerAuthorisesOneDelete(t *testing.T) {
 	}
 }
 
+// deploymentHolder is the holder of the Deployment tests: worker app-operator, allowed with users to write
+// ConfigMaps and Deployments in dep's namespace (grantObjects), holding Lease appLease at epoch 1 under
+// FencingPolicy app, which fences the namespace's Deployments and its ConfigMaps labelled app=fenced. It
+// creates dep with its token and returns its fenced client and a reader of dep as stored.
+func deploymentHolder(t *testing.T, dep *appsv1.Deployment, users ...string) (client.Client, func() *appsv1.Deployment) {
+	t.Helper()
+	ns := dep.Namespace
+	holder := newWorker(t, ns, "app-operator")
+	grantObjects(t, ns, append([]string{holder.User}, users...)...)
+	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Group: "apps", Resource: "deployments"},
+		fencingv1alpha1.FencedObjects{Resource: "configmaps", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "fenced"}}})
+	hc := fencing.NewClient(holder.Client, tokenOf(holder.Acquire(t, ns, appLease, 1)))
+	testenv.Eventually(t, "the holder (RBAC granted) creates Deployment "+dep.Name, func() (bool, string) {
+		err := hc.Create(t.Context(), dep)
+		return err == nil, errString(err)
+	})
+	return hc, func() *appsv1.Deployment { return readObject[appsv1.Deployment](t, ns, dep.Name) }
+}
+
 // TestFencingPolicyOtherWriters: the objects' other legitimate writers. kube-controller-manager's
 // Deployment status and the garbage collector's orphaning stay free; the same users changing the spec, the
 // epoch record or adding an owner are refused; finalizers are free; a label change that would take an
@@ -373,24 +386,13 @@ func TestFencingPolicyOtherWriters(t *testing.T) {
 	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
-	holder := newWorker(t, ns, "app-operator")
 	const controller = "system:serviceaccount:kube-system:deployment-controller"
-	grantObjects(t, ns, holder.User, controller, admission.GarbageCollectorUser, "jane")
-	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps",
-		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "fenced"}}},
-		fencingv1alpha1.FencedObjects{Group: "apps", Resource: "deployments"})
-	tok := holder.Acquire(t, ns, appLease, 1)
-	hc := fencing.NewClient(holder.Client, tokenOf(tok))
 	dep := deployment(ns, "app")
 	dep.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: "00000000-0000-0000-0000-000000000001"}}
-	testenv.Eventually(t, "the holder (RBAC granted) creates the Deployment", func() (bool, string) {
-		err := hc.Create(ctx, dep)
-		return err == nil, errString(err)
-	})
+	hc, read := deploymentHolder(t, dep, controller, admission.GarbageCollectorUser, "jane")
 	kcm := userClient(t, controller)
 	gc := userClient(t, admission.GarbageCollectorUser)
 	jane := userClient(t, "jane")
-	read := func() *appsv1.Deployment { return readObject[appsv1.Deployment](t, ns, dep.Name) }
 	d := read()
 	d.Status.ObservedGeneration, d.Status.Replicas = 1, 1
 	if err := kcm.Status().Update(ctx, d); err != nil {
@@ -449,17 +451,8 @@ func TestClusterControllersWriteStatusOnly(t *testing.T) {
 	operatortest.Start(t, env)
 	ctx := t.Context()
 	ns := env.Namespace(t)
-	holder := newWorker(t, ns, "app-operator")
 	const rsController = "system:serviceaccount:kube-system:replicaset-controller"
-	grantObjects(t, ns, holder.User, admission.DeploymentControllerUser, rsController)
-	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Group: "apps", Resource: "deployments"},
-		fencingv1alpha1.FencedObjects{Resource: "configmaps", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "fenced"}}})
-	tok := holder.Acquire(t, ns, appLease, 1)
-	dep := deployment(ns, "app")
-	if err := fencing.NewClient(holder.Client, tokenOf(tok)).Create(ctx, dep); err != nil {
-		t.Fatal(err)
-	}
-	read := func() *appsv1.Deployment { return readObject[appsv1.Deployment](t, ns, dep.Name) }
+	_, read := deploymentHolder(t, deployment(ns, "app"), admission.DeploymentControllerUser, rsController)
 	for _, user := range []string{admission.DeploymentControllerUser, rsController} {
 		c := userClient(t, user)
 		d := read()
@@ -547,6 +540,17 @@ func claim(ns, name string) *corev1.PersistentVolumeClaim {
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
 }
 
+// ruleHolder is the holder of the rule attacks: worker app-operator, allowed with users to write what
+// rulePolicy fences in ns (grantRuleObjects), holding Lease appLease at epoch 1. It returns its fenced client.
+func ruleHolder(t *testing.T, ns string, users ...string) client.Client {
+	t.Helper()
+	holder := newWorker(t, ns, "app-operator")
+	grantRuleObjects(t, ns, append([]string{holder.User}, users...)...)
+	grantPolicies(t, ns, holder.User)
+	rulePolicy(t, ns)
+	return fencing.NewClient(holder.Client, tokenOf(holder.Acquire(t, ns, appLease, 1)))
+}
+
 // patchDecided merge-patches obj as c once RBAC lets c patch it (see retryRBAC), and returns the decision.
 func patchDecided(t *testing.T, what string, c client.Client, obj client.Object, patch string) error {
 	t.Helper()
@@ -580,12 +584,7 @@ func TestRuleChangeAttacks(t *testing.T) {
 	// the ServiceAccount's name is the holder's choice.
 	t.Run("the token controller cannot rename a token Secret's ServiceAccount", func(t *testing.T) {
 		ns := env.Namespace(t)
-		holder := newWorker(t, ns, "app-operator")
-		grantRuleObjects(t, ns, holder.User, admission.TokenControllerUser)
-		grantPolicies(t, ns, holder.User)
-		rulePolicy(t, ns)
-		tok := holder.Acquire(t, ns, appLease, 1)
-		hc := fencing.NewClient(holder.Client, tokenOf(tok))
+		hc := ruleHolder(t, ns, admission.TokenControllerUser)
 		sa := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sa-token",
 			Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}}, Type: corev1.SecretTypeServiceAccountToken}
 		if err := retryRBAC(t, "the holder's create", func() error { return hc.Create(ctx, sa) }); err != nil {
@@ -636,13 +635,8 @@ func TestRuleChangeAttacks(t *testing.T) {
 	// The volume binder's exemption: spec.volumeName on an unbound claim and the binding annotations only.
 	t.Run("the volume binder's exemption stays a binding", func(t *testing.T) {
 		ns := env.Namespace(t)
-		holder := newWorker(t, ns, "app-operator")
 		const kcm = admission.ControllerManagerUser
-		grantRuleObjects(t, ns, holder.User, "editor", admission.VolumeBinderUser, kcm, admission.ReplicaSetCtrlUser)
-		grantPolicies(t, ns, holder.User)
-		rulePolicy(t, ns)
-		tok := holder.Acquire(t, ns, appLease, 1)
-		hc := fencing.NewClient(holder.Client, tokenOf(tok))
+		hc := ruleHolder(t, ns, "editor", admission.VolumeBinderUser, kcm, admission.ReplicaSetCtrlUser)
 		for _, n := range []string{"data", "bound"} {
 			if err := retryRBAC(t, "the holder's create", func() error { return hc.Create(ctx, claim(ns, n)) }); err != nil {
 				t.Fatal(err)
@@ -673,12 +667,7 @@ func TestRuleChangeAttacks(t *testing.T) {
 	// The token controller's exemption: token, ca.crt, namespace of a service-account-token Secret.
 	t.Run("the token controller's exemption stays the token", func(t *testing.T) {
 		ns := env.Namespace(t)
-		holder := newWorker(t, ns, "app-operator")
-		grantRuleObjects(t, ns, holder.User, "editor", admission.TokenControllerUser)
-		grantPolicies(t, ns, holder.User)
-		rulePolicy(t, ns)
-		tok := holder.Acquire(t, ns, appLease, 1)
-		hc := fencing.NewClient(holder.Client, tokenOf(tok))
+		hc := ruleHolder(t, ns, "editor", admission.TokenControllerUser)
 		sa := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sa-token",
 			Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}},
 			Type: corev1.SecretTypeServiceAccountToken, Data: map[string][]byte{"extra": []byte("holder")}}
@@ -709,12 +698,7 @@ func TestRuleChangeAttacks(t *testing.T) {
 	// The TTL controller's exemption: only a finished Job with a TTL.
 	t.Run("the TTL controller deletes only finished Jobs with a TTL", func(t *testing.T) {
 		ns := env.Namespace(t)
-		holder := newWorker(t, ns, "app-operator")
-		grantRuleObjects(t, ns, holder.User, "editor", admission.TTLControllerUser)
-		grantPolicies(t, ns, holder.User)
-		rulePolicy(t, ns)
-		tok := holder.Acquire(t, ns, appLease, 1)
-		hc := fencing.NewClient(holder.Client, tokenOf(tok))
+		hc := ruleHolder(t, ns, "editor", admission.TTLControllerUser)
 		job := func(name string, ttl *int32) *batchv1.Job {
 			return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 				Spec: batchv1.JobSpec{TTLSecondsAfterFinished: ttl, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
@@ -791,12 +775,7 @@ func TestRuleChangeAttacks(t *testing.T) {
 	// kube-root-ca.crt is never covered as a ConfigMap, and only as one.
 	t.Run("the name kube-root-ca.crt in another resource", func(t *testing.T) {
 		ns := env.Namespace(t)
-		holder := newWorker(t, ns, "app-operator")
-		grantRuleObjects(t, ns, holder.User, "editor")
-		grantPolicies(t, ns, holder.User)
-		rulePolicy(t, ns)
-		tok := holder.Acquire(t, ns, appLease, 1)
-		hc := fencing.NewClient(holder.Client, tokenOf(tok))
+		hc := ruleHolder(t, ns, "editor")
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kube-root-ca.crt"}, Data: map[string][]byte{"v": []byte("holder")}}
 		if err := retryRBAC(t, "the holder's create", func() error { return hc.Create(ctx, s) }); err != nil {
 			t.Fatal(err)

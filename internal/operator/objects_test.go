@@ -184,12 +184,7 @@ func TestFencingPolicyStaleHolder(t *testing.T) {
 	what := "ConfigMap " + ns + "/app-config"
 	stale := []string{what + ": stale epoch 1: lease app-writer is at epoch 2, held by replica-2"}
 	noToken := []string{what + ": this write changes data.v but presents no fencing token", "fieldManager=fencing.fencekit.io/epoch=<its epoch>"}
-	attacks := []struct {
-		name  string
-		write func() error
-		is    func(error) bool
-		msg   []string
-	}{{
+	attacks := []refusal{{
 		name: "a plain merge patch",
 		write: func() error {
 			return r1.Client.Patch(ctx, cmRef(), client.RawPatch(types.MergePatchType, []byte(`{"data":{"v":"late"}}`)))
@@ -461,9 +456,7 @@ func TestFencingPolicyValidation(t *testing.T) {
 	t.Run("a policy that covers Leases under another spelling", func(t *testing.T) {
 		for _, res := range []fencingv1alpha1.FencedObjects{{Group: "", Resource: "leases"}, {Group: "coordination.k8s.io", Resource: "lease"}} {
 			ns := env.Namespace(t)
-			holder := newWorker(t, ns, "app-operator")
-			holder.Fences = elector.Fences{Objects: true}
-			grantPolicies(t, ns, holder.User)
+			holder := fencingHolder(t, ns, elector.Fences{Objects: true})
 			env.Grant(t, ns, "lease-patcher", []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"patch"}}}, holder.User)
 			holder.Acquire(t, ns, "l", 1)
 			p := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "leases"},
@@ -594,6 +587,16 @@ func acquireErr(t *testing.T, w worker, ns, name string, epoch int64) error {
 		lease.Annotations[elector.FencesAnnotation] = f
 	}
 	return w.Client.Update(t.Context(), &lease, testenv.Presenting(epoch))
+}
+
+// fencingHolder is worker app-operator of ns, whose elector declares and runs fences on acquire, allowed to
+// list the FencingPolicies of ns (fence-on-acquire reads them).
+func fencingHolder(t *testing.T, ns string, fences elector.Fences) worker {
+	t.Helper()
+	holder := newWorker(t, ns, "app-operator")
+	holder.Fences = fences
+	grantPolicies(t, ns, holder.User)
+	return holder
 }
 
 // grantPolicies lets users list FencingPolicies in ns (fence-on-acquire reads them).

@@ -27,6 +27,15 @@ func declare(t *testing.T, ns, name, lease string) types.NamespacedName {
 	return env.Declare(t, ns, name, lease)
 }
 
+// refusal is a write a test makes and wants refused: is reports whether the error has the expected reason,
+// and msg holds parts of its message.
+type refusal struct {
+	name  string
+	write func() error
+	is    func(error) bool
+	msg   []string
+}
+
 // readObject reads the object ns/name of type T as an admin.
 func readObject[T any, PT interface {
 	*T
