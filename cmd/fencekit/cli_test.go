@@ -15,6 +15,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/fencekit/fencekit/test/util/kubeconfig"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
@@ -73,22 +74,14 @@ func run(t *testing.T, env []string, args ...string) result {
 	return result{code: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
 }
 
-// kubeconfig writes a kubeconfig for a new client certificate of user (in groups) and returns its path.
-func kubeconfig(t *testing.T, user string, groups ...string) string {
+// kubeconfigOf writes a kubeconfig for a new client certificate of user (in groups) and returns its path.
+func kubeconfigOf(t *testing.T, user string, groups ...string) string {
 	t.Helper()
 	u, err := env.Environment.AddUser(envtest.User{Name: user, Groups: groups}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := u.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return kubeconfig.ForTest(t, u.Config())
 }
 
 // fast are short elector timings, for the tests that elect.
@@ -177,7 +170,7 @@ func TestHelpAndVersion(t *testing.T) {
 // TestPermanentErrors: a namespace that does not exist, a user the apiserver forbids the Lease, and
 // credentials it does not accept fail after PermanentAttempts refusals with one line and exit status 78, instead of retrying for ever.
 func TestPermanentErrors(t *testing.T) {
-	admin := kubeconfig(t, "cli-admin", "system:masters")
+	admin := kubeconfigOf(t, "cli-admin", "system:masters")
 	r := run(t, nil, append([]string{"run", "--kubeconfig=" + admin, "--namespace=no-such-namespace", "--lease=orders", "--identity=a"}, append(fast, "--", "true")...)...)
 	want := `fencekit run: cannot elect on Lease no-such-namespace/orders: the namespace does not exist: create Lease refused 3 times in a row: namespaces "no-such-namespace" not found`
 	if r.code != 78 || lastLine(r.stderr) != want {
@@ -185,7 +178,7 @@ func TestPermanentErrors(t *testing.T) {
 	}
 
 	ns := env.Namespace(t)
-	nobody := kubeconfig(t, "cli-nobody")
+	nobody := kubeconfigOf(t, "cli-nobody")
 	r = run(t, nil, append([]string{"elect", "--kubeconfig=" + nobody, "--namespace=" + ns, "--lease=orders", "--identity=a", "--serve=127.0.0.1:0"}, fast...)...)
 	want = fmt.Sprintf(`fencekit elect: cannot elect on Lease %s/orders: forbidden (is the fencekit-elector ClusterRole bound to this ServiceAccount?): list Leases refused 3 times in a row: leases.coordination.k8s.io "orders" is forbidden: User "cli-nobody" cannot list resource "leases" in API group "coordination.k8s.io" in the namespace "%s"`, ns, ns)
 	if r.code != 78 || lastLine(r.stderr) != want {

@@ -27,7 +27,7 @@ func electorUser(t *testing.T, user string) (string, string) {
 	t.Helper()
 	ns := env.Namespace(t)
 	env.ElectorClient(t, ns, user)
-	return ns, kubeconfig(t, user)
+	return ns, kubeconfigOf(t, user)
 }
 
 // TestTimeout: with the Lease held by another, --timeout ends the wait with exit status 75, naming the
