@@ -2,6 +2,7 @@ package helm_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -154,3 +155,25 @@ func installStubCRDs(t *testing.T) {
 }
 
 func lower(s string) string { return strings.ToLower(s) }
+
+// rbacKinds are the kinds of a release's identities and permissions.
+var rbacKinds = []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+
+// accessKinds are rbacKinds with the operator's Secret and the admission policies that restrict its
+// identities: what a test applies to run the operator and the workloads as the chart's ServiceAccounts.
+var accessKinds = append(slices.Clone(rbacKinds), "Secret", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+
+// applyKinds applies the release's objects of those kinds, leaving out Helm's hooks, and deletes the
+// cluster-scoped ones when the test ends.
+func applyKinds(t *testing.T, r rendered, kinds []string) {
+	t.Helper()
+	for _, u := range r {
+		if isHook(u) || !slices.Contains(kinds, u.GetKind()) {
+			continue
+		}
+		apply(t, u)
+		if u.GetNamespace() == "" {
+			t.Cleanup(func() { _ = env.Client.Delete(context.Background(), u.DeepCopy()) })
+		}
+	}
+}

@@ -261,10 +261,7 @@ func TestAttackerOperatorToken(t *testing.T) {
 		}
 		role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"*"}})
 		refused(t, "the operator widening its own Role", c.Update(ctx, role), "cannot update resource \"roles\"")
-		refused(t, "the operator binding cluster-admin to itself in its namespace", c.Create(ctx, &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "attacker", Namespace: release},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "rbac-fencekit-manager", Namespace: release}}}),
+		refused(t, "the operator binding cluster-admin to itself in its namespace", c.Create(ctx, roleBinding(release, "attacker", "cluster-admin", release, "rbac-fencekit-manager")),
 			"cannot create resource \"rolebindings\"")
 		refused(t, "the operator binding the elector role to itself cluster-wide", c.Create(ctx, &rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: "attacker"},
@@ -407,11 +404,7 @@ func bindRole(t *testing.T, namespace, sa string, probe access, roles ...string)
 		t.Fatal(err)
 	}
 	for _, role := range roles {
-		if err := env.Client.Create(t.Context(), &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: sa + "-" + strings.ReplaceAll(role, ":", "-"), Namespace: namespace},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: namespace}},
-		}); err != nil {
+		if err := env.Client.Create(t.Context(), roleBinding(namespace, sa+"-"+strings.ReplaceAll(role, ":", "-"), role, namespace, sa)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -458,11 +451,7 @@ func TestAttackerOtherIdentities(t *testing.T) {
 		// Helm keeps the test hook's objects when the test fails: its ServiceAccount stays bound to the
 		// elector role in tests.namespace.
 		user := env.Namespace(t)
-		out, err := helm(t, "template", "rbac", chartDir, "--namespace", release, "--kube-version", kubeVersion, "--set", "tests.namespace="+user)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := parse(t, out)
+		r := releaseObjects(t, "rbac", release, "--set", "tests.namespace="+user)
 		for _, kind := range []string{"ServiceAccount", "RoleBinding"} {
 			apply(t, r.get(t, kind, "rbac-fencekit-selftest"))
 		}
@@ -504,10 +493,7 @@ func TestAttackerOtherIdentities(t *testing.T) {
 		}
 		ns.Labels["kubernetes.io/metadata.name"] = "kube-system"
 		refused(t, "a namespace admin relabelling its namespace as kube-system (which the webhook skips)", c.Update(ctx, ns), "cannot update resource \"namespaces\"")
-		refused(t, "a namespace admin binding fencekit-elector to itself (a role it does not hold)", c.Create(ctx, &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "self-elector", Namespace: user},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "rbac-fencekit-elector"},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "admin", Namespace: user}}}),
+		refused(t, "a namespace admin binding fencekit-elector to itself (a role it does not hold)", c.Create(ctx, roleBinding(user, "self-elector", "rbac-fencekit-elector", user, "admin")),
 			"is attempting to grant RBAC permissions not currently held")
 		refused(t, "a namespace admin switching the Lease policy to Audit",
 			c.Patch(ctx, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "rbac-fencekit-fenced-leases"}},

@@ -10,10 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fencekit/fencekit/internal/operator"
 	"github.com/fencekit/fencekit/test/util/testenv"
@@ -82,14 +79,7 @@ func checkCertRotation(t *testing.T, id identity, r rendered, namespace, secretN
 		}
 		return true, nil
 	})
-	secret := &corev1.Secret{}
-	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: namespace, Name: secretName}, secret); err != nil {
-		t.Fatal(err)
-	}
-	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	if err := env.Client.Get(t.Context(), client.ObjectKey{Name: vwcName}, vwc); err != nil {
-		t.Fatal(err)
-	}
+	secret, vwc := readCerts(t, namespace, secretName, vwcName)
 	for _, w := range vwc.Webhooks {
 		if len(secret.Data["ca.crt"]) == 0 || !bytes.Equal(w.ClientConfig.CABundle, secret.Data["ca.crt"]) {
 			t.Errorf("webhook %s: caBundle is not the CA the operator stored in Secret %s", w.Name, secretName)

@@ -50,13 +50,9 @@ func TestEveryObjectLabelled(t *testing.T) {
 // fixes their names, so one release owns them and the others set crds.enabled=false.
 func TestClusterScopedNamesPerRelease(t *testing.T) {
 	cluster := func(release string) map[string]bool {
-		out, err := helm(t, "template", release, chartDir, "--namespace", "ns-"+release, "--kube-version", kubeVersion,
-			"--set", "serviceMonitor.prometheusServiceAccount.name=prometheus,serviceMonitor.prometheusServiceAccount.namespace=monitoring")
-		if err != nil {
-			t.Fatal(err)
-		}
 		names := map[string]bool{}
-		for _, u := range parse(t, out) {
+		for _, u := range releaseObjects(t, release, "ns-"+release,
+			"--set", "serviceMonitor.prometheusServiceAccount.name=prometheus,serviceMonitor.prometheusServiceAccount.namespace=monitoring") {
 			if u.GetNamespace() == "" && !isHook(u) && u.GetKind() != "CustomResourceDefinition" {
 				names[u.GetKind()+"/"+u.GetName()] = true
 				if !strings.HasPrefix(u.GetName(), release+"-fencekit-") {

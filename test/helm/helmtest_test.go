@@ -26,31 +26,21 @@ import (
 func TestHelmTestHook(t *testing.T) {
 	release := env.Namespace(t)
 	testNS := env.Namespace(t)
-	out, err := helm(t, "template", "selftest", chartDir, "--namespace", release, "--kube-version", kubeVersion, "--set", "tests.namespace="+testNS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := parse(t, out)
+	r := releaseObjects(t, "selftest", release, "--set", "tests.namespace="+testNS)
 	var hooks rendered
 	for _, u := range r {
-		if isHook(u) {
-			if u.GetAnnotations()["helm.sh/hook"] != "test" || !strings.Contains(u.GetAnnotations()["helm.sh/hook-delete-policy"], "hook-succeeded") {
-				t.Errorf("%s %s: hook annotations %v, want a test hook Helm deletes when it passes", u.GetKind(), u.GetName(), u.GetAnnotations())
-			}
-			if u.GetKind() == "RoleBinding" && !strings.Contains(u.GetAnnotations()["helm.sh/hook-delete-policy"], "hook-failed") {
-				t.Errorf("RoleBinding %s: hook-delete-policy %q: the elector role would outlive a failed test", u.GetName(), u.GetAnnotations()["helm.sh/hook-delete-policy"])
-			}
-			hooks = append(hooks, u)
+		if !isHook(u) {
 			continue
 		}
-		switch u.GetKind() {
-		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Secret", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
-			apply(t, u)
-			if u.GetNamespace() == "" {
-				t.Cleanup(func() { _ = env.Client.Delete(context.Background(), u.DeepCopy()) })
-			}
+		if u.GetAnnotations()["helm.sh/hook"] != "test" || !strings.Contains(u.GetAnnotations()["helm.sh/hook-delete-policy"], "hook-succeeded") {
+			t.Errorf("%s %s: hook annotations %v, want a test hook Helm deletes when it passes", u.GetKind(), u.GetName(), u.GetAnnotations())
 		}
+		if u.GetKind() == "RoleBinding" && !strings.Contains(u.GetAnnotations()["helm.sh/hook-delete-policy"], "hook-failed") {
+			t.Errorf("RoleBinding %s: hook-delete-policy %q: the elector role would outlive a failed test", u.GetName(), u.GetAnnotations()["helm.sh/hook-delete-policy"])
+		}
+		hooks = append(hooks, u)
 	}
+	applyKinds(t, r, accessKinds)
 	startChartOperator(t, serviceAccount(release, "selftest-fencekit-manager"), r, release)
 
 	// Helm creates the hook's objects by ascending hook weight, the pod last.
@@ -90,7 +80,7 @@ func TestHelmTestHook(t *testing.T) {
 		return string(out), err
 	}
 
-	out, err = selftest()
+	out, err := selftest()
 	if err != nil || !strings.Contains(out, "refused by the webhook") || !strings.Contains(out, "selftest passed") {
 		t.Fatalf("fencekit selftest as the hook pod: %v\n%s", err, out)
 	}

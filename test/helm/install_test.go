@@ -86,18 +86,27 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	}
 }
 
+// certState is the webhook's certificate Secret and the caBundle of the first webhook of its configuration,
+// both required to be set.
 func certState(t *testing.T, namespace, secretName, vwcName string) (*corev1.Secret, []byte) {
 	t.Helper()
-	secret := &corev1.Secret{}
-	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: namespace, Name: secretName}, secret); err != nil {
-		t.Fatal(err)
-	}
-	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	if err := env.Client.Get(t.Context(), client.ObjectKey{Name: vwcName}, vwc); err != nil {
-		t.Fatal(err)
-	}
+	secret, vwc := readCerts(t, namespace, secretName, vwcName)
 	if len(secret.Data["ca.crt"]) == 0 || len(vwc.Webhooks[0].ClientConfig.CABundle) == 0 {
 		t.Fatalf("no certificate in Secret %s or no caBundle in %s", secretName, vwcName)
 	}
 	return secret, vwc.Webhooks[0].ClientConfig.CABundle
+}
+
+// readCerts reads the webhook's certificate Secret and its ValidatingWebhookConfiguration.
+func readCerts(t *testing.T, namespace, secretName, vwcName string) (*corev1.Secret, *admissionregistrationv1.ValidatingWebhookConfiguration) {
+	t.Helper()
+	secret := &corev1.Secret{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: namespace, Name: secretName}, secret); err != nil {
+		t.Fatalf("reading Secret %s/%s: %v", namespace, secretName, err)
+	}
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Name: vwcName}, vwc); err != nil {
+		t.Fatalf("reading ValidatingWebhookConfiguration %s: %v", vwcName, err)
+	}
+	return secret, vwc
 }

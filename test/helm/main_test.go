@@ -64,19 +64,31 @@ func helm(t *testing.T, args ...string) (string, error) {
 	return stdout.String(), nil
 }
 
+// templateRelease renders the chart as release in namespace ns; extra are further helm arguments (--set ...).
+func templateRelease(t *testing.T, release, ns string, extra ...string) (string, error) {
+	t.Helper()
+	args := []string{"template", release, chartDir, "--namespace", ns, "--kube-version", kubeVersion}
+	return helm(t, append(args, extra...)...)
+}
+
 // template renders the chart as release "fencekit" in namespace ns with the given --set values.
 func template(t *testing.T, ns string, extra ...string) (string, error) {
 	t.Helper()
-	args := []string{"template", "fencekit", chartDir, "--namespace", ns, "--kube-version", kubeVersion}
-	return helm(t, append(args, extra...)...)
+	return templateRelease(t, "fencekit", ns, extra...)
 }
 
 // objects renders the chart and parses every object; extra are further helm arguments (--set ...).
 func objects(t *testing.T, ns string, extra ...string) rendered {
 	t.Helper()
-	out, err := template(t, ns, extra...)
+	return releaseObjects(t, "fencekit", ns, extra...)
+}
+
+// releaseObjects is objects for a release of any name.
+func releaseObjects(t *testing.T, release, ns string, extra ...string) rendered {
+	t.Helper()
+	out, err := templateRelease(t, release, ns, extra...)
 	if err != nil {
-		t.Fatalf("helm template %v: %v", extra, err)
+		t.Fatalf("helm template %s in %s %v: %v", release, ns, extra, err)
 	}
 	return parse(t, out)
 }

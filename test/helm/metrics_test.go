@@ -31,24 +31,9 @@ import (
 func TestChartSecureMetrics(t *testing.T) {
 	release := env.Namespace(t)
 	monitoring := env.Namespace(t)
-	out, err := helm(t, "template", "metrics", chartDir, "--namespace", release, "--kube-version", kubeVersion,
+	r := releaseObjects(t, "metrics", release,
 		"--set", "serviceMonitor.prometheusServiceAccount.name=prometheus,serviceMonitor.prometheusServiceAccount.namespace="+monitoring)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := parse(t, out)
-	for _, u := range r {
-		if isHook(u) {
-			continue
-		}
-		switch u.GetKind() {
-		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
-			apply(t, u)
-			if u.GetNamespace() == "" {
-				t.Cleanup(func() { _ = env.Client.Delete(context.Background(), u.DeepCopy()) })
-			}
-		}
-	}
+	applyKinds(t, r, rbacKinds)
 	prometheus, nosy := token(t, monitoring, "prometheus"), token(t, monitoring, "nosy")
 	waitFor(t, "the metrics-reader binding to take effect", func(context.Context) (bool, error) {
 		return allowedURL(t, serviceAccount(monitoring, "prometheus"), "/metrics"), nil

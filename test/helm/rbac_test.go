@@ -38,6 +38,15 @@ type identity struct {
 	groups []string
 }
 
+// roleBinding binds ClusterRole role, in namespace, to ServiceAccount saNamespace/sa.
+func roleBinding(namespace, name, role, saNamespace, sa string) *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: saNamespace}},
+	}
+}
+
 func serviceAccount(namespace, name string) identity {
 	return identity{
 		user:   "system:serviceaccount:" + namespace + ":" + name,
@@ -141,24 +150,8 @@ func installRBAC(t *testing.T) (release rendered, namespace string) {
 func installRelease(t *testing.T, name string) (release rendered, namespace string) {
 	t.Helper()
 	namespace = env.Namespace(t)
-	out, err := helm(t, "template", name, chartDir, "--namespace", namespace, "--kube-version", kubeVersion)
-	if err != nil {
-		t.Fatalf("helm template: %v", err)
-	}
-	r := parse(t, out)
-	for _, u := range r {
-		if isHook(u) {
-			continue
-		}
-		switch u.GetKind() {
-		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Secret",
-			"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
-			apply(t, u)
-			if u.GetNamespace() == "" {
-				t.Cleanup(func() { _ = env.Client.Delete(context.Background(), u.DeepCopy()) })
-			}
-		}
-	}
+	r := releaseObjects(t, name, namespace)
+	applyKinds(t, r, accessKinds)
 	// The object webhooks' configuration is created empty: it sends nothing anywhere until the operator
 	// writes webhooks for FencingPolicies.
 	objectsVWC := r.get(t, "ValidatingWebhookConfiguration", name+"-fencekit-objects")
@@ -333,11 +326,7 @@ func checkElector(t *testing.T, other string) {
 		if err := env.Client.Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: namespace}}); err != nil {
 			t.Fatal(err)
 		}
-		rb := &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: sa + "-fencekit", Namespace: namespace},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "rbac-fencekit-elector"}, // release rbac's
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: namespace}},
-		}
+		rb := roleBinding(namespace, sa+"-fencekit", "rbac-fencekit-elector", namespace, sa) // release rbac's elector role
 		if err := env.Client.Create(t.Context(), rb); err != nil {
 			t.Fatal(err)
 		}

@@ -188,11 +188,7 @@ func TestTemplateToggles(t *testing.T) {
 			if tc.release != "" {
 				release, fullname = tc.release, tc.fullname
 			}
-			out, err := helm(t, append([]string{"template", release, chartDir, "--namespace", ns, "--kube-version", kubeVersion}, tc.args...)...)
-			if err != nil {
-				t.Fatalf("helm template: %v", err)
-			}
-			r := parse(t, out)
+			r := releaseObjects(t, release, ns, tc.args...)
 			checkConsistent(t, r, fullname, ns)
 			checkLeastPrivilege(t, r)
 			tc.check(t, r)

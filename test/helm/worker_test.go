@@ -13,31 +13,17 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
+	kubeconfigpkg "github.com/fencekit/fencekit/test/util/kubeconfig"
 )
 
 // kubeconfig writes a kubeconfig that authenticates as the admin and impersonates id, as a pod running as id
 // would be authorized; the zero identity is the admin itself.
 func kubeconfig(t *testing.T, id identity) string {
 	t.Helper()
-	cfg := env.Config
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["sa"] = &clientcmdapi.AuthInfo{
-		ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData,
-		Impersonate: id.user, ImpersonateGroups: id.groups,
-	}
-	kc.Contexts["sa"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "sa"}
-	kc.CurrentContext = "sa"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return kubeconfigpkg.ForTest(t, id.config())
 }
 
 // runExampleWorker runs examples/worker (the reference worker users copy) as id, in namespace, until it has
