@@ -1,7 +1,7 @@
 // Command worker is fencekit's reference worker: a process that competes for a Lease with pkg/elector and,
 // while it leads, writes a FencedResource through pkg/fencing. Copy it into your own pod.
 //
-// Everything a user needs is in run and work below: about forty lines. It imports only fencekit's public
+// Everything a user needs is in run and work below: about sixty lines. It imports only fencekit's public
 // packages, so the directory builds when copied into another module. The flags and the demo-only
 // --stop-before-write exist so that `fencekit-dev demo` and the end-to-end tests can drive it; --unfenced runs
 // the same loop with client-go's leaderelection and a plain ConfigMap, to show what goes wrong without
