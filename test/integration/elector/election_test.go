@@ -22,9 +22,7 @@ func whoAmI(t *testing.T) string {
 }
 
 func TestTwoElectorsReleaseHandsOver(t *testing.T) {
-	t.Parallel()
-	ns := env.Namespace(t)
-	h := newHistory()
+	ns, h := parallelLock(t)
 	var cands []*candidate
 	for _, id := range ids("two", 2) {
 		cfg := h.config(t, ns, id)
@@ -96,9 +94,7 @@ func TestTwoElectorsReleaseHandsOver(t *testing.T) {
 }
 
 func TestFiveElectorsCrashFailover(t *testing.T) {
-	t.Parallel()
-	ns := env.Namespace(t)
-	h := newHistory()
+	ns, h := parallelLock(t)
 	cands := map[string]*candidate{}
 	for _, id := range ids("five", 5) {
 		cfg := h.config(t, ns, id)
@@ -121,9 +117,7 @@ func TestFiveElectorsCrashFailover(t *testing.T) {
 }
 
 func TestRestartWithSameIdentityRaisesEpoch(t *testing.T) {
-	t.Parallel()
-	ns := env.Namespace(t)
-	h := newHistory()
+	ns, h := parallelLock(t)
 	for i, release := range []bool{false, true} {
 		cfg := h.config(t, ns, "same")
 		cfg.ReleaseOnCancel = boolPtr(release)
@@ -150,9 +144,7 @@ func TestRestartWithSameIdentityRaisesEpoch(t *testing.T) {
 }
 
 func TestLeaseDeletedAndRecreatedEpochDoesNotFallBack(t *testing.T) {
-	t.Parallel()
-	ns := env.Namespace(t)
-	h := newHistory()
+	ns, h := parallelLock(t)
 	c := start(t, h.config(t, ns, "a"))
 	first := h.wait(t, 15*time.Second)
 	// Deleted under a running leader: it steps down and recreates the Lease with a higher epoch.
@@ -175,9 +167,7 @@ func TestLeaseDeletedAndRecreatedEpochDoesNotFallBack(t *testing.T) {
 // Many candidates race for every acquisition: each leader releases after a short while and a new
 // candidate replaces it. Every epoch has exactly one holder and leaderships never overlap.
 func TestConcurrentAcquisitionRaces(t *testing.T) {
-	t.Parallel()
-	ns := env.Namespace(t)
-	h := newHistory()
+	ns, h := parallelLock(t)
 	running := map[string]*candidate{}
 	next := 0
 	spawn := func() {

@@ -40,10 +40,8 @@ func leadFencingResources(t *testing.T, ns string, h *history) (elector.Config, 
 // declaration changes only in an acquisition. The holder keeps leading, and after its release its own
 // configuration takes the Lease again.
 func TestFencesDeclarationAddedByAnotherUser(t *testing.T) {
-	t.Parallel()
 	ctx := t.Context()
-	ns := env.Namespace(t)
-	h := newHistory()
+	ns, h := parallelLock(t)
 	cfg, a, first := leadFencingResources(t, ns, h)
 
 	leases := electorClientset(t, ns, "mallory-user").CoordinationV1().Leases(ns)
@@ -78,9 +76,7 @@ func TestFencesDeclarationAddedByAnotherUser(t *testing.T) {
 // elector, which rewrites the declaration from its own Config, never inherits a promise it does not keep),
 // and the elector reports it. One that declares it takes the Lease at the next epoch.
 func TestFencesDeclarationUnderLeasePolicy(t *testing.T) {
-	t.Parallel()
-	ns := env.Namespace(t)
-	h := newHistory()
+	ns, h := parallelLock(t)
 	cfg, a, first := leadFencingResources(t, ns, h)
 	if got := getLease(t, ns, "lock").Annotations[elector.FencesAnnotation]; got != "fencedresources" {
 		t.Fatalf("declaration %q after the acquisition, want %q", got, "fencedresources")

@@ -47,9 +47,7 @@ func (l *logLines) has(s string) bool {
 // they make (create, renewal, release, acquisition by update) presents its epoch and is admitted, and
 // epochs go +1 from one holder to the next.
 func TestElectorsUnderLeasePolicy(t *testing.T) {
-	t.Parallel()
-	ns := env.Namespace(t)
-	h := newHistory()
+	ns, h := parallelLock(t)
 	cands := map[string]*candidate{}
 	for _, id := range []string{"pa", "pb"} {
 		cfg := h.policyConfig(t, ns, id)
@@ -82,10 +80,8 @@ func TestElectorsUnderLeasePolicy(t *testing.T) {
 // annotation, so the elector does not continue it: it seeds the next epoch from the Lease's
 // resourceVersion, above every epoch issued before.
 func TestUnlabelledLeaseEpochIsNotTrusted(t *testing.T) {
-	t.Parallel()
-	ns := env.Namespace(t)
+	ns, h := parallelLock(t)
 	leases := clientset(t).CoordinationV1().Leases(ns)
-	h := newHistory()
 	a := start(t, h.policyConfig(t, ns, "a"))
 	first := h.wait(t, 30*time.Second)
 	a.stop()

@@ -74,6 +74,13 @@ func newHistory() *history {
 	return &history{byEpoch: map[int64]string{}, leading: map[string]bool{}, started: make(chan elector.Token, 100)}
 }
 
+// parallelLock runs t in parallel with the package's other parallel tests, in a namespace of its own, and
+// returns that namespace and a history for the leaderships of its Lease "lock".
+func parallelLock(t *testing.T) (string, *history) {
+	t.Parallel()
+	return env.Namespace(t), newHistory()
+}
+
 // config is shortConfig for identity on the Lease "lock" of ns, with the admin client, recording its
 // leaderships in h.
 func (h *history) config(t testing.TB, ns, identity string) elector.Config {

@@ -38,9 +38,7 @@ func clientsetThrough(t *testing.T, intercept func(rt http.RoundTripper, r *http
 // deadline, stepping down before a standby, which still reaches the apiserver, takes over at expiry. The
 // leaderships never overlap.
 func TestPartitionedLeaderStepsDownBeforeTakeover(t *testing.T) {
-	t.Parallel()
-	ns := env.Namespace(t)
-	h := newHistory()
+	ns, h := parallelLock(t)
 	var cut atomic.Bool
 	lc := h.config(t, ns, "partitioned")
 	lc.Client = clientsetThrough(t, func(rt http.RoundTripper, r *http.Request) (*http.Response, error) {
@@ -72,9 +70,7 @@ func TestPartitionedLeaderStepsDownBeforeTakeover(t *testing.T) {
 // paused, an apiserver that stopped answering) is abandoned after RenewDeadline and tried again, instead
 // of holding the elector for ever; once the apiserver answers again, the elector acquires.
 func TestHungAcquisitionIsAbandoned(t *testing.T) {
-	t.Parallel()
-	ns := env.Namespace(t)
-	h := newHistory()
+	ns, h := parallelLock(t)
 	var hang atomic.Bool
 	var abandoned atomic.Int32
 	hang.Store(true)
