@@ -78,23 +78,12 @@ func requestRates(b *testing.B, im impl, window time.Duration) {
 // crashFailover: the holder stops renewing without releasing; time from the reply to its last successful
 // renewal to the new leader's OnStartedLeading. Defaults 15/10/2 s, 2 candidates.
 func crashFailover(b *testing.B, im impl, rounds int) {
-	g := newGroup(b, im, "failover")
-	defer g.stopAll()
-	g.add(b, false)
-	g.add(b, false)
-	leader := g.waitStart(b)
-	var ds []time.Duration
-	for range rounds {
-		g.waitObserved(b, leader.id)
+	ds := takeovers(b, im, "failover", false, rounds, func(g *group, leader string) time.Time {
 		time.Sleep(2500 * time.Millisecond) // let a renewal or two happen
-		c := g.members[leader.id]
-		g.remove(leader.id) // a crash: ReleaseOnCancel is off
-		last := time.Unix(0, c.counts.lastRenewOK.Load())
-		next := g.waitStart(b)
-		ds = append(ds, next.at.Sub(last))
-		g.add(b, false)
-		leader = next
-	}
+		c := g.members[leader]
+		g.remove(leader) // a crash: ReleaseOnCancel is off
+		return time.Unix(0, c.counts.lastRenewOK.Load())
+	})
 	report(b, float64(percentile(ds, 0.5).Milliseconds()), im.name+"-failover-p50-ms", im.name+": crash failover after the last renewal, p50 (ms)")
 	report(b, float64(percentile(ds, 1).Milliseconds()), im.name+"-failover-max-ms", fmt.Sprintf("%s: crash failover, max of %d (ms)", im.name, rounds))
 }
@@ -104,25 +93,39 @@ func crashFailover(b *testing.B, im impl, rounds int) {
 func BenchmarkGracefulHandover(b *testing.B) {
 	rounds := envInt("FENCEKIT_BENCH_ROUNDS", 10)
 	for _, im := range []impl{fencekit, clientGo} {
-		g := newGroup(b, im, "handover")
-		g.add(b, true)
-		g.add(b, true)
-		leader := g.waitStart(b)
-		var ds []time.Duration
-		for range rounds {
-			g.waitObserved(b, leader.id)
+		ds := takeovers(b, im, "handover", true, rounds, func(g *group, leader string) time.Time {
 			t0 := time.Now()
-			g.members[leader.id].cancel()
-			next := g.waitStart(b)
-			ds = append(ds, next.at.Sub(t0))
-			g.remove(leader.id)
-			g.add(b, true)
-			leader = next
-		}
-		g.stopAll()
+			g.members[leader].cancel()
+			return t0
+		})
 		report(b, float64(percentile(ds, 0.5).Microseconds())/1000, im.name+"-handover-p50-ms", im.name+": graceful handover p50 (ms)")
 		report(b, float64(percentile(ds, 0.99).Microseconds())/1000, im.name+"-handover-p99-ms", fmt.Sprintf("%s: graceful handover p99 of %d (ms)", im.name, rounds))
 	}
+}
+
+// takeovers measures rounds of one takeover in a group of two candidates of im on lease (ReleaseOnCancel
+// as release): once both observe the leader, end stops it and returns the instant the measured time starts
+// from, which runs until the other candidate's OnStartedLeading. A new candidate replaces the former leader
+// after each round. The group is stopped when it returns.
+func takeovers(b *testing.B, im impl, lease string, release bool, rounds int, end func(g *group, leader string) time.Time) []time.Duration {
+	g := newGroup(b, im, lease)
+	defer g.stopAll()
+	g.add(b, release)
+	g.add(b, release)
+	leader := g.waitStart(b)
+	ds := make([]time.Duration, 0, rounds)
+	for range rounds {
+		g.waitObserved(b, leader.id)
+		t0 := end(g, leader.id)
+		next := g.waitStart(b)
+		ds = append(ds, next.at.Sub(t0))
+		if _, ok := g.members[leader.id]; ok {
+			g.remove(leader.id)
+		}
+		g.add(b, release)
+		leader = next
+	}
+	return ds
 }
 
 // BenchmarkHundredLeases: sharded ownership of 100 Leases by two replicas, each a separate process
