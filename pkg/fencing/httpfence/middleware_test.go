@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,39 +15,16 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/fencekit/fencekit/pkg/fencing/httpfence"
+	"github.com/fencekit/fencekit/test/util/httpfencetest"
 )
-
-// recorder is a fenced handler that records the epochs it ran for, in order.
-type recorder struct {
-	mu     sync.Mutex
-	epochs []int64
-}
-
-func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	tok, ok := httpfence.TokenFrom(r.Context())
-	if !ok {
-		http.Error(w, "no token in context", http.StatusInternalServerError)
-		return
-	}
-	rec.mu.Lock()
-	rec.epochs = append(rec.epochs, tok.Epoch)
-	rec.mu.Unlock()
-	io.WriteString(w, "written at "+strconv.FormatInt(tok.Epoch, 10))
-}
-
-func (rec *recorder) seen() []int64 {
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	return slices.Clone(rec.epochs)
-}
 
 // TestMiddlewareRefusals: each bad request gets the documented status and a JSON body naming the header
 // or key and the numbers, and never reaches the handler.
 func TestMiddlewareRefusals(t *testing.T) {
-	rec := &recorder{}
-	srv := httptest.NewServer(httpfence.Middleware(httpfence.NewMemoryStore(), keyFromPath, rec))
+	rec := &httpfencetest.Recorder{}
+	srv := httptest.NewServer(httpfence.Middleware(httpfence.NewMemoryStore(), httpfencetest.KeyFromPath, rec))
 	defer srv.Close()
-	if code, _ := send(t, srv, "/orders/1", "7"); code != http.StatusOK {
+	if code, _ := httpfencetest.Send(t, srv, "/orders/1", "7"); code != http.StatusOK {
 		t.Fatalf("first write at epoch 7: status %d", code)
 	}
 	for _, tc := range []struct {
@@ -81,7 +57,7 @@ func TestMiddlewareRefusals(t *testing.T) {
 			httpfence.Refusal{Reason: "FencingInvalid", Epoch: 8}, []string{"/elsewhere"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, got := send(t, srv, tc.path, tc.tokens...)
+			code, got := httpfencetest.Send(t, srv, tc.path, tc.tokens...)
 			if code != tc.code {
 				t.Errorf("status %d, want %d", code, tc.code)
 			}
@@ -97,12 +73,12 @@ func TestMiddlewareRefusals(t *testing.T) {
 			}
 		})
 	}
-	if diff := cmp.Diff([]int64{7}, rec.seen()); diff != "" {
+	if diff := cmp.Diff([]int64{7}, rec.Seen()); diff != "" {
 		t.Errorf("handler ran for (-want +got):\n%s", diff)
 	}
 	// Keys are fenced separately, and the holder itself keeps writing at its epoch.
 	for _, path := range []string{"/orders/2", "/orders/1"} {
-		if code, r := send(t, srv, path, "7"); code != http.StatusOK {
+		if code, r := httpfencetest.Send(t, srv, path, "7"); code != http.StatusOK {
 			t.Errorf("%s at epoch 7: %d %+v", path, code, r)
 		}
 	}
@@ -126,15 +102,15 @@ func TestStaleRequestCannotOvertake(t *testing.T) {
 		order = append(order, strconv.FormatInt(tok.Epoch, 10))
 		mu.Unlock()
 	})
-	srv := httptest.NewServer(httpfence.Middleware(store, keyFromPath, h))
+	srv := httptest.NewServer(httpfence.Middleware(store, httpfencetest.KeyFromPath, h))
 	defer srv.Close()
 	var once sync.Once
 	free := func() { once.Do(func() { close(release) }) }
 	defer free() // before srv.Close, so a failed test does not hang on the held request
 	codes := make(chan int, 2)
-	go func() { code, _ := send(t, srv, "/orders/1", "5"); codes <- code }()
+	go func() { code, _ := httpfencetest.Send(t, srv, "/orders/1", "5"); codes <- code }()
 	<-entered
-	go func() { code, _ := send(t, srv, "/orders/1", "6"); codes <- code }()
+	go func() { code, _ := httpfencetest.Send(t, srv, "/orders/1", "6"); codes <- code }()
 	// (or, were the key released before the handler, until it has already been answered)
 	waitUntil(t, "the epoch-6 request waits for the key", func() bool { return store.Waiting("orders/1") == 1 || len(codes) > 0 })
 	free()
@@ -146,7 +122,7 @@ func TestStaleRequestCannotOvertake(t *testing.T) {
 	if diff := cmp.Diff([]string{"5", "6"}, order); diff != "" {
 		t.Errorf("handler order (-want +got):\n%s", diff)
 	}
-	if code, r := send(t, srv, "/orders/1", "5"); code != http.StatusConflict || r.AdmittedEpoch != 6 {
+	if code, r := httpfencetest.Send(t, srv, "/orders/1", "5"); code != http.StatusConflict || r.AdmittedEpoch != 6 {
 		t.Errorf("epoch 5 after 6: %d %+v, want 409 naming admitted epoch 6", code, r)
 	}
 }
@@ -163,7 +139,7 @@ func TestHandlerResponsePassesThrough(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 		io.WriteString(w, "created")
 	})
-	srv := httptest.NewServer(httpfence.Middleware(httpfence.NewMemoryStore(), keyFromPath, h))
+	srv := httptest.NewServer(httpfence.Middleware(httpfence.NewMemoryStore(), httpfencetest.KeyFromPath, h))
 	defer srv.Close()
 	for _, tc := range []struct {
 		method string

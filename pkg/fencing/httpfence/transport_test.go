@@ -15,6 +15,7 @@ import (
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 	"github.com/fencekit/fencekit/pkg/fencing/httpfence"
+	"github.com/fencekit/fencekit/test/util/httpfencetest"
 )
 
 // holder is what the elector's Token method returns over time: the token of the current acquisition.
@@ -114,8 +115,8 @@ func TestTransport(t *testing.T) {
 // paused former holder's write gets 409, which ResponseError turns into an error fencing.IsStale
 // recognises on the client, with both epochs.
 func TestTransportToMiddleware(t *testing.T) {
-	rec := &recorder{}
-	srv := httptest.NewServer(httpfence.Middleware(httpfence.NewMemoryStore(), keyFromPath, rec))
+	rec := &httpfencetest.Recorder{}
+	srv := httptest.NewServer(httpfence.Middleware(httpfence.NewMemoryStore(), httpfencetest.KeyFromPath, rec))
 	defer srv.Close()
 	do := func(epoch int64) error {
 		client := &http.Client{Transport: &httpfence.Transport{
@@ -138,7 +139,7 @@ func TestTransportToMiddleware(t *testing.T) {
 	if !fencing.IsStale(err) || !errors.As(err, &fe) || fe.Epoch != 7 || fe.LeaseEpoch != 8 || fe.Resource != "orders/1" {
 		t.Fatalf("paused holder at epoch 7: got %#v, want a stale error for orders/1 naming 7 and 8", err)
 	}
-	if seen := rec.seen(); len(seen) != 1 || seen[0] != 8 {
+	if seen := rec.Seen(); len(seen) != 1 || seen[0] != 8 {
 		t.Errorf("handler ran for %v, want only epoch 8", seen)
 	}
 }

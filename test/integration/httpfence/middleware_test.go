@@ -1,7 +1,6 @@
 package httpfence_test
 
 import (
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -15,32 +14,9 @@ import (
 
 	"github.com/fencekit/fencekit/pkg/fencing/httpfence"
 	"github.com/fencekit/fencekit/pkg/fencing/sqlfence"
+	"github.com/fencekit/fencekit/test/util/httpfencetest"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
-
-// recorder is a fenced handler that records the epochs it ran for, in order.
-type recorder struct {
-	mu     sync.Mutex
-	epochs []int64
-}
-
-func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	tok, ok := httpfence.TokenFrom(r.Context())
-	if !ok {
-		http.Error(w, "no token in context", http.StatusInternalServerError)
-		return
-	}
-	rec.mu.Lock()
-	rec.epochs = append(rec.epochs, tok.Epoch)
-	rec.mu.Unlock()
-	io.WriteString(w, "written at "+strconv.FormatInt(tok.Epoch, 10))
-}
-
-func (rec *recorder) seen() []int64 {
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	return slices.Clone(rec.epochs)
-}
 
 // stores gives t each Store to test with: in memory, and on PostgreSQL (a fresh database, fences created
 // on first use). epoch reads a key's admitted epoch.
@@ -70,8 +46,8 @@ func TestMiddlewareConcurrent(t *testing.T) {
 	for name, newStore := range stores(t) {
 		t.Run(name, func(t *testing.T) {
 			store, epochOf := newStore(t)
-			rec := &recorder{}
-			srv := httptest.NewServer(httpfence.Middleware(store, keyFromPath, rec))
+			rec := &httpfencetest.Recorder{}
+			srv := httptest.NewServer(httpfence.Middleware(store, httpfencetest.KeyFromPath, rec))
 			defer srv.Close()
 			const clients = 32
 			epochs := make([]int64, clients)
@@ -84,7 +60,7 @@ func TestMiddlewareConcurrent(t *testing.T) {
 			for i := range clients {
 				wg.Go(func() {
 					<-start
-					code, r := send(t, srv, "/orders/1", strconv.FormatInt(epochs[i], 10))
+					code, r := httpfencetest.Send(t, srv, "/orders/1", strconv.FormatInt(epochs[i], 10))
 					switch {
 					case code == http.StatusOK:
 						ok[i] = true
@@ -96,7 +72,7 @@ func TestMiddlewareConcurrent(t *testing.T) {
 			}
 			close(start)
 			wg.Wait()
-			seen := rec.seen()
+			seen := rec.Seen()
 			if !slices.IsSorted(seen) {
 				t.Errorf("handlers ran out of epoch order: %v", seen)
 			}
@@ -128,7 +104,7 @@ func TestPanickingHandlerReleasesKey(t *testing.T) {
 					panic(http.ErrAbortHandler) // net/http closes the connection without logging
 				}
 			})
-			srv := httptest.NewServer(httpfence.Middleware(store, keyFromPath, h))
+			srv := httptest.NewServer(httpfence.Middleware(store, httpfencetest.KeyFromPath, h))
 			defer srv.Close()
 			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPut, srv.URL+"/orders/1", nil)
 			req.Header.Set(httpfence.HeaderToken, "9")
@@ -138,10 +114,10 @@ func TestPanickingHandlerReleasesKey(t *testing.T) {
 			}
 			// PostgreSQL rolled the raise to 9 back; the memory store keeps raises.
 			want := map[string]int{"postgres": http.StatusOK, "memory": http.StatusConflict}[name]
-			if code, r := send(t, srv, "/orders/1", "8"); code != want {
+			if code, r := httpfencetest.Send(t, srv, "/orders/1", "8"); code != want {
 				t.Errorf("epoch 8 after a panicked epoch-9 request: %d %+v, want %d", code, r, want)
 			}
-			if code, r := send(t, srv, "/orders/1", "10"); code != http.StatusOK {
+			if code, r := httpfencetest.Send(t, srv, "/orders/1", "10"); code != http.StatusOK {
 				t.Errorf("epoch 10: %d %+v: the key is wedged", code, r)
 			}
 			if got := epochOf("orders/1"); got != 10 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencekit/fencekit/pkg/fencing/httpfence"
 	"github.com/fencekit/fencekit/pkg/fencing/sqlfence"
+	"github.com/fencekit/fencekit/test/util/httpfencetest"
 )
 
 // ordersService is a service that stores order writes in PostgreSQL, fenced per order by a PostgresStore:
@@ -55,7 +56,7 @@ func ordersService(t *testing.T, opts sqlfence.Options) (*httptest.Server, *sql.
 		}
 		io.WriteString(w, "written at "+strconv.FormatInt(tok.Epoch, 10))
 	})
-	srv := httptest.NewServer(httpfence.Middleware(store, keyFromPath, h))
+	srv := httptest.NewServer(httpfence.Middleware(store, httpfencetest.KeyFromPath, h))
 	t.Cleanup(srv.Close)
 	return srv, db, store
 }
@@ -111,31 +112,31 @@ func TestPostgresStore(t *testing.T) {
 		}
 		return e
 	}
-	if code, r := send(t, srv, "/orders/1", "7"); code != http.StatusOK {
+	if code, r := httpfencetest.Send(t, srv, "/orders/1", "7"); code != http.StatusOK {
 		t.Fatalf("epoch 7: %d %+v", code, r)
 	}
-	if code, r := send(t, srv, "/orders/1", "6"); code != http.StatusConflict || r.Epoch != 6 || r.AdmittedEpoch != 7 || r.Key != "orders/1" {
+	if code, r := httpfencetest.Send(t, srv, "/orders/1", "6"); code != http.StatusConflict || r.Epoch != 6 || r.AdmittedEpoch != 7 || r.Key != "orders/1" {
 		t.Errorf("epoch 6 after 7: %d %+v, want 409 naming orders/1, 6 and 7", code, r)
 	}
-	if code, r := send(t, srv, "/orders/1?fail", "8"); code != http.StatusBadGateway {
+	if code, r := httpfencetest.Send(t, srv, "/orders/1?fail", "8"); code != http.StatusBadGateway {
 		t.Errorf("failing handler at epoch 8: %d %+v, want the handler's 502", code, r)
 	}
 	if got := epoch(); got != 7 {
 		t.Errorf("fence at epoch %d after a failed handler at 8, want 7 (rolled back)", got)
 	}
-	if code, r := send(t, srv, "/orders/1?drop", "9"); code != http.StatusServiceUnavailable || r.Reason != httpfence.ReasonUnavailable {
+	if code, r := httpfencetest.Send(t, srv, "/orders/1?drop", "9"); code != http.StatusServiceUnavailable || r.Reason != httpfence.ReasonUnavailable {
 		t.Errorf("dropped connection at epoch 9: %d %+v, want 503", code, r)
 	}
 	if got := epoch(); got != 7 {
 		t.Errorf("fence at epoch %d after a dropped commit at 9, want 7", got)
 	}
-	if code, r := send(t, srv, "/orders/2", "9"); code != http.StatusInternalServerError || r.Key != "orders/2" {
+	if code, r := httpfencetest.Send(t, srv, "/orders/2", "9"); code != http.StatusInternalServerError || r.Key != "orders/2" {
 		t.Errorf("key without a fence: %d %+v, want 500 naming orders/2", code, r)
 	}
 	if _, err := (mustFence(t, store, "orders/2")).Epoch(t.Context(), db); !errors.Is(err, sqlfence.ErrFenceNotFound) {
 		t.Errorf("a request created the fence orders/2: %v", err)
 	}
-	if code, r := send(t, srv, "/orders/1", "9"); code != http.StatusOK {
+	if code, r := httpfencetest.Send(t, srv, "/orders/1", "9"); code != http.StatusOK {
 		t.Errorf("epoch 9 retried: %d %+v", code, r)
 	}
 	if diff := cmp.Diff([]int64{7, 9}, orderWrites(t, db)); diff != "" {
@@ -158,15 +159,15 @@ func TestPostgresStoreOrdersHandlers(t *testing.T) {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 		}
 	})
-	srv := httptest.NewServer(httpfence.Middleware(store, keyFromPath, h))
+	srv := httptest.NewServer(httpfence.Middleware(store, httpfencetest.KeyFromPath, h))
 	defer srv.Close()
 	var once sync.Once
 	free := func() { once.Do(func() { close(release) }) }
 	defer free() // before srv.Close, so a failed test does not hang on the held request
 	codes := make(chan int, 2)
-	go func() { code, _ := send(t, srv, "/orders/1", "5"); codes <- code }()
+	go func() { code, _ := httpfencetest.Send(t, srv, "/orders/1", "5"); codes <- code }()
 	<-entered
-	go func() { code, _ := send(t, srv, "/orders/1", "6"); codes <- code }()
+	go func() { code, _ := httpfencetest.Send(t, srv, "/orders/1", "6"); codes <- code }()
 	waitUntil(t, "the epoch-6 request waits for the fence row", func() bool {
 		var n int
 		err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM pg_stat_activity
