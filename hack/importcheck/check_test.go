@@ -86,12 +86,7 @@ func TestCheck(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			var got []string
-			for _, b := range check(tc.graph, rules) {
-				line, _, _ := strings.Cut(strings.TrimPrefix(b, "import rule broken: "), "\n")
-				got = append(got, line)
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
+			if diff := cmp.Diff(tc.want, breaches(tc.graph, rules)); diff != "" {
 				t.Errorf("breaches (-want +got):\n%s", diff)
 			}
 		})
@@ -140,14 +135,19 @@ func TestShippedBinaries(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			var got []string
-			for _, b := range check(tc.graph, rules) {
-				line, _, _ := strings.Cut(strings.TrimPrefix(b, "import rule broken: "), "\n")
-				got = append(got, line)
-			}
-			if diff := cmp.Diff(tc.want, got, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+			if diff := cmp.Diff(tc.want, breaches(tc.graph, rules), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 				t.Errorf("breaches (-want +got):\n%s", diff)
 			}
 		})
 	}
+}
+
+// breaches is the first line of each breach check reports, without its prefix.
+func breaches(g *graph, rules []rule) []string {
+	var got []string
+	for _, b := range check(g, rules) {
+		line, _, _ := strings.Cut(strings.TrimPrefix(b, "import rule broken: "), "\n")
+		got = append(got, line)
+	}
+	return got
 }

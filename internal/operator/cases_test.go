@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	jsonpatch "github.com/evanphx/json-patch/v5"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -214,19 +213,11 @@ func createTarget(t *testing.T, c cases.Case, holder worker, ns string, i int, l
 // merged is u with the JSON merge patch p applied, as the apiserver applies it.
 func merged(t *testing.T, u *unstructured.Unstructured, p []byte) *unstructured.Unstructured {
 	t.Helper()
-	doc, err := u.MarshalJSON()
+	out, err := cases.MergePatch(u.Object, p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := jsonpatch.MergePatch(doc, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := &unstructured.Unstructured{}
-	if err := m.UnmarshalJSON(out); err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return &unstructured.Unstructured{Object: out}
 }
 
 func opts2update(opts []client.PatchOption) []client.UpdateOption {

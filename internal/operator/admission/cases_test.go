@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	jsonpatch "github.com/evanphx/json-patch/v5"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -53,25 +52,19 @@ func base(target cases.Target) map[string]any {
 
 func mergePatch(t *testing.T, obj map[string]any, patch any) map[string]any {
 	t.Helper()
-	doc, err := json.Marshal(obj)
+	p, ok := patch.(string)
+	if !ok {
+		b, err := json.Marshal(patch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p = string(b)
+	}
+	out, err := cases.MergePatch(obj, []byte(p))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p []byte
-	if s, ok := patch.(string); ok {
-		p = []byte(s)
-	} else if p, err = json.Marshal(patch); err != nil {
-		t.Fatal(err)
-	}
-	out, err := jsonpatch.MergePatch(doc, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(out); err != nil {
-		t.Fatal(err)
-	}
-	return u.Object
+	return out
 }
 
 // leaseFor is Lease l in the row's state, at cases.Current, acquired by the holder's user.

@@ -6,6 +6,12 @@
 package cases
 
 import (
+	"encoding/json"
+	"fmt"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/fencekit/fencekit/internal/operator/admission"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
@@ -154,4 +160,22 @@ func (c Case) Stamp(patch map[string]any, epoch int64) map[string]any {
 	m["annotations"] = a
 	out["metadata"] = m
 	return out
+}
+
+// MergePatch is stored with the JSON merge patch applied, as the apiserver applies one: the object a row's
+// write leaves (numbers decoded as the apiserver's unstructured objects hold them, int64 or float64).
+func MergePatch(stored map[string]any, patch []byte) (map[string]any, error) {
+	doc, err := json.Marshal(stored)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the stored object: %w", err)
+	}
+	out, err := jsonpatch.MergePatch(doc, patch)
+	if err != nil {
+		return nil, fmt.Errorf("applying the merge patch %s: %w", patch, err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(out); err != nil {
+		return nil, fmt.Errorf("decoding the patched object: %w", err)
+	}
+	return u.Object, nil
 }
