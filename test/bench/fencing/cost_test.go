@@ -2,7 +2,6 @@ package fencing_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -22,10 +21,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/workqueue"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
@@ -85,7 +82,10 @@ func BenchmarkControlPlaneCost(b *testing.B) {
 				b.FailNow()
 			}
 			b.ReportMetric(time.Since(start).Seconds(), "create-s")
-			waitForEveryStatus(b, p.env, ns, n, 10*time.Minute)
+			waitForStatuses(b, p.env.Client, ns, n, 2*time.Second, 10*time.Minute, "a status the operator wrote for their generation",
+				func(fr *fencingv1alpha1.FencedResource) bool {
+					return fr.Status.ObservedGeneration == fr.Generation && fr.Status.LeaseEpoch > 0
+				})
 			b.ReportMetric(time.Since(start).Seconds(), "created-and-reconciled-s")
 			p.measure(*costWindow).report()
 			holder.result(b)
@@ -398,27 +398,6 @@ func adminKubeconfig(b *testing.B, e *testenv.Env) string {
 		b.Fatal(err)
 	}
 	return path
-}
-
-// waitForEveryStatus polls until the operator has written the status of all n FencedResources of ns.
-func waitForEveryStatus(b *testing.B, e *testenv.Env, ns string, n int, timeout time.Duration) {
-	b.Helper()
-	var done int
-	if err := wait.PollUntilContextTimeout(b.Context(), 2*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
-		var list fencingv1alpha1.FencedResourceList
-		if err := e.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
-			return false, nil
-		}
-		done = 0
-		for _, fr := range list.Items {
-			if fr.Status.ObservedGeneration == fr.Generation && fr.Status.LeaseEpoch > 0 {
-				done++
-			}
-		}
-		return done == n, nil
-	}); err != nil {
-		b.Fatalf("the operator wrote the status of %d of %d FencedResources in %s within %v", done, n, ns, timeout)
-	}
 }
 
 // counts parses a comma-separated list of positive numbers.

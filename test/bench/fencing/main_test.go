@@ -152,3 +152,25 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// waitForStatuses polls the FencedResources of ns every interval until exactly n of them satisfy ok
+// (they have what want says), and fails b if that does not happen within timeout.
+func waitForStatuses(b *testing.B, c client.Client, ns string, n int, interval, timeout time.Duration, want string, ok func(*fencingv1alpha1.FencedResource) bool) {
+	b.Helper()
+	var seen int
+	if err := wait.PollUntilContextTimeout(b.Context(), interval, timeout, true, func(ctx context.Context) (bool, error) {
+		var list fencingv1alpha1.FencedResourceList
+		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return false, nil
+		}
+		seen = 0
+		for i := range list.Items {
+			if ok(&list.Items[i]) {
+				seen++
+			}
+		}
+		return seen == n, nil
+	}); err != nil {
+		b.Fatalf("%d of %d FencedResources in %s had %s after %v", seen, n, ns, want, timeout)
+	}
+}

@@ -2,7 +2,6 @@ package fencing_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,7 +15,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -85,7 +83,8 @@ func BenchmarkOperatorScale(b *testing.B) {
 
 	pid := startManagerProcess(b, env)
 	start := time.Now()
-	waitForStatus(b, ns, 1, len(names), 5*time.Minute)
+	waitForStatuses(b, env.Client, ns, len(names), 250*time.Millisecond, 5*time.Minute, "status.leaseEpoch 1",
+		func(fr *fencingv1alpha1.FencedResource) bool { return fr.Status.LeaseEpoch == 1 })
 	b.ReportMetric(time.Since(start).Seconds(), "initial-status-s")
 
 	// Let it settle, then read its memory.
@@ -240,27 +239,6 @@ func startManagerProcess(b *testing.B, e *testenv.Env) int {
 		})
 	})
 	return cmd.Process.Pid
-}
-
-// waitForStatus polls until n FencedResources of ns report status.leaseEpoch epoch.
-func waitForStatus(b *testing.B, ns string, epoch int64, n int, timeout time.Duration) {
-	b.Helper()
-	var seen int
-	if err := wait.PollUntilContextTimeout(b.Context(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		var list fencingv1alpha1.FencedResourceList
-		if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
-			return false, nil
-		}
-		seen = 0
-		for _, fr := range list.Items {
-			if fr.Status.LeaseEpoch == epoch {
-				seen++
-			}
-		}
-		return seen == n, nil
-	}); err != nil {
-		b.Fatalf("only %d of %d FencedResources reported lease epoch %d after %v", seen, n, epoch, timeout)
-	}
 }
 
 // settledRSS samples the process's VmRSS every 500 ms until two consecutive 5 s windows differ by less
