@@ -23,9 +23,7 @@ import (
 )
 
 // refusals reads fencekit_webhook_admission_refusals_total{webhook,namespace,lease,reason} from
-// controller-runtime's registry, which the in-process operator's webhooks count into, and checks that the
-// deprecated fencekit_stale_writes_rejected_total (the same count without the webhook label, summed over
-// webhooks) agrees with it.
+// controller-runtime's registry, which the in-process operator's webhooks count into.
 func refusals(t *testing.T, webhook, namespace, lease string, reason fencing.Reason) float64 {
 	t.Helper()
 	families, err := metrics.Registry.Gather()
@@ -52,12 +50,7 @@ func refusals(t *testing.T, webhook, namespace, lease string, reason fencing.Rea
 		}
 		return sum
 	}
-	got := counter("fencekit_webhook_admission_refusals_total", map[string]string{"webhook": webhook, "namespace": namespace, "lease": lease, "reason": string(reason)})
-	all := counter("fencekit_webhook_admission_refusals_total", map[string]string{"namespace": namespace, "lease": lease, "reason": string(reason)})
-	if old := counter("fencekit_stale_writes_rejected_total", map[string]string{"namespace": namespace, "lease": lease, "reason": string(reason)}); old != all {
-		t.Errorf("fencekit_stale_writes_rejected_total{namespace=%q,lease=%q,reason=%q} = %v, the new counter says %v", namespace, lease, reason, old, all)
-	}
-	return got
+	return counter("fencekit_webhook_admission_refusals_total", map[string]string{"webhook": webhook, "namespace": namespace, "lease": lease, "reason": string(reason)})
 }
 
 // eventuallyEvent waits for a Warning Write Event (events.k8s.io/v1) regarding the FencedResource name
@@ -150,8 +143,8 @@ func takenOverUnfenced(t *testing.T) (ns string, key types.NamespacedName, a wor
 }
 
 // TestRefusedWritesAreReported: each write the webhook refuses leaves a Warning Event on the resource,
-// with the fencing reason and the refusal's message, and counts in fencekit_webhook_admission_refusals_total{webhook="fencedresources"} (and the deprecated
-// fencekit_stale_writes_rejected_total).
+// with the fencing reason and the refusal's message, and counts in
+// fencekit_webhook_admission_refusals_total{webhook="fencedresources"}.
 func TestRefusedWritesAreReported(t *testing.T) {
 	operatortest.Start(t, env)
 	ctx := t.Context()

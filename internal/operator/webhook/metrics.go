@@ -23,13 +23,6 @@ var admissionRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		"Counts admissions: the apiserver may admit one write twice. Dry-run requests are not counted.",
 }, []string{"webhook", "namespace", "lease", "reason"})
 
-// deprecatedRejectedWrites is the former name of admissionRefusals (without its webhook label), kept for
-// one release so that dashboards and alerts can move; it counts exactly the same requests.
-var deprecatedRejectedWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Name: "fencekit_stale_writes_rejected_total",
-	Help: "Deprecated: use fencekit_webhook_admission_refusals_total, which counts the same admission requests; this name will be removed in the next minor release.",
-}, []string{"namespace", "lease", "reason"})
-
 // The sources a webhook's decision read its Lease from.
 const (
 	sourceCache     = "cache"
@@ -46,11 +39,10 @@ var leaseReads = prometheus.NewCounterVec(prometheus.CounterOpts{
 }, []string{"webhook", "source"})
 
 func init() {
-	metrics.Registry.MustRegister(admissionRefusals, deprecatedRejectedWrites, leaseReads)
+	metrics.Registry.MustRegister(admissionRefusals, leaseReads)
 }
 
 // countRefusal counts one refused admission request of webhook.
 func countRefusal(webhook, namespace, lease, reason string) {
 	admissionRefusals.WithLabelValues(webhook, namespace, lease, reason).Inc()
-	deprecatedRejectedWrites.WithLabelValues(namespace, lease, reason).Inc()
 }
