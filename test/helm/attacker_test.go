@@ -543,8 +543,8 @@ func TestAttackerUncheckedNamespaces(t *testing.T) {
 func TestAttackerMetricsReader(t *testing.T) {
 	r, release := installRBAC(t)
 	prom := env.Namespace(t)
-	scraper := token(t, prom, "prometheus")
-	nosy := token(t, prom, "nosy")
+	scraper := env.ServiceAccountToken(t, prom, "prometheus")
+	nosy := env.ServiceAccountToken(t, prom, "nosy")
 	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "attacker-metrics-reader"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "rbac-fencekit-metrics-reader"},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "prometheus", Namespace: prom}}}

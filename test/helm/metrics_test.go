@@ -12,12 +12,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
 	"github.com/fencekit/fencekit/internal/operator"
 	"github.com/fencekit/fencekit/test/util/testenv"
@@ -34,7 +29,7 @@ func TestChartSecureMetrics(t *testing.T) {
 	r := releaseObjects(t, "metrics", release,
 		"--set", "serviceMonitor.prometheusServiceAccount.name=prometheus,serviceMonitor.prometheusServiceAccount.namespace="+monitoring)
 	applyKinds(t, r, rbacKinds)
-	prometheus, nosy := token(t, monitoring, "prometheus"), token(t, monitoring, "nosy")
+	prometheus, nosy := env.ServiceAccountToken(t, monitoring, "prometheus"), env.ServiceAccountToken(t, monitoring, "nosy")
 	waitFor(t, "the metrics-reader binding to take effect", func(context.Context) (bool, error) {
 		return allowedURL(t, serviceAccount(monitoring, "prometheus"), "/metrics"), nil
 	})
@@ -132,24 +127,6 @@ func scrape(ctx context.Context, method, url, token string) (int, string, error)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body), err
-}
-
-// token creates ServiceAccount namespace/name and returns a token the apiserver issued for it.
-func token(t *testing.T, namespace, name string) string {
-	t.Helper()
-	if err := env.Client.Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(t.Context(), name,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("a token for %s/%s: %v", namespace, name, err)
-	}
-	return tr.Status.Token
 }
 
 // allowedURL asks the apiserver's authorizer whether id may get the non-resource URL path.
