@@ -43,7 +43,7 @@ func fencekit(t *testing.T) string {
 		binPath = filepath.Join(binDir, "fencekit")
 		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/fencekit: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build ./cmd/fencekit: %w\n%s", err, out)
 		}
 	})
 	if buildErr != nil {

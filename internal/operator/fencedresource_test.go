@@ -182,7 +182,10 @@ func TestDeclarationCoexistsWithHolder(t *testing.T) {
 		u := map[string]any{"apiVersion": fr.APIVersion, "kind": fr.Kind,
 			"metadata": map[string]any{"name": fr.Name, "namespace": fr.Namespace, "labels": fr.Labels},
 			"spec":     map[string]any{"leaseName": fr.Spec.LeaseName}}
-		b, _ := json.Marshal(u)
+		b, err := json.Marshal(u)
+		if err != nil {
+			return err
+		}
 		return env.Client.Patch(ctx, fr, client.RawPatch(types.ApplyPatchType, b), client.FieldOwner("gitops"))
 	}
 	if err := apply(declaration(nil)); err != nil {

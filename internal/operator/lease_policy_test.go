@@ -167,13 +167,13 @@ func TestLeasePolicyCreate(t *testing.T) {
 		}
 		return a.Client.Create(ctx, l, opts...)
 	}
-	max := strconv.FormatInt(elector.MaxEpoch, 10)
+	maxEpoch := strconv.FormatInt(elector.MaxEpoch, 10)
 	wantPolicy(t, create("above", elector.MaxEpoch+1, "9007199254740992"),
 		`fenced lease above: annotation fencing.fencekit.io/epoch="9007199254740992" is not an epoch: send a decimal integer in [1, 9007199254740991]`)
 	wantPolicy(t, create("untokened", 7, ""),
 		`fenced lease untokened: a write that acquires, renews or releases it at epoch 7 must present that epoch in the request: send fieldManager fencing.fencekit.io/epoch=7 (this request sent "")`)
 	wantPolicy(t, create("seven", 7, "7"), "")
-	wantPolicy(t, create("top", elector.MaxEpoch, max), "")
+	wantPolicy(t, create("top", elector.MaxEpoch, maxEpoch), "")
 	l := readLease(t, ns, "top")
 	acquire(b, "9007199254740992")(l)
 	wantPolicy(t, b.Client.Update(ctx, l, token("9007199254740992")...),

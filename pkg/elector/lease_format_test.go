@@ -30,7 +30,7 @@ func TestEpochFromFieldManager(t *testing.T) {
 		"fencing.fencekit.io/epoch=+7":               0,
 		"fencing.fencekit.io/epoch=-7":               0,
 		"fencing.fencekit.io/epoch=":                 0,
-		"fencing.fencekit.io/epoch=7 ":               0,
+		"fencing.fencekit.io/epoch=7 ":               0, //nolint:gocritic // the trailing space is the case
 		"kubectl-edit":                               0,
 		"":                                           0,
 	} {

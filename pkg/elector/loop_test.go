@@ -196,7 +196,7 @@ func (h *harness) waitSleep(t *testing.T, until time.Time) {
 	waitFor(t, "the loop to sleep until t0+"+until.Sub(t0).String(), func() bool { return h.wake.Load() == until.UnixNano() })
 }
 
-// waitSleepAfterWrites waits until the loop went to sleep until until after the fake API took at least
+// waitSleepAfterWrites waits until the loop went to sleep until a time after the fake API took at least
 // writes Lease writes. A leader waiting for PostAcquire sleeps until its next renewal, which can be the
 // very time it sleeps until after releasing: without the write count, stepping the clock could race the
 // loop's new timer, which would then fire a step too late.

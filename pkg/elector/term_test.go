@@ -37,7 +37,7 @@ func TestTermDeadline(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the leadership context was not cancelled at the deadline")
 	}
-	if !errors.Is(context.Cause(tm.ctx), ErrDeadlinePassed) || tm.ctx.Err() != context.DeadlineExceeded {
+	if !errors.Is(context.Cause(tm.ctx), ErrDeadlinePassed) || !errors.Is(tm.ctx.Err(), context.DeadlineExceeded) {
 		t.Errorf("cause %v, err %v", context.Cause(tm.ctx), tm.ctx.Err())
 	}
 }

@@ -81,7 +81,7 @@ func newConsumer(root string) (string, error) {
 		return "", err
 	}
 	if _, out, err := goCmd(dir, "mod", "edit", "-replace=github.com/fencekit/fencekit="+root); err != nil {
-		return "", fmt.Errorf("go mod edit: %v\n%s", err, out)
+		return "", fmt.Errorf("go mod edit: %w\n%s", err, out)
 	}
 	return dir, nil
 }
@@ -173,7 +173,7 @@ func buildModule() (*module, error) {
 	if err != nil {
 		m.failed = byPackage(out)
 		if len(m.failed) == 0 {
-			m.buildErr = fmt.Errorf("compiling the consumer module in %s (go list -export ./...): %v\n%s", dir, err, out)
+			m.buildErr = fmt.Errorf("compiling the consumer module in %s (go list -export ./...): %w\n%s", dir, err, out)
 		}
 	}
 	return m, nil

@@ -74,7 +74,7 @@ func Source(b Block, path string) (string, error) {
 	f, err := parser.ParseFile(token.NewFileSet(), "", "package snippet\n"+body.String(), parser.SkipObjectResolution)
 	if err != nil {
 		// Left to the compiler, which says the same with the Markdown line.
-		return "package snippet\n" + body.String(), nil
+		return "package snippet\n" + body.String(), nil //nolint:nilerr // the compiler reports it, with the Markdown line
 	}
 	for _, d := range f.Decls {
 		if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv == nil && fd.Name.Name == "main" {

@@ -35,7 +35,7 @@ func startSidecar(t *testing.T, cfg elector.Config, identity string) *sidecar {
 	sc := &sidecar{url: "http://" + l.Addr().String(), file: filepath.Join(t.TempDir(), "token.json"), stop: cancel, done: make(chan error, 1)}
 	s := &leadrun.Sidecar{TokenFile: sc.file}
 	go func() { sc.done <- s.Run(ctx, cfg, l) }()
-	t.Cleanup(func() { cancel(); <-sc.done })
+	t.Cleanup(func() { cancel(); <-sc.done }) //nolint:errcheck // Run ends with the cancellation; its tests check its error where it matters
 	return sc
 }
 

@@ -46,10 +46,10 @@ func toUnstructured(fr *fencingv1alpha1.FencedResource) *unstructured.Unstructur
 	return &unstructured.Unstructured{Object: m}
 }
 
-func frRequest(op admission.Operation, old, new *fencingv1alpha1.FencedResource, req requester) *admission.Request {
+func frRequest(op admission.Operation, old, updated *fencingv1alpha1.FencedResource, req requester) *admission.Request {
 	r := &admission.Request{Class: admission.FencedResource, Operation: op, Kind: "FencedResource", Namespace: "ns", Name: "orders",
 		LeaseName: "orders-writer", User: admission.User{Name: req.Username, Groups: req.Groups}, FieldManager: req.FieldManager,
-		Old: toUnstructured(old), New: toUnstructured(new)}
+		Old: toUnstructured(old), New: toUnstructured(updated)}
 	return r
 }
 
@@ -74,8 +74,8 @@ func checkDelete(fr *fencingv1alpha1.FencedResource, lease *coordinationv1.Lease
 
 // objectWrite is a write of ConfigMap ns/app, which FencingPolicy ns/app covers for lease orders-writer.
 type objectWrite struct {
-	sub      string
-	old, new *unstructured.Unstructured
+	sub          string
+	old, updated *unstructured.Unstructured
 }
 
 func (w objectWrite) request(req requester) *admission.Request {
@@ -85,7 +85,7 @@ func (w objectWrite) request(req requester) *admission.Request {
 	}
 	return &admission.Request{Class: admission.Object, Operation: op, Subresource: w.sub, Kind: "ConfigMap", Namespace: "ns", Name: "app",
 		Policy: "ns/app", LeaseName: "orders-writer", User: admission.User{Name: req.Username, Groups: req.Groups},
-		FieldManager: req.FieldManager, Old: w.old, New: w.new, CoveredBefore: w.old != nil, CoveredAfter: true}
+		FieldManager: req.FieldManager, Old: w.old, New: w.updated, CoveredBefore: w.old != nil, CoveredAfter: true}
 }
 
 func checkObjectWrite(w objectWrite, lease *coordinationv1.Lease, req requester) *fencing.Error {

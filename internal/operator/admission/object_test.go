@@ -32,8 +32,8 @@ func configMap(v, epoch string, mutate ...func(*unstructured.Unstructured)) *uns
 	return u
 }
 
-func write(old, new *unstructured.Unstructured, sub string) objectWrite {
-	return objectWrite{sub: sub, old: old, new: new}
+func write(old, updated *unstructured.Unstructured, sub string) objectWrite {
+	return objectWrite{sub: sub, old: old, updated: updated}
 }
 
 func presenting(r requester, epoch int64) requester {

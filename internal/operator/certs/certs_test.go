@@ -241,8 +241,8 @@ func TestAddRotatorIssuesInjectsAndServes(t *testing.T) {
 	if !served.Equal(want) {
 		t.Errorf("the webhook server serves %v, want the Secret's certificate %v", served.Subject, want.Subject)
 	}
-	if got, min := time.Until(served.NotAfter), 300*24*time.Hour; got < min {
-		t.Errorf("serving certificate valid for %v, want at least %v", got, min)
+	if got, least := time.Until(served.NotAfter), 300*24*time.Hour; got < least {
+		t.Errorf("serving certificate valid for %v, want at least %v", got, least)
 	}
 }
 

@@ -137,7 +137,7 @@ func TestHandlerResponsePassesThrough(t *testing.T) {
 			return
 		}
 		w.WriteHeader(http.StatusCreated)
-		io.WriteString(w, "created")
+		_, _ = io.WriteString(w, "created")
 	})
 	srv := httptest.NewServer(httpfence.Middleware(httpfence.NewMemoryStore(), httpfencetest.KeyFromPath, h))
 	defer srv.Close()

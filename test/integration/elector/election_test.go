@@ -102,7 +102,7 @@ func TestFiveElectorsCrashFailover(t *testing.T) {
 		cands[id] = start(t, cfg)
 	}
 	prev := h.wait(t, 30*time.Second)
-	for round := 0; round < 3; round++ {
+	for round := range 3 {
 		cands[prev.Holder].stop()
 		if holder := holderOf(getLease(t, ns, "lock")); holder != prev.Holder {
 			t.Fatalf("after a crash without release the holder is %q, want %q", holder, prev.Holder)
@@ -179,7 +179,7 @@ func TestConcurrentAcquisitionRaces(t *testing.T) {
 	for range 5 {
 		spawn()
 	}
-	for round := 0; round < 8; round++ {
+	for range 8 {
 		tok := h.wait(t, 15*time.Second)
 		running[tok.Holder].stop() // release: the other four race for it
 		delete(running, tok.Holder)

@@ -77,14 +77,14 @@ func TestFencesDeclarationAddedByAnotherUser(t *testing.T) {
 // and the elector reports it. One that declares it takes the Lease at the next epoch.
 func TestFencesDeclarationUnderLeasePolicy(t *testing.T) {
 	ns, h := parallelLock(t)
-	cfg, a, first := leadFencingResources(t, ns, h)
+	_, a, first := leadFencingResources(t, ns, h)
 	if got := getLease(t, ns, "lock").Annotations[elector.FencesAnnotation]; got != "fencedresources" {
 		t.Fatalf("declaration %q after the acquisition, want %q", got, "fencedresources")
 	}
 	a.stop()
 
 	var logs logLines
-	cfg = h.policyConfig(t, ns, "b")
+	cfg := h.policyConfig(t, ns, "b")
 	start(t, cfg, elector.WithLogger(logs.logger()))
 	eventually(t, 20*time.Second, "the policy refuses the acquisition by an elector that does not fence", func() bool {
 		return logs.has("declares that every acquisition fences its FencedResources")

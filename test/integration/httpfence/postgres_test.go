@@ -54,7 +54,7 @@ func ordersService(t *testing.T, opts sqlfence.Options) (*httptest.Server, *sql.
 				t.Errorf("terminating backend %d: %v %v", pid, ok, err)
 			}
 		}
-		io.WriteString(w, "written at "+strconv.FormatInt(tok.Epoch, 10))
+		_, _ = io.WriteString(w, "written at "+strconv.FormatInt(tok.Epoch, 10))
 	})
 	srv := httptest.NewServer(httpfence.Middleware(store, httpfencetest.KeyFromPath, h))
 	t.Cleanup(srv.Close)

@@ -73,7 +73,7 @@ func startReplica(t *testing.T, ns, name string) *replica {
 	t.Cleanup(func() {
 		cancel()
 		select {
-		case <-r.result:
+		case <-r.result: //nolint:errcheck // Start ends with the cancellation
 		case <-time.After(30 * time.Second):
 			t.Errorf("manager %s did not stop", name)
 		}

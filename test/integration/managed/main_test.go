@@ -34,5 +34,5 @@ func startManager(t *testing.T, mgr manager.Manager) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); <-done }) //nolint:errcheck // Start ends with the cancellation
 }

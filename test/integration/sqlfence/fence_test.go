@@ -53,7 +53,7 @@ func TestPausedHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer txN.Rollback()
+	defer func() { _ = txN.Rollback() }() // after a commit, sql.ErrTxDone
 	if err := write(6, "paused holder")(ctx, txN); err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func TestSnapshotOlderThanRaise(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback()
+	defer func() { _ = tx.Rollback() }() // after a commit, sql.ErrTxDone
 	var n int
 	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM writes`).Scan(&n); err != nil { // takes the snapshot
 		t.Fatal(err)
@@ -270,7 +270,9 @@ func TestSnapshotOlderThanRaise(t *testing.T) {
 	if !sqlfence.IsSerializationFailure(err) || fencing.IsStale(err) {
 		t.Fatalf("raise from a snapshot older than the successor's commit: got %v, want a serialization failure", err)
 	}
-	tx.Rollback()
+	if err := tx.Rollback(); err != nil {
+		t.Fatalf("rolling back the refused raise's transaction: %v", err)
+	}
 	// The retry, in a new transaction, sees the successor and is refused.
 	err = f.Run(ctx, db, token(6), write(6, "paused"))
 	checkStale(t, err, 6, 7)

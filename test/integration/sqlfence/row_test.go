@@ -60,7 +60,7 @@ func TestRowFence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback()
+	defer func() { _ = tx.Rollback() }() // after a commit, sql.ErrTxDone
 	if _, err := tx.ExecContext(ctx, `INSERT INTO orders (id, status) VALUES (3, 'by a stale holder')`); err != nil {
 		t.Fatal(err)
 	}

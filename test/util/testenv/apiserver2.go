@@ -124,12 +124,12 @@ func (a *APIServer) waitReady() error {
 	var last string
 	err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		if a.proc.exited() {
-			return false, fmt.Errorf("exited: %v", a.proc.err)
+			return false, fmt.Errorf("exited: %w", a.proc.err)
 		}
 		body, err := dc.RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		if err != nil {
 			last = err.Error()
-			return false, nil
+			return false, nil //nolint:nilerr // polling on: the error is kept in last
 		}
 		return string(body) == "ok", nil
 	})

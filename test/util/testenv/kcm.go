@@ -167,12 +167,12 @@ func (k *ControllerManager) waitReady(e *Env) error {
 	var last string
 	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		if k.proc.exited() {
-			return false, fmt.Errorf("exited: %v", k.proc.err)
+			return false, fmt.Errorf("exited: %w", k.proc.err)
 		}
 		resp, err := insecure.Get(fmt.Sprintf("https://127.0.0.1:%d/healthz", k.Port))
 		if err != nil {
 			last = err.Error()
-			return false, nil
+			return false, nil //nolint:nilerr // polling on: the error is kept in last
 		}
 		_ = resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
@@ -182,7 +182,7 @@ func (k *ControllerManager) waitReady(e *Env) error {
 		var cm corev1.ConfigMap
 		if err := e.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "kube-root-ca.crt"}, &cm); err != nil {
 			last = "kube-root-ca.crt in default: " + err.Error()
-			return false, nil
+			return false, nil //nolint:nilerr // polling on: the error is kept in last
 		}
 		return true, nil
 	})

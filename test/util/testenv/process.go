@@ -80,7 +80,7 @@ func (p *process) stop() error {
 
 func (p *process) terminate() error {
 	if p.exited() {
-		return fmt.Errorf("%s had exited before it was stopped: %v; its log: %s\n%s", p.name, p.err, p.log, p.tail(20))
+		return fmt.Errorf("%s had exited before it was stopped: %w; its log: %s\n%s", p.name, p.err, p.log, p.tail(20))
 	}
 	_ = syscall.Kill(p.pid, syscall.SIGTERM)
 	select {
