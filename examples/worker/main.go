@@ -57,20 +57,24 @@ func main() {
 	flag.BoolVar(&o.unfenced, "unfenced", false, "Use client-go's leaderelection and a plain ConfigMap instead of fencekit.")
 	flag.Parse()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	cfg, err := ctrl.GetConfig()
-	if err == nil {
-		if o.unfenced {
-			err = runUnfenced(ctx, cfg, o)
-		} else {
-			err = run(ctx, cfg, o)
-		}
-	}
-	if err != nil {
+	if err := start(o); err != nil {
 		log.Error("worker failed", "error", err.Error())
 		os.Exit(1)
 	}
+}
+
+// start runs the worker until SIGINT or SIGTERM, or until its work ends.
+func start(o options) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return err
+	}
+	if o.unfenced {
+		return runUnfenced(ctx, cfg, o)
+	}
+	return run(ctx, cfg, o)
 }
 
 // run competes for the Lease and, while leading, works.

@@ -95,7 +95,7 @@ func TestChaos(t *testing.T) {
 	cl := cluster(t)
 	var ran []Scenario
 	var results []*RunResult
-	for i := 0; i < *flagSeeds; i++ {
+	for i := range *flagSeeds {
 		s := seed + int64(i)
 		for j, sc := range scenarios(t) {
 			name := fmt.Sprintf("chaos-%d-%s-%s-%d", s, strings.ToLower(sc.Label), sc.Mode(), j)
@@ -174,8 +174,12 @@ type runMeta struct {
 }
 
 func writeMeta(t *testing.T, cfg RunConfig, res *RunResult) {
-	b, _ := json.MarshalIndent(runMeta{Target: cfg.Name + "/target", Lease: cfg.Name + "/target-writer", Fenced: cfg.Fenced,
+	b, err := json.MarshalIndent(runMeta{Target: cfg.Name + "/target", Lease: cfg.Name + "/target-writer", Fenced: cfg.Fenced,
 		Seed: cfg.Seed, Schedule: res.Schedule}, "", "  ")
+	if err != nil {
+		t.Errorf("encoding %s's run.json: %v", cfg.Name, err)
+		return
+	}
 	if err := os.WriteFile(filepath.Join(cfg.Dir, "run.json"), b, 0o644); err != nil {
 		t.Error(err)
 	}

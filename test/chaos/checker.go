@@ -200,15 +200,15 @@ func describe(v Version, byOp map[string]Op) string {
 // checkEpochOrder: the epochs a target stores never decrease.
 func checkEpochOrder(target string, vs []Version, byOp map[string]Op) []Violation {
 	var out []Violation
-	var max Version
+	var highest Version
 	for _, v := range vs {
-		if v.Value.Epoch < max.Value.Epoch {
+		if v.Value.Epoch < highest.Value.Epoch {
 			out = append(out, Violation{Rule: RuleEpochOrder, Target: target, RV: v.RV, Op: v.Value.Op,
 				Detail: fmt.Sprintf("stale write persisted: %s, after the target admitted epoch %d (%s)",
-					describe(v, byOp), max.Value.Epoch, describe(max, byOp))})
+					describe(v, byOp), highest.Value.Epoch, describe(highest, byOp))})
 			continue
 		}
-		max = v
+		highest = v
 	}
 	return out
 }

@@ -65,7 +65,7 @@ func (r *restarter) restart(ctx context.Context, component string, down time.Dur
 		return last == nil, nil
 	})
 	if err != nil {
-		return fmt.Errorf("the apiserver did not answer within 90s of restarting %s: %v", component, last)
+		return fmt.Errorf("the apiserver did not answer within 90s of restarting %s: %w", component, last)
 	}
 	return nil
 }

@@ -115,6 +115,8 @@ func (e Event) String() string {
 		s += fmt.Sprintf(" holder's clock %.2fx, standbys' %.2fx", e.Slow, e.Fast)
 	case F11CertRotation:
 		s += fmt.Sprintf(" %s, %s between the halves", e.Rotation, e.Delay.Round(time.Millisecond))
+	default:
+		// The other faults have no parameters beyond their start and length.
 	}
 	return s
 }

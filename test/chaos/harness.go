@@ -158,8 +158,9 @@ func Run(ctx context.Context, cl Cluster, cfg RunConfig) (*RunResult, error) {
 			cfg.Logf("visualizing %s: %v", target, err)
 		}
 	})
-	b, _ := json.MarshalIndent(res, "", "  ")
-	_ = os.WriteFile(filepath.Join(cfg.Dir, "report.json"), b, 0o644)
+	if b, err := json.MarshalIndent(res, "", "  "); err == nil {
+		_ = os.WriteFile(filepath.Join(cfg.Dir, "report.json"), b, 0o644)
+	}
 	return res, nil
 }
 

@@ -270,7 +270,10 @@ func (r *run) adversaries(ctx context.Context, holder int, lease *coordinationv1
 		write func(c client.Client, id string) error
 	}{
 		{"no-token (a stale replica of the holder's user, plain merge patch)", holder, 0, func(c client.Client, id string) error {
-			patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"data": map[string]any{"op": id}}})
+			patch, err := json.Marshal(map[string]any{"spec": map[string]any{"data": map[string]any{"op": id}}})
+			if err != nil {
+				return err
+			}
 			return c.Patch(ctx, &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}, client.RawPatch(types.MergePatchType, patch))
 		}},
 		{"copied-token (another user presenting the current epoch and holder)", other, epoch, func(c client.Client, id string) error {

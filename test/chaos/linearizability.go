@@ -59,8 +59,9 @@ var FencedRegister = porcupine.Model{
 			return fmt.Sprintf("read() -> epoch %d, %s", o.Epoch, o.Op)
 		case KindFence:
 			return fmt.Sprintf("fence(%d)", in.Epoch)
+		default:
+			return fmt.Sprintf("write(%d, %s)", in.Epoch, in.Op)
 		}
-		return fmt.Sprintf("write(%d, %s)", in.Epoch, in.Op)
 	},
 	DescribeState: func(state any) string {
 		s := state.(Value)

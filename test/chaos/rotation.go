@@ -55,7 +55,7 @@ type Rotation struct {
 }
 
 // Rotate replaces the CA and the serving certificate in the given order (RotateBundleFirst,
-// RotateFilesFirst, RotateOverlap), with between between the two halves, and returns once the webhook server
+// RotateFilesFirst, RotateOverlap), waiting between the two halves, and returns once the webhook server
 // presents the new certificate and probe reports that the apiserver calls the webhook again. probe makes an
 // admission request through the webhook and returns its error; calling reports whether an error means the
 // apiserver failed to call the webhook.

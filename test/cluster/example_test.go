@@ -169,7 +169,7 @@ func startExample(t *testing.T, bin, kubeconfig, ns, identity string) (stop func
 			}
 		case <-time.After(30 * time.Second):
 			_ = cmd.Process.Kill()
-			<-exited
+			<-exited //nolint:errcheck // killed: its exit status says so
 			t.Errorf("examples/controller did not exit within 30 s of SIGTERM: killed")
 		}
 		_ = out.Close()

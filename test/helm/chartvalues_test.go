@@ -192,7 +192,7 @@ func TestSecureServiceMonitor(t *testing.T) {
 	if ep["scheme"] != "https" || ep["bearerTokenFile"] != "/var/run/secrets/kubernetes.io/serviceaccount/token" {
 		t.Errorf("ServiceMonitor endpoint %v, want https with Prometheus' token", ep)
 	}
-	if tls, _ := ep["tlsConfig"].(map[string]any); tls["insecureSkipVerify"] != true {
+	if tls, _ := ep["tlsConfig"].(map[string]any); tls["insecureSkipVerify"] != any(true) {
 		t.Errorf("tlsConfig %v, want insecureSkipVerify for the operator's self-signed certificate", ep["tlsConfig"])
 	}
 	b := as[rbacv1.ClusterRoleBinding](t, r.get(t, "ClusterRoleBinding", "fencekit-metrics-reader"))
@@ -252,7 +252,11 @@ func TestNotesFollowValues(t *testing.T) {
 		if err != nil {
 			t.Fatalf("helm install --dry-run: %v", err)
 		}
-		notes := out[strings.Index(out, "NOTES:"):]
+		i := strings.Index(out, "NOTES:")
+		if i < 0 {
+			t.Fatalf("release %s with %s: helm printed no NOTES:\n%s", tc.release, tc.set, out)
+		}
+		notes := out[i:]
 		for _, w := range tc.want {
 			if !strings.Contains(notes, w) {
 				t.Errorf("release %s with %s: the notes lack %q:\n%s", tc.release, tc.set, w, notes)

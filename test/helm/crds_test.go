@@ -181,7 +181,7 @@ func upgradedChart(t *testing.T) string {
 	if err := os.CopyFS(dir, os.DirFS(chartDir)); err != nil {
 		t.Fatal(err)
 	}
-	edit := func(file, old, new string) {
+	edit := func(file, old, updated string) {
 		t.Helper()
 		path := filepath.Join(dir, file)
 		raw, err := os.ReadFile(path)
@@ -191,7 +191,7 @@ func upgradedChart(t *testing.T) string {
 		if !strings.Contains(string(raw), old) {
 			t.Fatalf("%s has no %q to change for the upgrade", file, old)
 		}
-		if err := os.WriteFile(path, []byte(strings.Replace(string(raw), old, new, 1)), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(strings.Replace(string(raw), old, updated, 1)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

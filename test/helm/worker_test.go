@@ -77,7 +77,7 @@ func runExampleWorker(t *testing.T, id identity, namespace, lease, resource stri
 				t.Fatalf("examples/worker exited after %d accepted writes, want %d", accepted, writes)
 			}
 			if m["msg"] == "write" {
-				if m["accepted"] != true {
+				if accepted, _ := m["accepted"].(bool); !accepted {
 					t.Fatalf("examples/worker, as %s bound to fencekit-elector: a write was refused: %v", id.user, m)
 				}
 				accepted++

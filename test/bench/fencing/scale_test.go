@@ -3,6 +3,7 @@ package fencing_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -190,7 +191,7 @@ func sweepPoint(b *testing.B, leases, perLease int) {
 	<-watched
 	cm2, cmt2 := run(configMap)
 
-	cmAll := append(cm1, cm2...)
+	cmAll := slices.Concat(cm1, cm2)
 	cmRate := float64(len(cmAll)) / (cmt1 + cmt2).Seconds()
 	frRate := float64(len(fr1)) / frt1.Seconds()
 	cm50, fr50 := ms(quantile(cmAll, 0.5)), ms(quantile(fr1, 0.5))

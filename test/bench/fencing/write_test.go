@@ -53,8 +53,8 @@ type writeSamples struct {
 //   - "cel": the CRD's rule only, the operator's controllers running (they write status);
 //   - "webhook": the full guarantee, the operator running and its webhook in effect.
 //
-// Phases run A B C C B A (A = cel-nooperator, B = cel, C = webhook) so that a drift of the control plane
-// over the run falls on every mode alike, and each phase writes the ConfigMap too: the ratios to the
+// Phases run in the order A, B, C, then C, B, A (A = cel-nooperator, B = cel, C = webhook) so that a drift of
+// the control plane over the run falls on every mode alike, and each phase writes the ConfigMap too: the ratios to the
 // ConfigMap (p50 and sequential throughput) compare requests made within the same minutes.
 //
 // Three kinds of sequential write: "patch", one merge-patch request setting data, epoch and writer and

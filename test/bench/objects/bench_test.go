@@ -37,7 +37,7 @@ func grant(b *testing.B, ns, user string) {
 // added to the patch; the object webhook admits it on its watch-fed copy of the Lease, webhook.LeaseCache);
 // "fenced-quorum", the same in a third namespace whose Lease declares nothing, so that the webhook reads the
 // Lease with a quorum read for every write (what every fenced write cost before the copy). Phases run
-// A B C C B A so that a drift of the control plane falls on every mode alike. It reports p50, p90 and p99 in
+// in the order A, B, C, then C, B, A so that a drift of the control plane falls on every mode alike. It reports p50, p90 and p99 in
 // ms, each fenced mode's p50 over the unfenced one, its sequential writes per second as a percentage of the
 // unfenced mode's, and the share of the fenced mode's writes decided on the copy.
 func BenchmarkObjectWrite(b *testing.B) {
@@ -105,7 +105,7 @@ func BenchmarkObjectWrite(b *testing.B) {
 	for b.Loop() {
 		samples = map[string][]time.Duration{}
 		for _, mode := range []string{"unfenced", "fenced", "fenced-quorum", "fenced-quorum", "fenced", "unfenced"} {
-			for i := 0; i < warmup+writesPerPhase; i++ {
+			for i := range warmup + writesPerPhase {
 				if i == warmup && mode == "fenced" {
 					cacheReads, quorumReads = cacheReads-leaseReads(b, "cache"), quorumReads-leaseReads(b, "apiserver")
 				}

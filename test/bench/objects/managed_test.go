@@ -68,7 +68,7 @@ func BenchmarkManagedFenceWrite(b *testing.B) {
 		if r.err = c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rendered"}, Data: map[string]string{"seq": "0"}}); r.err != nil {
 			return nil
 		}
-		for i := 0; i < warmup+2*writesPerPhase; i++ {
+		for i := range warmup + 2*writesPerPhase {
 			if i == warmup {
 				r.cache, r.quorum = -leaseReads(b, "cache"), -leaseReads(b, "apiserver")
 			}
@@ -92,7 +92,7 @@ func BenchmarkManagedFenceWrite(b *testing.B) {
 	mctx, cancel := context.WithCancel(ctx)
 	stopped := make(chan error, 1)
 	go func() { stopped <- mgr.Start(mctx) }()
-	defer func() { cancel(); <-stopped }()
+	defer func() { cancel(); <-stopped }() //nolint:errcheck // Start ends with the cancellation
 	var r result
 	for b.Loop() {
 		select {

@@ -84,17 +84,22 @@ func main() {
 		}
 	}()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
-	if err == nil {
-		cfg.QPS, cfg.Burst = 200, 400
-		err = w.run(ctx, cfg)
-	}
-	if err != nil {
+	if err := w.start(); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
 	}
+}
+
+// start runs the worker until SIGINT or SIGTERM.
+func (w *worker) start() error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = 200, 400
+	return w.run(ctx, cfg)
 }
 
 // run competes for the Lease in --mode, with a clientset for the Lease and a client for the target (a

@@ -151,6 +151,8 @@ func typeOf(v *yaml.Node) string {
 		return "object"
 	case yaml.SequenceNode:
 		return "list"
+	default:
+		// A scalar: its tag says which.
 	}
 	switch v.Tag {
 	case "!!int":
