@@ -47,8 +47,8 @@ vet: ## Run go vet.
 	go vet ./...
 
 .PHONY: lint
-lint: ## Run staticcheck (pinned in hack/tools/go.mod, its default checks) on every package.
-	$(TOOLS) staticcheck ./...
+lint: ## Run golangci-lint (pinned in hack/tools/go.mod) with the linters of .golangci.yml on every package and its tests.
+	$(TOOLS) golangci-lint run ./...
 
 .PHONY: importcheck
 importcheck: ## Check the import rules of docs/design/imports.md on every package's build and test build (go list -deps, -test -deps).
