@@ -43,16 +43,12 @@ func (c *counts) snap() snapshot {
 	return snapshot{c.watch.Load(), c.other.Load(), c.events.Load()}
 }
 
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
 // client returns a clientset whose requests are counted in c.
 func client(tb testing.TB, c *counts, qps float32) kubernetes.Interface {
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = qps, int(2*qps)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return testenv.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 			switch {
 			case r.URL.Query().Get("watch") == "true":
 				c.watch.Add(1)

@@ -12,6 +12,7 @@ import (
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 	"github.com/fencekit/fencekit/test/util/operatortest"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 // fenceRepeats is the number of acquisitions measured per size, after one warm-up acquisition.
@@ -123,7 +124,7 @@ func clientGoDefaultLimit(cfg *rest.Config) *rest.Config {
 // countPatches counts the PATCH requests of a transport and those answered 409 Conflict.
 func countPatches(patches, conflicts *atomic.Int64) func(http.RoundTripper) http.RoundTripper {
 	return func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return testenv.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 			resp, err := rt.RoundTrip(r)
 			if r.Method == http.MethodPatch {
 				patches.Add(1)
@@ -135,7 +136,3 @@ func countPatches(patches, conflicts *atomic.Int64) func(http.RoundTripper) http
 		})
 	}
 }
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

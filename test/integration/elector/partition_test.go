@@ -15,17 +15,13 @@ import (
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
 // clientsetThrough is an admin clientset whose every request goes through intercept, which is given the
 // real transport rt to pass the request on (or not).
 func clientsetThrough(t *testing.T, intercept func(rt http.RoundTripper, r *http.Request) (*http.Response, error)) kubernetes.Interface {
 	t.Helper()
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(r *http.Request) (*http.Response, error) { return intercept(rt, r) })
+		return testenv.RoundTripFunc(func(r *http.Request) (*http.Response, error) { return intercept(rt, r) })
 	})
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

@@ -36,7 +36,7 @@ func defaultQPSConfig(path string) (*rest.Config, *requestCounter) {
 	cfg.QPS, cfg.Burst, cfg.RateLimiter = 0, 0, nil
 	n := &requestCounter{byMethod: map[string]int{}}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return testenv.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 			if strings.Contains(r.URL.Path, path) {
 				n.add(r.Method)
 			}

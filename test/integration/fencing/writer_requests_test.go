@@ -14,6 +14,7 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 // roundTrips counts every request a rest.Config's clients send, by method.
@@ -25,7 +26,7 @@ type roundTrips struct {
 func (n *roundTrips) wrap(cfg *rest.Config) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return testenv.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 			n.mu.Lock()
 			n.sent = append(n.sent, r.Method+" "+r.URL.Path)
 			n.mu.Unlock()

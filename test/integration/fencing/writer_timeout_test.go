@@ -15,11 +15,8 @@ import (
 
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // A write that never gets an answer (a connection that died while the process was paused) is abandoned
 // after DefaultWriteTimeout when the caller's context has no deadline, instead of hanging for ever.
@@ -27,7 +24,7 @@ func TestWriterDoesNotHang(t *testing.T) {
 	var abandoned atomic.Int32
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return testenv.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 			if !strings.Contains(r.URL.Path, "/fencedresources/") {
 				return rt.RoundTrip(r) // discovery goes through
 			}

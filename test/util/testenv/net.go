@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"net"
+	"net/http"
 	"testing"
 )
 
@@ -24,3 +25,10 @@ func PickFreePort() (int, error) {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+// RoundTripFunc is an http.RoundTripper made of a function: a test puts one in a rest.Config (WrapTransport)
+// to delay, drop or count the requests of the client under test.
+type RoundTripFunc func(*http.Request) (*http.Response, error)
+
+// RoundTrip calls f.
+func (f RoundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
