@@ -57,7 +57,7 @@ func covers(t *testing.T, ns, name string) {
 		probes++
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 		err := env.Client.Patch(t.Context(), cm, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"data":{"probe":"%d"}}`, probes)), client.DryRunAll)
-		return fencing.IsTokenMissing(err), errString(err)
+		return fencing.IsTokenMissing(err), testenv.ErrString(err)
 	})
 }
 
@@ -386,7 +386,7 @@ func TestCoverageAttacks(t *testing.T) {
 		_, c1 := holderClient(t, r1, ns, "l", 1)
 		testenv.Eventually(t, "replica-1 creates the ConfigMap (RBAC granted)", func() (bool, string) {
 			err := c1.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "m", Labels: map[string]string{"app": "a"}}})
-			return err == nil, errString(err)
+			return err == nil, testenv.ErrString(err)
 		})
 		a.seen(t, ns, "l", 1, r1.Holder)
 		onCopy(t, "objects", "replica-1's write at epoch 1", func() error { return patchConfigMap(t, c1, ns, "m", `{"data":{"v":"one"}}`) })

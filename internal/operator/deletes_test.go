@@ -47,7 +47,7 @@ func TestDeleteSurvivesAFreeWriteBeforeIt(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	editor := userClient(t, "editor")
+	editor := env.ClientAs(t, "editor")
 	intrude := func() {
 		// Two free writes: a finalizer in, and out again (the object must stay deletable).
 		for _, p := range []string{`{"metadata":{"finalizers":["example.com/hold"]}}`, `{"metadata":{"finalizers":null}}`} {

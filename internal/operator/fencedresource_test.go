@@ -242,7 +242,7 @@ func TestDelete(t *testing.T) {
 	// A user with the right to delete FencedResources (RBAC) who is not the holder.
 	env.Grant(t, ns, "deleter", []rbacv1.PolicyRule{{APIGroups: []string{"fencing.fencekit.io"}, Resources: []string{"fencedresources"},
 		Verbs: []string{"delete"}}}, "gitops")
-	gitops := userClient(t, "gitops")
+	gitops := env.ClientAs(t, "gitops")
 	key, ta := holdAndWrite(t, a, ns, "orders", "orders-writer", 2, map[string]any{"v": 1})
 	fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: ns}}
 	testenv.Eventually(t, "the deleter's RBAC to take effect and the webhook to refuse", func() (bool, string) {
@@ -494,15 +494,6 @@ func grantFencedResources(t *testing.T, ns string, users ...string) {
 		Verbs: []string{"get", "patch", "update", "delete"}}}, users...)
 }
 
-func userClient(t *testing.T, name string) client.Client {
-	t.Helper()
-	c, _, err := env.UserClient(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 // TestDeleteUnderLiveLease: a DELETE carries no token, so while the Lease is live the holder's user must
 // first write the deletion marker at the current epoch. A stale replica of the same user, whose marker is
 // from its own (past) epoch or absent, is refused; the live holder's Writer.Delete is admitted.
@@ -560,7 +551,7 @@ func TestGarbageCollectorPath(t *testing.T) {
 	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
 	const rsController = "system:serviceaccount:kube-system:replicaset-controller"
 	grantFencedResources(t, ns, b.User, rsController)
-	gc, nsController, rs := userClient(t, admission.GarbageCollectorUser), userClient(t, admission.NamespaceControllerUser), userClient(t, rsController)
+	gc, nsController, rs := env.ClientAs(t, admission.GarbageCollectorUser), env.ClientAs(t, admission.NamespaceControllerUser), env.ClientAs(t, rsController)
 	key, ta := holdAndWrite(t, a, ns, "orders", "orders-writer", 1, map[string]any{"v": "a1"})
 	ghost := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","name":"ghost","uid":%q}`, "00000000-0000-0000-0000-00000000dead")
 	parent := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","name":"parent","uid":%q}`, "00000000-0000-0000-0000-00000000beef")
@@ -614,7 +605,7 @@ func TestOwnerReferencesOnCreate(t *testing.T) {
 	ns := env.Namespace(t)
 	env.Grant(t, ns, "fr-creator", []rbacv1.PolicyRule{{APIGroups: []string{"fencing.fencekit.io"}, Resources: []string{"fencedresources"},
 		Verbs: []string{"create"}}}, "editor")
-	editor := userClient(t, "editor")
+	editor := env.ClientAs(t, "editor")
 	fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owned",
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "editors", UID: "00000000-0000-0000-0000-0000000000ee"}}},
 		Spec: fencingv1alpha1.FencedResourceSpec{LeaseName: "l"}}

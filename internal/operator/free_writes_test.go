@@ -35,7 +35,7 @@ import (
 // readConfigMap reads ConfigMap ns/name as an admin.
 func readConfigMap(t *testing.T, ns, name string) *corev1.ConfigMap {
 	t.Helper()
-	return readObject[corev1.ConfigMap](t, ns, name)
+	return testenv.Read[corev1.ConfigMap](t, env.Client, ns, name)
 }
 
 // TestManagedFieldsAreNotFree: a user with RBAC on ConfigMaps only sends a write that changes nothing but
@@ -91,7 +91,7 @@ func TestManagedFieldsAreNotFree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	editor := userClient(t, "editor")
+	editor := env.ClientAs(t, "editor")
 	mustContain(t, "a tokenless write that moves ownership of data.b", patchConfigMap(t, editor, ns, "app", string(patch)),
 		fencing.IsTokenMissing, "ConfigMap "+ns+"/app: this write changes metadata.managedFields", "data.b")
 
@@ -117,13 +117,13 @@ func TestManagedFieldsAreNotFree(t *testing.T) {
 func seedThenCover(t *testing.T, ns, key string, values map[string]string, users ...string) {
 	t.Helper()
 	grantObjects(t, ns, append([]string{"editor"}, users...)...)
-	editor := userClient(t, "editor")
+	editor := env.ClientAs(t, "editor")
 	for name, v := range values {
 		seeded := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{key: v}},
 			Data: map[string]string{"v": "seeded"}}
 		testenv.Eventually(t, "the editor seeds ConfigMap "+name, func() (bool, string) {
 			err := editor.Create(t.Context(), seeded.DeepCopy())
-			return err == nil, errString(err)
+			return err == nil, testenv.ErrString(err)
 		})
 	}
 	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"})
@@ -213,7 +213,7 @@ func TestFreeWritesAreBounded(t *testing.T) {
 		if err := fencing.NewClient(holder.Client, tokenOf(tok)).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}); err != nil {
 			t.Fatal(err)
 		}
-		editor := userClient(t, "editor")
+		editor := env.ClientAs(t, "editor")
 		finalizers := func(n int) string {
 			f := make([]string, n)
 			for i := range f {
@@ -262,7 +262,7 @@ func TestFreeWritesAreBounded(t *testing.T) {
 		ns := env.Namespace(t)
 		holder := newWorker(t, ns, "app-operator")
 		grantFencedResources(t, ns, "editor")
-		editor := userClient(t, "editor")
+		editor := env.ClientAs(t, "editor")
 		padded, control := declare(t, ns, "padded", "l"), declare(t, ns, "control", "l")
 		prefix := strings.Repeat("a", 60) + "." + strings.Repeat("b", 60) + "." + strings.Repeat("c", 60) + "." + strings.Repeat("d", 60)
 		ann := map[string]string{}
@@ -373,9 +373,9 @@ func deploymentHolder(t *testing.T, dep *appsv1.Deployment, users ...string) (cl
 	hc := fencing.NewClient(holder.Client, tokenOf(holder.Acquire(t, ns, appLease, 1)))
 	testenv.Eventually(t, "the holder (RBAC granted) creates Deployment "+dep.Name, func() (bool, string) {
 		err := hc.Create(t.Context(), dep)
-		return err == nil, errString(err)
+		return err == nil, testenv.ErrString(err)
 	})
-	return hc, func() *appsv1.Deployment { return readObject[appsv1.Deployment](t, ns, dep.Name) }
+	return hc, func() *appsv1.Deployment { return testenv.Read[appsv1.Deployment](t, env.Client, ns, dep.Name) }
 }
 
 // TestFencingPolicyOtherWriters: the objects' other legitimate writers. kube-controller-manager's
@@ -390,9 +390,9 @@ func TestFencingPolicyOtherWriters(t *testing.T) {
 	dep := deployment(ns, "app")
 	dep.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: "00000000-0000-0000-0000-000000000001"}}
 	hc, read := deploymentHolder(t, dep, controller, admission.GarbageCollectorUser, "jane")
-	kcm := userClient(t, controller)
-	gc := userClient(t, admission.GarbageCollectorUser)
-	jane := userClient(t, "jane")
+	kcm := env.ClientAs(t, controller)
+	gc := env.ClientAs(t, admission.GarbageCollectorUser)
+	jane := env.ClientAs(t, "jane")
 	d := read()
 	d.Status.ObservedGeneration, d.Status.Replicas = 1, 1
 	if err := kcm.Status().Update(ctx, d); err != nil {
@@ -440,7 +440,7 @@ func TestFencingPolicyOtherWriters(t *testing.T) {
 	grantObjects(t, other, "jane")
 	testenv.Eventually(t, "jane writes a ConfigMap in an undeclared namespace", func() (bool, string) {
 		err := jane.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "free", Labels: map[string]string{"app": "fenced"}}})
-		return err == nil, errString(err)
+		return err == nil, testenv.ErrString(err)
 	})
 }
 
@@ -454,7 +454,7 @@ func TestClusterControllersWriteStatusOnly(t *testing.T) {
 	const rsController = "system:serviceaccount:kube-system:replicaset-controller"
 	_, read := deploymentHolder(t, deployment(ns, "app"), admission.DeploymentControllerUser, rsController)
 	for _, user := range []string{admission.DeploymentControllerUser, rsController} {
-		c := userClient(t, user)
+		c := env.ClientAs(t, user)
 		d := read()
 		d.Status.ObservedGeneration = d.Generation
 		if err := c.Status().Update(ctx, d); err != nil {
@@ -467,12 +467,12 @@ func TestClusterControllersWriteStatusOnly(t *testing.T) {
 	}
 	d := read()
 	d.Annotations["deployment.kubernetes.io/revision"] = "2"
-	if err := userClient(t, admission.DeploymentControllerUser).Status().Update(ctx, d); err != nil {
+	if err := env.ClientAs(t, admission.DeploymentControllerUser).Status().Update(ctx, d); err != nil {
 		t.Errorf("the Deployment controller's revision annotation through status: %v", err)
 	}
 	d = read()
 	d.Annotations["deployment.kubernetes.io/revision"] = "3"
-	mustContain(t, "another kube-system controller's revision annotation", userClient(t, rsController).Status().Update(ctx, d),
+	mustContain(t, "another kube-system controller's revision annotation", env.ClientAs(t, rsController).Status().Update(ctx, d),
 		fencing.IsTokenMissing, "deployment.kubernetes.io/revision")
 	if got := read().Annotations["example.com/owner"]; got != "" {
 		t.Errorf("the Deployment carries example.com/owner=%q written through status", got)
@@ -491,13 +491,13 @@ func TestGarbageCollectorUserOnObjects(t *testing.T) {
 		Data: map[string]string{"v": "holder"}}); err != nil {
 		t.Fatal(err)
 	}
-	gc := userClient(t, admission.GarbageCollectorUser)
+	gc := env.ClientAs(t, admission.GarbageCollectorUser)
 	owner := `{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"ghost","uid":"00000000-0000-0000-0000-000000000001"}]}}`
 	err := retryRBAC(t, "the GC's write", func() error { return patchConfigMap(t, gc, ns, "app", owner) })
 	mustContain(t, "the GC's user adds an owner", err, fencing.IsTokenMissing, "ConfigMap "+ns+"/app", "metadata.ownerReferences")
 	mustContain(t, "the GC's user changes data", patchConfigMap(t, gc, ns, "app", `{"data":{"v":"gc"}}`), fencing.IsTokenMissing, "data.v")
 	mustContain(t, "the namespace controller deletes in a live namespace",
-		userClient(t, admission.NamespaceControllerUser).Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}),
+		env.ClientAs(t, admission.NamespaceControllerUser).Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}),
 		fencing.IsNotHolder, "ConfigMap "+ns+"/app is fenced by lease "+appLease)
 }
 
@@ -511,7 +511,7 @@ func TestDeleteCollectionNamesTheObject(t *testing.T) {
 	if err := fencing.NewClient(holder.Client, tokenOf(tok)).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}); err != nil {
 		t.Fatal(err)
 	}
-	err := userClient(t, "editor").DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace(ns))
+	err := env.ClientAs(t, "editor").DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace(ns))
 	mustContain(t, "a deletecollection of fenced ConfigMaps", err, fencing.IsNotHolder, "ConfigMap "+ns+"/app is fenced by lease "+appLease)
 	if err != nil && strings.Contains(err.Error(), "ConfigMap "+ns+"/ ") {
 		t.Errorf("the refusal names the object as %q: %v", ns+"/", err)
@@ -576,7 +576,7 @@ func TestRuleChangeAttacks(t *testing.T) {
 			c := claim(ns, "created")
 			c.Spec.VolumeName = "pv-c"
 			mustContain(t, u+" creates a covered claim",
-				retryRBAC(t, "a claim create", func() error { return userClient(t, u).Create(ctx, c) }), fencing.IsTokenMissing)
+				retryRBAC(t, "a claim create", func() error { return env.ClientAs(t, u).Create(ctx, c) }), fencing.IsTokenMissing)
 		}
 	})
 
@@ -590,7 +590,7 @@ func TestRuleChangeAttacks(t *testing.T) {
 		if err := retryRBAC(t, "the holder's create", func() error { return hc.Create(ctx, sa) }); err != nil {
 			t.Fatal(err)
 		}
-		tc := userClient(t, admission.TokenControllerUser)
+		tc := env.ClientAs(t, admission.TokenControllerUser)
 		for _, p := range []string{`{"metadata":{"annotations":{"` + corev1.ServiceAccountNameKey + `":"other"}}}`,
 			`{"metadata":{"annotations":{"kubernetes.io/service-account.anything":"x"}}}`} {
 			mustContain(t, "the token controller writes "+p,
@@ -642,8 +642,8 @@ func TestRuleChangeAttacks(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		binder, editor, single, rs := userClient(t, admission.VolumeBinderUser), userClient(t, "editor"), userClient(t, kcm),
-			userClient(t, admission.ReplicaSetCtrlUser)
+		binder, editor, single, rs := env.ClientAs(t, admission.VolumeBinderUser), env.ClientAs(t, "editor"), env.ClientAs(t, kcm),
+			env.ClientAs(t, admission.ReplicaSetCtrlUser)
 		patch := func(c client.Client, name, p string) error {
 			return patchDecided(t, "a claim patch", c, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, p)
 		}
@@ -677,7 +677,7 @@ func TestRuleChangeAttacks(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		tc, editor := userClient(t, admission.TokenControllerUser), userClient(t, "editor")
+		tc, editor := env.ClientAs(t, admission.TokenControllerUser), env.ClientAs(t, "editor")
 		patch := func(c client.Client, name, p string) error {
 			return patchDecided(t, "a secret patch", c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, p)
 		}
@@ -690,7 +690,7 @@ func TestRuleChangeAttacks(t *testing.T) {
 		if err := patch(tc, "sa-token", `{"data":{"token":"dA==","ca.crt":"Y2E=","namespace":"bnM="}}`); err != nil {
 			t.Errorf("the token controller fills the token: %v", err)
 		}
-		if got := readObject[corev1.Secret](t, ns, "sa-token"); string(got.Data["extra"]) != "holder" {
+		if got := testenv.Read[corev1.Secret](t, env.Client, ns, "sa-token"); string(got.Data["extra"]) != "holder" {
 			t.Errorf("the holder's data in the token Secret is %q", got.Data["extra"])
 		}
 	})
@@ -709,7 +709,7 @@ func TestRuleChangeAttacks(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		ttl, editor := userClient(t, admission.TTLControllerUser), userClient(t, "editor")
+		ttl, editor := env.ClientAs(t, admission.TTLControllerUser), env.ClientAs(t, "editor")
 		del := func(c client.Client, name string) error {
 			return retryRBAC(t, "a Job delete", func() error {
 				return c.Delete(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
@@ -780,7 +780,7 @@ func TestRuleChangeAttacks(t *testing.T) {
 		if err := retryRBAC(t, "the holder's create", func() error { return hc.Create(ctx, s) }); err != nil {
 			t.Fatal(err)
 		}
-		editor := userClient(t, "editor")
+		editor := env.ClientAs(t, "editor")
 		mustContain(t, "an editor writes Secret kube-root-ca.crt", patchDecided(t, "a secret patch", editor,
 			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kube-root-ca.crt"}}, `{"data":{"v":"ZXZpbA=="}}`), fencing.IsTokenMissing)
 		mustContain(t, "an editor deletes Secret kube-root-ca.crt", editor.Delete(ctx,

@@ -182,7 +182,7 @@ func TestLeaseCacheLagsAnAcquisition(t *testing.T) {
 					testenv.Eventually(t, "replica-1's write at epoch 1 admitted on the copy of the Lease", func() (bool, string) {
 						before := leaseReads(t, k.webhook, "cache")
 						err := write(t1, "one")
-						return err == nil && leaseReads(t, k.webhook, "cache") > before, errString(err)
+						return err == nil && leaseReads(t, k.webhook, "cache") > before, testenv.ErrString(err)
 					})
 				}
 
@@ -274,7 +274,7 @@ func onCopy(t *testing.T, hook, what string, write func() error) {
 	testenv.Eventually(t, what+" admitted on the copy of the Lease", func() (bool, string) {
 		before := leaseReads(t, hook, "cache")
 		err := write()
-		return err == nil && leaseReads(t, hook, "cache") > before, errString(err)
+		return err == nil && leaseReads(t, hook, "cache") > before, testenv.ErrString(err)
 	})
 }
 
@@ -463,7 +463,7 @@ func holdUpdates(t *testing.T, ns, name string) (arrived <-chan struct{}, releas
 		probes++
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 		err := env.Client.Patch(t.Context(), cm, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{"probe":"%d"}}}`, probes)), client.DryRunAll)
-		return probed.Load(), errString(err)
+		return probed.Load(), testenv.ErrString(err)
 	})
 	return in, release
 }
@@ -641,7 +641,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 			probes++
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "out"}}
 			err := env.Client.Patch(ctx, cm, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"data":{"probe":"%d"}}`, probes)), client.DryRunAll)
-			return fencing.IsTokenMissing(err), errString(err)
+			return fencing.IsTokenMissing(err), testenv.ErrString(err)
 		})
 		testenv.Eventually(t, "the operator records the widened policy's coverage epoch", func() (bool, string) {
 			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
@@ -723,7 +723,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 		a.s.set(true)
 		deleteAndWait(t, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "l"}})
 		r2.Acquire(t, ns, "l", 1000) // a create chooses its starting epoch; the elector seeds a resourceVersion
-		if l := readLease(t, ns, "l"); l.Annotations[elector.FencesAnnotation] != "" {
+		if l := env.ReadLease(t, ns, "l"); l.Annotations[elector.FencesAnnotation] != "" {
 			t.Fatalf("the recreated Lease declares %q, want nothing", l.Annotations[elector.FencesAnnotation])
 		}
 		admittedOnCopy(t, "objects", "replica-1's write at epoch 1 after the recreation", func() error { return patchConfigMap(t, c1, ns, "cm", `{"data":{"v":"late"}}`) })
@@ -746,15 +746,15 @@ func TestLeaseCacheAttacks(t *testing.T) {
 		declare(t, ns, "r", "l")
 		r1.Acquire(t, ns, "l", 1)
 		testenv.Eventually(t, "the protector puts its finalizer on the bound Lease", func() (bool, string) {
-			l := readLease(t, ns, "l")
+			l := env.ReadLease(t, ns, "l")
 			return slices.Contains(l.Finalizers, controllers.LeaseFinalizer), fmt.Sprint(l.Finalizers)
 		})
-		l := readLease(t, ns, "l")
+		l := env.ReadLease(t, ns, "l")
 		l.OwnerReferences = append(l.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "gone",
 			UID: types.UID("00000000-0000-0000-0000-000000000000")})
-		wantPolicy(t, other.Client.Update(ctx, l), "fenced lease l: its ownerReferences cannot be set or changed")
-		wantPolicy(t, r1.Client.Update(ctx, l), "fenced lease l: its ownerReferences cannot be set or changed")
-		l = readLease(t, ns, "l")
+		testenv.WantPolicy(t, other.Client.Update(ctx, l), "fenced lease l: its ownerReferences cannot be set or changed")
+		testenv.WantPolicy(t, r1.Client.Update(ctx, l), "fenced lease l: its ownerReferences cannot be set or changed")
+		l = env.ReadLease(t, ns, "l")
 		l.Finalizers = slices.DeleteFunc(l.Finalizers, func(f string) bool { return f == controllers.LeaseFinalizer })
 		if err := other.Client.Update(ctx, l); err != nil {
 			t.Fatalf("another elector-role user removing the protect finalizer: %v (the policy leaves it free for the operator)", err)
@@ -784,7 +784,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 		onCopy(t, "fencedresources", "replica-1's write at epoch 1", func() error { return set("one") })
 
 		a.s.set(true)
-		l := readLease(t, ns, "l")
+		l := env.ReadLease(t, ns, "l")
 		testenv.AcquiredBy(l, "oncall", "oncall", 2, 15*time.Second)
 		delete(l.Annotations, elector.FencesAnnotation)
 		if err := env.Client.Update(ctx, l, testenv.Presenting(2)); err != nil {

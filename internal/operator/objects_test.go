@@ -74,7 +74,7 @@ func enforced(t *testing.T, ns, name string, probeLabels map[string]string) {
 	testenv.Eventually(t, "the webhook refuses an unfenced write of a declared ConfigMap", func() (bool, string) {
 		probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe", Labels: probeLabels}}
 		err := env.Client.Create(t.Context(), probe, client.DryRunAll)
-		return fencing.IsTokenMissing(err), errString(err)
+		return fencing.IsTokenMissing(err), testenv.ErrString(err)
 	})
 	testenv.Eventually(t, "the operator records FencingPolicy "+name+"'s coverage", func() (bool, string) {
 		var p fencingv1alpha1.FencingPolicy
@@ -155,7 +155,7 @@ func TestFencingPolicyStaleHolder(t *testing.T) {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-config"}, Data: map[string]string{"v": "r1"}}
 	testenv.Eventually(t, "replica-1 (RBAC granted) creates the ConfigMap at epoch 1", func() (bool, string) {
 		err := c1.Create(ctx, cm.DeepCopy())
-		return err == nil || apierrors.IsAlreadyExists(err), errString(err)
+		return err == nil || apierrors.IsAlreadyExists(err), testenv.ErrString(err)
 	})
 	dep := deployment(ns, "app")
 	if err := c1.Create(ctx, dep); err != nil {
@@ -180,7 +180,7 @@ func TestFencingPolicyStaleHolder(t *testing.T) {
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cm.Name}}
 	}
 	readCM := func() *corev1.ConfigMap { return readConfigMap(t, ns, cm.Name) }
-	readDep := func() *appsv1.Deployment { return readObject[appsv1.Deployment](t, ns, dep.Name) }
+	readDep := func() *appsv1.Deployment { return testenv.Read[appsv1.Deployment](t, env.Client, ns, dep.Name) }
 	what := "ConfigMap " + ns + "/app-config"
 	stale := []string{what + ": stale epoch 1: lease app-writer is at epoch 2, held by replica-2"}
 	noToken := []string{what + ": this write changes data.v but presents no fencing token", "fieldManager=fencing.fencekit.io/epoch=<its epoch>"}
@@ -344,7 +344,7 @@ func TestFencingPolicyEditorWrites(t *testing.T) {
 		Data: map[string]string{"v": "holder"}}); err != nil {
 		t.Fatal(err)
 	}
-	editor := userClient(t, "editor")
+	editor := env.ClientAs(t, "editor")
 	cm := func() *corev1.ConfigMap {
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}
 	}
@@ -495,7 +495,7 @@ func TestFencingPolicyValidation(t *testing.T) {
 		r1.Acquire(t, ns, "l", 1)
 		env.Grant(t, ns, "policy-writer", []rbacv1.PolicyRule{{APIGroups: []string{"fencing.fencekit.io"}, Resources: []string{"fencingpolicies"},
 			Verbs: []string{"*"}}}, "gitops")
-		gitops := userClient(t, "gitops")
+		gitops := env.ClientAs(t, "gitops")
 		p := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "leases"},
 			Spec: fencingv1alpha1.FencingPolicySpec{LeaseName: "l", Resources: []fencingv1alpha1.FencedObjects{{Group: "coordination.k8s.io", Resource: "leases"}}}}
 		err := retryRBAC(t, "the policy write", func() error { return gitops.Create(ctx, p) })
@@ -530,7 +530,7 @@ func TestFencingPolicyDeletion(t *testing.T) {
 	}
 	testenv.Eventually(t, "an unfenced write is admitted once the policy is gone", func() (bool, string) {
 		err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "free"}}, client.DryRunAll)
-		return err == nil, errString(err)
+		return err == nil, testenv.ErrString(err)
 	})
 	err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: kept, Name: "free"}}, client.DryRunAll)
 	mustContain(t, "an unfenced write in the namespace whose policy stays", err, fencing.IsTokenMissing, "ConfigMap "+kept+"/free")
@@ -556,7 +556,7 @@ func TestFenceObjectsOnAcquire(t *testing.T) {
 		if err == nil || apierrors.IsAlreadyExists(err) {
 			err = c1.Create(ctx, other.DeepCopy())
 		}
-		return err == nil || apierrors.IsAlreadyExists(err), errString(err)
+		return err == nil || apierrors.IsAlreadyExists(err), testenv.ErrString(err)
 	})
 	t2 := r2.Acquire(t, ns, appLease, 2)
 	if err := fencing.FenceObjectsOnAcquire(r2.Client, r2.Client).Raise(ctx, t2); err != nil {

@@ -36,22 +36,9 @@ type refusal struct {
 	msg   []string
 }
 
-// readObject reads the object ns/name of type T as an admin.
-func readObject[T any, PT interface {
-	*T
-	client.Object
-}](t *testing.T, ns, name string) PT {
-	t.Helper()
-	obj := PT(new(T))
-	if err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, obj); err != nil {
-		t.Fatalf("reading %T %s/%s: %v", obj, ns, name, err)
-	}
-	return obj
-}
-
 func get(t *testing.T, key types.NamespacedName) *fencingv1alpha1.FencedResource {
 	t.Helper()
-	return readObject[fencingv1alpha1.FencedResource](t, key.Namespace, key.Name)
+	return testenv.Read[fencingv1alpha1.FencedResource](t, env.Client, key.Namespace, key.Name)
 }
 
 // deleteAndWait deletes obj as an admin and waits until the apiserver no longer serves it.
@@ -63,7 +50,7 @@ func deleteAndWait(t *testing.T, obj client.Object) {
 	}
 	testenv.Eventually(t, what+" is gone", func() (bool, string) {
 		err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(obj), obj)
-		return apierrors.IsNotFound(err), fmt.Sprintf("finalizers %v: %s", obj.GetFinalizers(), errString(err))
+		return apierrors.IsNotFound(err), fmt.Sprintf("finalizers %v: %s", obj.GetFinalizers(), testenv.ErrString(err))
 	})
 }
 
@@ -78,15 +65,7 @@ func retryRBAC(t *testing.T, what string, write func() error) error {
 	var err error
 	testenv.Eventually(t, what+" is decided (RBAC granted)", func() (bool, string) {
 		err = write()
-		return err == nil || !isForbiddenByRBAC(err), errString(err)
+		return err == nil || !isForbiddenByRBAC(err), testenv.ErrString(err)
 	})
 	return err
-}
-
-// errString is err's message, or "admitted" for nil.
-func errString(err error) string {
-	if err == nil {
-		return "admitted"
-	}
-	return err.Error()
 }

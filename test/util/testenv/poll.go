@@ -32,3 +32,11 @@ func EventuallyWithin(t testing.TB, within time.Duration, what string, cond func
 		t.Fatalf("%s: never happened in %v; last seen: %s", what, within, last)
 	}
 }
+
+// ErrString is err's message, or "admitted" for nil: what a poll on a write reports.
+func ErrString(err error) string {
+	if err == nil {
+		return "admitted"
+	}
+	return err.Error()
+}

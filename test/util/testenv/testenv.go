@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -168,6 +169,30 @@ func (e *Env) UserClient(name string, groups ...string) (client.Client, *rest.Co
 		return nil, nil, err
 	}
 	return c, cfg, nil
+}
+
+// ClientAs is UserClient for a test: a client authenticated as user name and groups, failing t if the
+// user cannot be added.
+func (e *Env) ClientAs(t testing.TB, name string, groups ...string) client.Client {
+	t.Helper()
+	c, _, err := e.UserClient(name, groups...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Read reads the object namespace/name of type T with c, failing t if it cannot.
+func Read[T any, PT interface {
+	*T
+	client.Object
+}](t testing.TB, c client.Reader, namespace, name string) PT {
+	t.Helper()
+	obj := PT(new(T))
+	if err := c.Get(t.Context(), types.NamespacedName{Namespace: namespace, Name: name}, obj); err != nil {
+		t.Fatalf("reading %T %s/%s: %v", obj, namespace, name, err)
+	}
+	return obj
 }
 
 // ElectorClient returns a client authenticated as user name, bound to the fencekit-elector ClusterRole in

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,6 +109,27 @@ func (w Worker) update(t testing.TB, tok elector.Token, doing string, change fun
 	change(&lease, &now)
 	if err := w.Client.Update(ctx, &lease, Presenting(tok.Epoch)); err != nil {
 		t.Fatalf("%s %s lease %s at epoch %d: %v", w.Holder, doing, tok.Lease.Name, tok.Epoch, err)
+	}
+}
+
+// ReadLease reads the Lease namespace/name as an admin.
+func (e *Env) ReadLease(t testing.TB, namespace, name string) *coordinationv1.Lease {
+	t.Helper()
+	return Read[coordinationv1.Lease](t, e.Client, namespace, name)
+}
+
+// WantPolicy fails t unless err is the answer want of fencekit's Lease policy to a write: admitted for "",
+// otherwise Forbidden with a message that contains want.
+func WantPolicy(t testing.TB, err error, want string) {
+	t.Helper()
+	if want == "" {
+		if err != nil {
+			t.Fatalf("want admitted, got %v", err)
+		}
+		return
+	}
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("want Forbidden %q, got %v", want, err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package operator_test
+package leasepolicy_test
 
 import (
 	"bufio"
@@ -75,7 +75,7 @@ func (t auditIDTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // auditedClient is a client with w's identity that records the audit ID of its last request.
-func auditedClient(t *testing.T, e *testenv.Env, w worker) (client.Client, *auditIDs) {
+func auditedClient(t *testing.T, e *testenv.Env, w testenv.Worker) (client.Client, *auditIDs) {
 	t.Helper()
 	ids := &auditIDs{}
 	cfg := rest.CopyConfig(w.Config)

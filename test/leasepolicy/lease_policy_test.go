@@ -1,13 +1,11 @@
-package operator_test
+package leasepolicy_test
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,26 +22,8 @@ func token(epoch string) []client.UpdateOption {
 	return []client.UpdateOption{client.FieldOwner(elector.FieldManagerPrefix + epoch)}
 }
 
-func readLease(t *testing.T, ns, name string) *coordinationv1.Lease {
-	t.Helper()
-	return readObject[coordinationv1.Lease](t, ns, name)
-}
-
-func wantPolicy(t *testing.T, err error, want string) {
-	t.Helper()
-	if want == "" {
-		if err != nil {
-			t.Fatalf("want admitted, got %v", err)
-		}
-		return
-	}
-	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
-		t.Fatalf("want Forbidden %q, got %v", want, err)
-	}
-}
-
 // acquire sets what an acquisition by w at epoch writes.
-func acquire(w worker, epoch string) func(*coordinationv1.Lease) {
+func acquire(w testenv.Worker, epoch string) func(*coordinationv1.Lease) {
 	return func(l *coordinationv1.Lease) {
 		l.Annotations[elector.EpochAnnotation] = epoch
 		l.Annotations[elector.AcquirerAnnotation] = w.User
@@ -56,7 +36,7 @@ func renew(l *coordinationv1.Lease) { l.Spec.RenewTime = ptr.To(metav1.NewMicroT
 // leaseWrite is one update of Lease l by a worker, and the Lease policy's answer.
 type leaseWrite struct {
 	name    string
-	as      worker
+	as      testenv.Worker
 	mutate  func(*coordinationv1.Lease)
 	present string // the epoch the request presents as its field manager; "" none
 	want    string // "" admits
@@ -69,12 +49,12 @@ func runLeaseWrites(t *testing.T, ns string, writes []leaseWrite, breakGlass fun
 	t.Helper()
 	for _, tc := range writes {
 		t.Run(tc.name, func(t *testing.T) {
-			l := readLease(t, ns, "l")
+			l := env.ReadLease(t, ns, "l")
 			tc.mutate(l)
-			wantPolicy(t, tc.as.Client.Update(t.Context(), l, token(tc.present)...), tc.want)
+			testenv.WantPolicy(t, tc.as.Client.Update(t.Context(), l, token(tc.present)...), tc.want)
 		})
 	}
-	l := readLease(t, ns, "l")
+	l := env.ReadLease(t, ns, "l")
 	breakGlass(l)
 	if err := env.Client.Update(t.Context(), l); err != nil {
 		t.Fatalf("break glass: an admin's update was refused: %v", err)
@@ -85,7 +65,7 @@ func runLeaseWrites(t *testing.T, ns string, writes []leaseWrite, breakGlass fun
 // one write after another on one Lease (an admitted write changes it for the next).
 func TestLeasePolicy(t *testing.T) {
 	ns := env.Namespace(t)
-	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
+	a, b := env.NewWorker(t, ns, "worker-a"), env.NewWorker(t, ns, "worker-b")
 	a.Acquire(t, ns, "l", 3)
 	const presentThree = "must present that epoch in the request: send fieldManager fencing.fencekit.io/epoch=3"
 	notAnEpoch := func(v string) string {
@@ -157,26 +137,26 @@ func TestLeasePolicy(t *testing.T) {
 func TestLeasePolicyCreate(t *testing.T) {
 	ctx := t.Context()
 	ns := env.Namespace(t)
-	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
-	create := func(name string, epoch int64, present string) error {
+	a, b := env.NewWorker(t, ns, "worker-a"), env.NewWorker(t, ns, "worker-b")
+	// create writes the acquisition at epoch, presenting the epoch present (0 presents none).
+	create := func(name string, epoch, present int64) error {
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 		testenv.AcquiredBy(l, a.User, a.Holder, epoch, 15*time.Second)
 		var opts []client.CreateOption
-		if present != "" {
-			opts = append(opts, client.FieldOwner(elector.FieldManagerPrefix+present))
+		if present != 0 {
+			opts = append(opts, testenv.Presenting(present))
 		}
 		return a.Client.Create(ctx, l, opts...)
 	}
-	maxEpoch := strconv.FormatInt(elector.MaxEpoch, 10)
-	wantPolicy(t, create("above", elector.MaxEpoch+1, "9007199254740992"),
+	testenv.WantPolicy(t, create("above", elector.MaxEpoch+1, elector.MaxEpoch+1),
 		`fenced lease above: annotation fencing.fencekit.io/epoch="9007199254740992" is not an epoch: send a decimal integer in [1, 9007199254740991]`)
-	wantPolicy(t, create("untokened", 7, ""),
+	testenv.WantPolicy(t, create("untokened", 7, 0),
 		`fenced lease untokened: a write that acquires, renews or releases it at epoch 7 must present that epoch in the request: send fieldManager fencing.fencekit.io/epoch=7 (this request sent "")`)
-	wantPolicy(t, create("seven", 7, "7"), "")
-	wantPolicy(t, create("top", elector.MaxEpoch, maxEpoch), "")
-	l := readLease(t, ns, "top")
+	testenv.WantPolicy(t, create("seven", 7, 7), "")
+	testenv.WantPolicy(t, create("top", elector.MaxEpoch, elector.MaxEpoch), "")
+	l := env.ReadLease(t, ns, "top")
 	acquire(b, "9007199254740992")(l)
-	wantPolicy(t, b.Client.Update(ctx, l, token("9007199254740992")...),
+	testenv.WantPolicy(t, b.Client.Update(ctx, l, token("9007199254740992")...),
 		`fenced lease top: annotation fencing.fencekit.io/epoch="9007199254740992" is not an epoch`)
 }
 
@@ -187,7 +167,7 @@ func TestLeasePolicyCreate(t *testing.T) {
 func TestLeasePolicyUntrustedEpoch(t *testing.T) {
 	ctx := t.Context()
 	ns := env.Namespace(t)
-	b := newWorker(t, ns, "worker-b")
+	b := env.NewWorker(t, ns, "worker-b")
 	stale := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "u",
 			Annotations: map[string]string{elector.EpochAnnotation: "1", elector.AcquirerAnnotation: "admin"}},
@@ -196,29 +176,29 @@ func TestLeasePolicyUntrustedEpoch(t *testing.T) {
 	if err := env.Client.Create(ctx, stale); err != nil {
 		t.Fatal(err)
 	}
-	l := readLease(t, ns, "u")
+	l := env.ReadLease(t, ns, "u")
 	rv := l.ResourceVersion
 	untrusted := "fenced lease u: it has no trusted epoch (it was not labelled fencing.fencekit.io/fenced=true), so an acquisition must take its resourceVersion " + rv + " as epoch, not "
 	l.Labels = map[string]string{elector.FencedLabel: "true"}
-	wantPolicy(t, b.Client.Update(ctx, l.DeepCopy()), untrusted+"1")
+	testenv.WantPolicy(t, b.Client.Update(ctx, l.DeepCopy()), untrusted+"1")
 	acquire(b, "2")(l)
-	wantPolicy(t, b.Client.Update(ctx, l.DeepCopy(), token("2")...), untrusted+"2")
+	testenv.WantPolicy(t, b.Client.Update(ctx, l.DeepCopy(), token("2")...), untrusted+"2")
 	acquire(b, rv)(l)
-	wantPolicy(t, b.Client.Update(ctx, l.DeepCopy(), token(rv)...), "")
+	testenv.WantPolicy(t, b.Client.Update(ctx, l.DeepCopy(), token(rv)...), "")
 
 	// A labelled Lease whose epoch an admin broke: the next acquisition is seeded the same way.
-	l = readLease(t, ns, "u")
+	l = env.ReadLease(t, ns, "u")
 	l.Annotations[elector.EpochAnnotation] = "garbage"
 	if err := env.Client.Update(ctx, l); err != nil {
 		t.Fatal(err)
 	}
-	l = readLease(t, ns, "u")
+	l = env.ReadLease(t, ns, "u")
 	rv = l.ResourceVersion
 	acquire(b, "5")(l)
-	wantPolicy(t, b.Client.Update(ctx, l.DeepCopy(), token("5")...),
+	testenv.WantPolicy(t, b.Client.Update(ctx, l.DeepCopy(), token("5")...),
 		"fenced lease u: it has no trusted epoch (no valid fencing.fencekit.io/epoch), so an acquisition must take its resourceVersion "+rv+" as epoch, not 5")
 	acquire(b, rv)(l)
-	wantPolicy(t, b.Client.Update(ctx, l, token(rv)...), "")
+	testenv.WantPolicy(t, b.Client.Update(ctx, l, token(rv)...), "")
 }
 
 // TestLeasePolicyFences: the fence-on-acquire declaration (annotation fencing.fencekit.io/fences). fencekit's
@@ -229,7 +209,7 @@ func TestLeasePolicyUntrustedEpoch(t *testing.T) {
 // acquisition; and only the four values exist. A fenced Lease's ownerReferences cannot change either.
 func TestLeasePolicyFences(t *testing.T) {
 	ns := env.Namespace(t)
-	a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
+	a, b := env.NewWorker(t, ns, "worker-a"), env.NewWorker(t, ns, "worker-b")
 	a.Acquire(t, ns, "l", 3)
 	declare := func(v string) func(*coordinationv1.Lease) {
 		return func(l *coordinationv1.Lease) {

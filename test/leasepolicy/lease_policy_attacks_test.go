@@ -1,4 +1,4 @@
-package operator_test
+package leasepolicy_test
 
 import (
 	"fmt"
@@ -24,7 +24,7 @@ import (
 
 // acquireOwned writes, as w, the acquisition pkg/elector writes on the Lease as last read: an unlabelled Lease
 // is acquired at its resourceVersion (the seed) and labelled, everything else it carries is kept.
-func acquireOwned(t *testing.T, w worker, l *coordinationv1.Lease) error {
+func acquireOwned(t *testing.T, w testenv.Worker, l *coordinationv1.Lease) error {
 	t.Helper()
 	var epoch int64
 	if _, err := fmt.Sscan(l.ResourceVersion, &epoch); err != nil {
@@ -57,14 +57,14 @@ func TestLeasePolicyAttacks(t *testing.T) {
 	// An unlabelled Lease carrying that ownerReference, created by another workload with the elector role
 	// (the role may create Leases; the policy does not look at an unlabelled one) before the victim's
 	// elector first takes it.
-	squat := func(t *testing.T, ns string, as worker) *coordinationv1.Lease {
+	squat := func(t *testing.T, ns string, as testenv.Worker) *coordinationv1.Lease {
 		t.Helper()
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "l", OwnerReferences: []metav1.OwnerReference{ownerOf(t, ns)}},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("")}}
 		if err := as.Client.Create(ctx, l); err != nil {
 			t.Fatalf("creating an unlabelled Lease with an ownerReference: %v", err)
 		}
-		return readLease(t, ns, "l")
+		return env.ReadLease(t, ns, "l")
 	}
 	const becomeFenced = "fenced lease l: a Lease becomes fenced (created or labelled fencing.fencekit.io/fenced=true) only without ownerReferences"
 
@@ -76,25 +76,25 @@ func TestLeasePolicyAttacks(t *testing.T) {
 	// requires no ownerReferences; the refusal says how to remove them.
 	t.Run("the first acquisition labels a Lease that carries an ownerReference", func(t *testing.T) {
 		ns := env.Namespace(t)
-		victim, mallory := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
+		victim, mallory := env.NewWorker(t, ns, "worker-a"), env.NewWorker(t, ns, "worker-b")
 		l := squat(t, ns, mallory)
-		wantPolicy(t, acquireOwned(t, victim, l), becomeFenced+"; it has 1 (deleting an owner would have the garbage collector delete the Lease): "+
+		testenv.WantPolicy(t, acquireOwned(t, victim, l), becomeFenced+"; it has 1 (deleting an owner would have the garbage collector delete the Lease): "+
 			"remove metadata.ownerReferences first, for example with kubectl edit lease l -n "+ns)
 		// The repair the message names: remove them while the Lease is not fenced; then the elector takes it.
-		l = readLease(t, ns, "l")
+		l = env.ReadLease(t, ns, "l")
 		if err := env.Client.Patch(ctx, l, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/ownerReferences"}]`))); err != nil {
 			t.Fatal(err)
 		}
-		wantPolicy(t, acquireOwned(t, victim, readLease(t, ns, "l")), "")
+		testenv.WantPolicy(t, acquireOwned(t, victim, env.ReadLease(t, ns, "l")), "")
 	})
 
 	// Holds (as before): a create of a fenced Lease sets no ownerReferences; the message is the one above.
 	t.Run("a create of a fenced Lease with an ownerReference", func(t *testing.T) {
 		ns := env.Namespace(t)
-		mallory := newWorker(t, ns, "worker-b")
+		mallory := env.NewWorker(t, ns, "worker-b")
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "l", OwnerReferences: []metav1.OwnerReference{ownerOf(t, ns)}}}
 		testenv.AcquiredBy(l, mallory.User, mallory.Holder, 1, 15*time.Second)
-		wantPolicy(t, mallory.Client.Create(ctx, l, client.FieldOwner(elector.FieldManagerFor(1))), becomeFenced)
+		testenv.WantPolicy(t, mallory.Client.Create(ctx, l, client.FieldOwner(elector.FieldManagerFor(1))), becomeFenced)
 	})
 
 	// HOLE (closed): the same without an acquisition. Labelling a Lease without an epoch is not an
@@ -102,34 +102,34 @@ func TestLeasePolicyAttacks(t *testing.T) {
 	// the stored (unlabelled) Lease: the label went on with the ownerReference.
 	t.Run("a write labels a Lease that carries an ownerReference", func(t *testing.T) {
 		ns := env.Namespace(t)
-		mallory := newWorker(t, ns, "worker-b")
+		mallory := env.NewWorker(t, ns, "worker-b")
 		l := squat(t, ns, mallory)
 		l.Labels = map[string]string{elector.FencedLabel: "true"}
-		wantPolicy(t, mallory.Client.Update(ctx, l), becomeFenced)
+		testenv.WantPolicy(t, mallory.Client.Update(ctx, l), becomeFenced)
 	})
 
 	// Holds: a create with a declaration is an acquisition (it sets an epoch) or refused; a create that
 	// declares without an epoch is not an acquisition, and the stored declaration of a create is "".
 	t.Run("a create declares without acquiring", func(t *testing.T) {
 		ns := env.Namespace(t)
-		mallory := newWorker(t, ns, "worker-b")
+		mallory := env.NewWorker(t, ns, "worker-b")
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "l",
 			Labels: map[string]string{elector.FencedLabel: "true"}, Annotations: map[string]string{elector.FencesAnnotation: "fencedresources"}}}
-		wantPolicy(t, mallory.Client.Create(ctx, l), "changes only in an acquisition")
+		testenv.WantPolicy(t, mallory.Client.Create(ctx, l), "changes only in an acquisition")
 	})
 
 	// Holds: labelling an unlabelled Lease is an acquisition if it carries an epoch (held to the seed, the
 	// requester and the token: TestLeasePolicyUntrustedEpoch), and otherwise may not change the declaration.
 	t.Run("a write labels an unlabelled Lease and declares, without an epoch", func(t *testing.T) {
 		ns := env.Namespace(t)
-		mallory := newWorker(t, ns, "worker-b")
+		mallory := env.NewWorker(t, ns, "worker-b")
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "l"}}
 		if err := mallory.Client.Create(ctx, l); err != nil {
 			t.Fatal(err)
 		}
 		l.Labels = map[string]string{elector.FencedLabel: "true"}
 		l.Annotations = map[string]string{elector.FencesAnnotation: "fencedresources"}
-		wantPolicy(t, mallory.Client.Update(ctx, l), `fenced lease l: the fence-on-acquire declaration (annotation fencing.fencekit.io/fences) changes only in an acquisition, by the elector that acquires it (it is "")`)
+		testenv.WantPolicy(t, mallory.Client.Update(ctx, l), `fenced lease l: the fence-on-acquire declaration (annotation fencing.fencekit.io/fences) changes only in an acquisition, by the elector that acquires it (it is "")`)
 	})
 
 	// RESIDUAL (availability, not fencing): the declaration changes only in an acquisition, so another
@@ -142,19 +142,19 @@ func TestLeasePolicyAttacks(t *testing.T) {
 	// makes the denial outlast the attacker.
 	t.Run("another elector-role user acquires to declare more, residual", func(t *testing.T) {
 		ns := env.Namespace(t)
-		victim, mallory := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
+		victim, mallory := env.NewWorker(t, ns, "worker-a"), env.NewWorker(t, ns, "worker-b")
 		victim.Fences = elector.Fences{FencedResources: true}
 		victim.Acquire(t, ns, "l", 1)
 		mallory.Fences = elector.Fences{FencedResources: true, Objects: true}
 		mallory.Release(t, mallory.Acquire(t, ns, "l", 2))
-		l := readLease(t, ns, "l")
+		l := env.ReadLease(t, ns, "l")
 		testenv.AcquiredBy(l, victim.User, victim.Holder, 3, 15*time.Second)
 		l.Annotations[elector.FencesAnnotation] = "fencedresources"
-		wantPolicy(t, victim.Client.Update(ctx, l, testenv.Presenting(3)),
+		testenv.WantPolicy(t, victim.Client.Update(ctx, l, testenv.Presenting(3)),
 			"fenced lease l declares that every acquisition fences its FencingPolicy objects (annotation fencing.fencekit.io/fences=fencedresources,objects)")
 
 		ns = env.Namespace(t)
-		mallory = newWorker(t, ns, "worker-b")
+		mallory = env.NewWorker(t, ns, "worker-b")
 		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "l",
 			Annotations: map[string]string{elector.FencesAnnotation: "fencedresources,objects"}}}
 		if err := mallory.Client.Create(ctx, l); err != nil {
@@ -171,35 +171,35 @@ func TestLeasePolicyAttacks(t *testing.T) {
 	// with or without forcing ownership of the fields.
 	t.Run("a server-side apply declares or adds an owner", func(t *testing.T) {
 		ns := env.Namespace(t)
-		victim := newWorker(t, ns, "worker-a")
+		victim := env.NewWorker(t, ns, "worker-a")
 		victim.Fences = elector.Fences{FencedResources: true}
 		victim.Acquire(t, ns, "l", 1)
 		grantLeases(t, ns, "gitops")
-		gitops := userClient(t, "gitops")
+		gitops := env.ClientAs(t, "gitops")
 		apply := func(meta string) error {
 			body := `{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"l","namespace":"` + ns + `",` + meta + `}}`
-			return gitops.Patch(ctx, readLease(t, ns, "l"), client.RawPatch(types.ApplyPatchType, []byte(body)), client.FieldOwner("gitops"), client.ForceOwnership)
+			return gitops.Patch(ctx, env.ReadLease(t, ns, "l"), client.RawPatch(types.ApplyPatchType, []byte(body)), client.FieldOwner("gitops"), client.ForceOwnership)
 		}
 		testenv.Eventually(t, "the GitOps tool's RBAC to take effect", func() (bool, string) {
-			err := gitops.Patch(ctx, readLease(t, ns, "l"), client.RawPatch(types.MergePatchType, []byte(`{}`)), client.DryRunAll)
-			return err == nil, errString(err)
+			err := gitops.Patch(ctx, env.ReadLease(t, ns, "l"), client.RawPatch(types.MergePatchType, []byte(`{}`)), client.DryRunAll)
+			return err == nil, testenv.ErrString(err)
 		})
-		wantPolicy(t, apply(`"annotations":{"fencing.fencekit.io/fences":"fencedresources,objects"}`), "changes only in an acquisition")
-		wantPolicy(t, apply(`"annotations":{"fencing.fencekit.io/fences":""}`), "declares that every acquisition fences its FencedResources")
-		wantPolicy(t, apply(`"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"gone","uid":"00000000-0000-0000-0000-00000000dead"}]`),
+		testenv.WantPolicy(t, apply(`"annotations":{"fencing.fencekit.io/fences":"fencedresources,objects"}`), "changes only in an acquisition")
+		testenv.WantPolicy(t, apply(`"annotations":{"fencing.fencekit.io/fences":""}`), "declares that every acquisition fences its FencedResources")
+		testenv.WantPolicy(t, apply(`"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"gone","uid":"00000000-0000-0000-0000-00000000dead"}]`),
 			"fenced lease l: its ownerReferences cannot be set or changed")
-		wantPolicy(t, apply(`"labels":{"team":"orders"}`), "") // other metadata stays free
+		testenv.WantPolicy(t, apply(`"labels":{"team":"orders"}`), "") // other metadata stays free
 	})
 
 	// Holds: a JSON patch that only reorders a fenced Lease's ownerReferences is a change (the policy
 	// compares the lists in order): refused, as an owner reference cannot be swapped in by reordering.
 	t.Run("a JSON patch reorders the ownerReferences", func(t *testing.T) {
 		ns := env.Namespace(t)
-		victim := newWorker(t, ns, "worker-a")
+		victim := env.NewWorker(t, ns, "worker-a")
 		grantLeases(t, ns, victim.User) // a namespace admin's patch, not the elector role's
 		victim.Acquire(t, ns, "l", 1)
 		a, b := ownerOf(t, ns), metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "other", UID: "00000000-0000-0000-0000-0000000000b2"}
-		l := readLease(t, ns, "l")
+		l := env.ReadLease(t, ns, "l")
 		l.OwnerReferences = []metav1.OwnerReference{a, b}
 		if err := env.Client.Update(ctx, l); err != nil { // break glass sets them (as before the policy forbade it)
 			t.Fatal(err)
@@ -208,7 +208,7 @@ func TestLeasePolicyAttacks(t *testing.T) {
 			`{"op":"replace","path":"/metadata/ownerReferences/0/name","value":"other"},` +
 			`{"op":"replace","path":"/metadata/ownerReferences/1/uid","value":"` + string(a.UID) + `"},` +
 			`{"op":"replace","path":"/metadata/ownerReferences/1/name","value":"owner"}]`
-		wantPolicy(t, victim.Client.Patch(ctx, readLease(t, ns, "l"), client.RawPatch(types.JSONPatchType, []byte(swap))),
+		testenv.WantPolicy(t, victim.Client.Patch(ctx, env.ReadLease(t, ns, "l"), client.RawPatch(types.JSONPatchType, []byte(swap))),
 			"fenced lease l: its ownerReferences cannot be set or changed")
 	})
 
@@ -220,32 +220,32 @@ func TestLeasePolicyAttacks(t *testing.T) {
 	// removing the live owner and keeping a dangling one would hand the Lease to the garbage collector.
 	t.Run("the garbage collector orphans a fenced Lease", func(t *testing.T) {
 		ns := env.Namespace(t)
-		victim, mallory := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
+		victim, mallory := env.NewWorker(t, ns, "worker-a"), env.NewWorker(t, ns, "worker-b")
 		victim.Acquire(t, ns, "l", 1)
 		owner, dangling := ownerOf(t, ns), metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "gone", UID: "00000000-0000-0000-0000-00000000dead"}
-		l := readLease(t, ns, "l")
+		l := env.ReadLease(t, ns, "l")
 		l.OwnerReferences = []metav1.OwnerReference{owner, dangling}
 		if err := env.Client.Update(ctx, l); err != nil {
 			t.Fatal(err)
 		}
 		grantLeases(t, ns, admission.GarbageCollectorUser, mallory.User)
-		gc := userClient(t, admission.GarbageCollectorUser)
+		gc := env.ClientAs(t, admission.GarbageCollectorUser)
 		remove := func(uid types.UID) client.Patch {
 			return client.RawPatch(types.StrategicMergePatchType, fmt.Appendf(nil, `{"metadata":{"ownerReferences":[{"$patch":"delete","uid":%q}]}}`, uid))
 		}
 		testenv.Eventually(t, "the garbage collector's RBAC to take effect", func() (bool, string) {
-			err := gc.Patch(ctx, readLease(t, ns, "l"), client.RawPatch(types.MergePatchType, []byte(`{}`)), client.DryRunAll)
-			return err == nil, errString(err)
+			err := gc.Patch(ctx, env.ReadLease(t, ns, "l"), client.RawPatch(types.MergePatchType, []byte(`{}`)), client.DryRunAll)
+			return err == nil, testenv.ErrString(err)
 		})
-		wantPolicy(t, mallory.Client.Patch(ctx, readLease(t, ns, "l"), remove(owner.UID)), "fenced lease l: its ownerReferences cannot be set or changed")
-		added := readLease(t, ns, "l")
+		testenv.WantPolicy(t, mallory.Client.Patch(ctx, env.ReadLease(t, ns, "l"), remove(owner.UID)), "fenced lease l: its ownerReferences cannot be set or changed")
+		added := env.ReadLease(t, ns, "l")
 		added.OwnerReferences = append(added.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "new", UID: "00000000-0000-0000-0000-0000000000c3"})
-		wantPolicy(t, gc.Update(ctx, added), "fenced lease l: its ownerReferences cannot be set or changed")
-		changed := readLease(t, ns, "l")
+		testenv.WantPolicy(t, gc.Update(ctx, added), "fenced lease l: its ownerReferences cannot be set or changed")
+		changed := env.ReadLease(t, ns, "l")
 		changed.OwnerReferences[0].BlockOwnerDeletion = ptr.To(true)
-		wantPolicy(t, gc.Update(ctx, changed), "fenced lease l: its ownerReferences cannot be set or changed")
-		wantPolicy(t, gc.Patch(ctx, readLease(t, ns, "l"), remove(owner.UID)), "")
-		if got := readLease(t, ns, "l").OwnerReferences; len(got) != 1 || got[0].UID != dangling.UID {
+		testenv.WantPolicy(t, gc.Update(ctx, changed), "fenced lease l: its ownerReferences cannot be set or changed")
+		testenv.WantPolicy(t, gc.Patch(ctx, env.ReadLease(t, ns, "l"), remove(owner.UID)), "")
+		if got := env.ReadLease(t, ns, "l").OwnerReferences; len(got) != 1 || got[0].UID != dangling.UID {
 			t.Fatalf("ownerReferences %v after the garbage collector removed %s, want only %s", got, owner.UID, dangling.UID)
 		}
 	})
@@ -271,13 +271,13 @@ func TestLeasePolicyDeclarationRemedies(t *testing.T) {
 	} {
 		t.Run(tc.declared.String(), func(t *testing.T) {
 			ns := env.Namespace(t)
-			a, b := newWorker(t, ns, "worker-a"), newWorker(t, ns, "worker-b")
+			a, b := env.NewWorker(t, ns, "worker-a"), env.NewWorker(t, ns, "worker-b")
 			a.Fences = tc.declared
 			a.Release(t, a.Acquire(t, ns, "l", 1))
-			l := readLease(t, ns, "l")
+			l := env.ReadLease(t, ns, "l")
 			testenv.AcquiredBy(l, b.User, b.Holder, 2, 15*time.Second)
 			delete(l.Annotations, elector.FencesAnnotation) // what pkg/elector writes when it declares nothing
-			wantPolicy(t, b.Client.Update(ctx, l, testenv.Presenting(2)), tc.want)
+			testenv.WantPolicy(t, b.Client.Update(ctx, l, testenv.Presenting(2)), tc.want)
 		})
 	}
 }
