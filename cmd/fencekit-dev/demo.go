@@ -123,11 +123,17 @@ for %s: past its lease. W2 takes over and writes. Then W1 is resumed with SIGCON
 	fmt.Println()
 	style.Summary(os.Stdout, fenced, unfenced)
 	fmt.Println()
-	if err := demo.Check(fenced, unfenced); err != nil {
-		return err
-	}
-	fmt.Printf("fencekit refused the paused holder's stale write (epoch %d < %d) and kept W2's data; without fencing, W1 overwrote W2.\n",
+	return conclude(demo.Check(fenced, unfenced),
+		"fencekit refused the paused holder's stale write (epoch %d < %d) and kept W2's data; without fencing, W1 overwrote W2.\n",
 		fenced.W1Epoch, fenced.W2Epoch)
+}
+
+// conclude returns the demo's check failure, or prints its conclusion when the check passed.
+func conclude(check error, format string, args ...any) error {
+	if check != nil {
+		return check
+	}
+	fmt.Printf(format, args...)
 	return nil
 }
 

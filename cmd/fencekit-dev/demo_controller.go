@@ -60,12 +60,9 @@ a FencingPolicy), and unfenced (controller-runtime's own leader election).
 	fmt.Fprintf(tw, "left after A resumed\t%v\t%v\n", after(fenced), after(unfenced))
 	_ = tw.Flush()
 	fmt.Println()
-	if err := demo.ControllerCheck(fenced, unfenced); err != nil {
-		return err
-	}
-	fmt.Printf("fencekit refused all four of the paused leader's writes (epoch %d < %d) and kept B's round 3; without fencing, A's stale round 2 was admitted and deleted B's canary.\n",
+	return conclude(demo.ControllerCheck(fenced, unfenced),
+		"fencekit refused all four of the paused leader's writes (epoch %d < %d) and kept B's round 3; without fencing, A's stale round 2 was admitted and deleted B's canary.\n",
 		fenced.W1Epoch, fenced.W2Epoch)
-	return nil
 }
 
 // late is r's late write op (the zero Event if it made none).
