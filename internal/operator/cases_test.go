@@ -24,6 +24,7 @@ import (
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 	"github.com/fencekit/fencekit/test/util/operatortest"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 // TestCases runs every row of the threat model (internal/operator/admission/cases) on the real apiserver: through
@@ -200,7 +201,7 @@ func createTarget(t *testing.T, c cases.Case, holder worker, ns string, i int, l
 		}
 		ref.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
 	case cases.Deployment:
-		if err := fencing.NewClient(holder.Client, tokenOf(tok)).Create(ctx, deployment(ns, name)); err != nil {
+		if err := fencing.NewClient(holder.Client, tokenOf(tok)).Create(ctx, testenv.Deployment(ns, name)); err != nil {
 			t.Fatal(err)
 		}
 		ref.SetGroupVersionKind(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"})

@@ -387,7 +387,7 @@ func TestFencingPolicyOtherWriters(t *testing.T) {
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	const controller = "system:serviceaccount:kube-system:deployment-controller"
-	dep := deployment(ns, "app")
+	dep := testenv.Deployment(ns, "app")
 	dep.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: "00000000-0000-0000-0000-000000000001"}}
 	hc, read := deploymentHolder(t, dep, controller, admission.GarbageCollectorUser, "jane")
 	kcm := env.ClientAs(t, controller)
@@ -452,7 +452,7 @@ func TestClusterControllersWriteStatusOnly(t *testing.T) {
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	const rsController = "system:serviceaccount:kube-system:replicaset-controller"
-	_, read := deploymentHolder(t, deployment(ns, "app"), admission.DeploymentControllerUser, rsController)
+	_, read := deploymentHolder(t, testenv.Deployment(ns, "app"), admission.DeploymentControllerUser, rsController)
 	for _, user := range []string{admission.DeploymentControllerUser, rsController} {
 		c := env.ClientAs(t, user)
 		d := read()

@@ -101,21 +101,6 @@ func readyCondition(t *testing.T, key types.NamespacedName) (metav1.Condition, b
 
 func tokenOf(t elector.Token) fencing.TokenFunc { return func() elector.Token { return t } }
 
-func deployment(ns, name string) *appsv1.Deployment {
-	labels := map[string]string{"app": name}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(int32(1)),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
-			},
-		},
-	}
-}
-
 func mustContain(t *testing.T, what string, err error, is func(error) bool, parts ...string) {
 	t.Helper()
 	if err == nil {
@@ -157,7 +142,7 @@ func TestFencingPolicyStaleHolder(t *testing.T) {
 		err := c1.Create(ctx, cm.DeepCopy())
 		return err == nil || apierrors.IsAlreadyExists(err), testenv.ErrString(err)
 	})
-	dep := deployment(ns, "app")
+	dep := testenv.Deployment(ns, "app")
 	if err := c1.Create(ctx, dep); err != nil {
 		t.Fatalf("replica-1 creating the Deployment at epoch 1: %v", err)
 	}

@@ -25,10 +25,10 @@ import (
 // the deployment controller as without fencekit: a ReplicaSet per template, status.observedGeneration,
 // the revision annotation (which 1.37 writes through deployments/status).
 func TestDeploymentRollsOut(t *testing.T) {
-	h := NewHolder(t, env, Deployment("probe"), []rbacv1.PolicyRule{All("apps", "deployments", "deployments/status", "deployments/scale")},
+	h := NewHolder(t, env, testenv.Deployment("", "probe"), []rbacv1.PolicyRule{All("apps", "deployments", "deployments/status", "deployments/scale")},
 		fencingv1alpha1.FencedObjects{Group: "apps", Resource: "deployments"})
 	h.Acquire(t)
-	d := Deployment("web")
+	d := testenv.Deployment("", "web")
 	h.Create(t, d)
 	RolledOut(t, env, client.ObjectKeyFromObject(d), "1", 1)
 

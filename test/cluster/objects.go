@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fencekit/fencekit/test/util/testenv"
@@ -17,22 +16,6 @@ import (
 
 // FencedLabel is the label of the ConfigMaps the tests' policies select.
 var FencedLabel = map[string]string{"app": "fenced"}
-
-// Deployment is a one-replica Deployment of the pause image (no kubelet runs it).
-func Deployment(name string) *appsv1.Deployment {
-	labels := map[string]string{"app": name}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(int32(1)),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
-			},
-		},
-	}
-}
 
 // FencedConfigMap is a ConfigMap with FencedLabel.
 func FencedConfigMap(name string) *corev1.ConfigMap {

@@ -150,10 +150,10 @@ func TestServiceAccountTokenSecret(t *testing.T) {
 // Deployment's ReplicaSet, and the policy says so: its ControllersRefused condition names the controller
 // and what breaks.
 func TestReplicaSetsDeclared(t *testing.T) {
-	h := NewHolder(t, env, Deployment("probe"), []rbacv1.PolicyRule{All("apps", "deployments", "deployments/status", "replicasets")},
+	h := NewHolder(t, env, testenv.Deployment("", "probe"), []rbacv1.PolicyRule{All("apps", "deployments", "deployments/status", "replicasets")},
 		fencingv1alpha1.FencedObjects{Group: "apps", Resource: "deployments"}, fencingv1alpha1.FencedObjects{Group: "apps", Resource: "replicasets"})
 	h.Acquire(t)
-	d := Deployment("web")
+	d := testenv.Deployment("", "web")
 	h.Create(t, d)
 	EventuallyObject(t, env, 60*time.Second, client.ObjectKeyFromObject(d), "the Deployment's status says its ReplicaSet was refused", func(got *appsv1.Deployment) (bool, string) {
 		for _, c := range got.Status.Conditions {

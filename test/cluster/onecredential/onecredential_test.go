@@ -25,7 +25,7 @@ import (
 // (the dependents stay, their owner references removed), and a stale holder is refused.
 func TestSingleCredential(t *testing.T) {
 	env.ControllerManager(t, testenv.SingleCredential())
-	h := cluster.NewHolder(t, env, cluster.Deployment("probe"),
+	h := cluster.NewHolder(t, env, testenv.Deployment("", "probe"),
 		[]rbacv1.PolicyRule{cluster.All("apps", "deployments", "deployments/status", "deployments/scale"), cluster.All("", "configmaps")},
 		fencingv1alpha1.FencedObjects{Group: "apps", Resource: "deployments"},
 		fencingv1alpha1.FencedObjects{Group: "", Resource: "configmaps", Selector: &metav1.LabelSelector{MatchLabels: cluster.FencedLabel}})
@@ -35,7 +35,7 @@ func TestSingleCredential(t *testing.T) {
 		t.Fatalf("ServiceAccount kube-system/deployment-controller: %v, want none (one credential)", cluster.ErrString(err))
 	}
 	h.Acquire(t)
-	d := cluster.Deployment("web")
+	d := testenv.Deployment("", "web")
 	h.Create(t, d)
 
 	t.Run("DeploymentStatus", func(t *testing.T) {
