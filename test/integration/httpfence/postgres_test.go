@@ -15,6 +15,7 @@ import (
 	"github.com/fencekit/fencekit/pkg/fencing/httpfence"
 	"github.com/fencekit/fencekit/pkg/fencing/sqlfence"
 	"github.com/fencekit/fencekit/test/util/httpfencetest"
+	"github.com/fencekit/fencekit/test/util/pgtest"
 )
 
 // ordersService is a service that stores order writes in PostgreSQL, fenced per order by a PostgresStore:
@@ -82,20 +83,10 @@ func postgresStore(t *testing.T, opts sqlfence.Options) (*sql.DB, *httpfence.Pos
 // orderWrites returns the epochs of the committed order_writes, in the order they were made.
 func orderWrites(t *testing.T, db *sql.DB) []int64 {
 	t.Helper()
-	rows, err := db.QueryContext(t.Context(), `SELECT epoch FROM order_writes ORDER BY id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var e int64
-		if err := rows.Scan(&e); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, e)
-	}
-	return out
+	return pgtest.Rows(t, db, `SELECT epoch FROM order_writes ORDER BY id`, func(r *sql.Rows) (epoch int64, err error) {
+		err = r.Scan(&epoch)
+		return epoch, err
+	})
 }
 
 // TestPostgresStore: the handler's write commits with the raise; a stale request gets 409 and writes

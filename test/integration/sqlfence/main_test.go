@@ -66,23 +66,10 @@ type row struct {
 // writes returns the committed writes in the order they were made.
 func writes(t *testing.T, db *sql.DB) []row {
 	t.Helper()
-	rows, err := db.QueryContext(t.Context(), `SELECT epoch, what FROM writes ORDER BY id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []row
-	for rows.Next() {
-		var r row
-		if err := rows.Scan(&r.Epoch, &r.What); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return pgtest.Rows(t, db, `SELECT epoch, what FROM writes ORDER BY id`, func(r *sql.Rows) (w row, err error) {
+		err = r.Scan(&w.Epoch, &w.What)
+		return w, err
+	})
 }
 
 func epochOf(t *testing.T, db *sql.DB, f *sqlfence.Fence) int64 {

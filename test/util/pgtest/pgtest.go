@@ -80,3 +80,26 @@ func (s *Server) Database(t testing.TB) (*sql.DB, string) {
 	})
 	return db, dsn
 }
+
+// Rows runs query on db and returns its rows as scan reads each one, failing t on any error, the end of
+// the rows' iteration included.
+func Rows[T any](t testing.TB, db *sql.DB, query string, scan func(*sql.Rows) (T, error)) []T {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), query)
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	defer func() { _ = rows.Close() }()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			t.Fatalf("%s: reading row %d: %v", query, len(out)+1, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return out
+}
