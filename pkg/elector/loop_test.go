@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -62,8 +61,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 var leasesGVR = schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
 
 // fakeAPI gives client-go's fake clientset what the elector relies on: integer resourceVersions and
-// compare-and-swap updates. Hooks let a test fail requests or move the fake clock while a request is "in
-// flight".
+// compare-and-swap updates; failWith lets a test fail every update. The tests on it set the elector's
+// retry jitter (rand), which only this package reaches; the loop tests that need no fixed jitter run on the
+// real apiserver (test/integration/elector, loop_test.go).
 type fakeAPI struct {
 	cs *fake.Clientset
 
@@ -72,7 +72,6 @@ type fakeAPI struct {
 	writes   []*coordinationv1.Lease // every successful write, in order
 	attempts int                     // update attempts
 	failWith error                   // non-nil: every update fails
-	onWrite  func()                  // runs before each write is applied
 }
 
 func newFakeAPI(t *testing.T) *fakeAPI {
@@ -88,12 +87,6 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 
 func (f *fakeAPI) write(update bool) k8stesting.ReactionFunc {
 	return func(a k8stesting.Action) (bool, runtime.Object, error) {
-		f.mu.Lock()
-		hook := f.onWrite
-		f.mu.Unlock()
-		if hook != nil {
-			hook()
-		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		l := a.(k8stesting.CreateAction).GetObject().(*coordinationv1.Lease).DeepCopy()
@@ -138,17 +131,6 @@ func (f *fakeAPI) write(update bool) k8stesting.ReactionFunc {
 	}
 }
 
-func (f *fakeAPI) seed(t *testing.T, l *coordinationv1.Lease) {
-	t.Helper()
-	f.mu.Lock()
-	f.rv++
-	l.ResourceVersion = strconv.FormatInt(f.rv, 10)
-	f.mu.Unlock()
-	if err := f.cs.Tracker().Create(leasesGVR, l, l.Namespace); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func (f *fakeAPI) current(t *testing.T) *coordinationv1.Lease {
 	t.Helper()
 	l, err := f.cs.CoordinationV1().Leases("ns").Get(context.Background(), "lock", metav1.GetOptions{})
@@ -171,19 +153,18 @@ func (f *fakeAPI) numAttempts() int {
 }
 
 type harness struct {
-	e        *Elector
-	fc       *clocktesting.FakeClock
-	api      *fakeAPI
-	reg      *prometheus.Registry
-	started  chan Token
-	leadCtx  chan context.Context
-	stopped  chan struct{}
-	cancel   context.CancelFunc
-	done     chan struct{}
-	sequence *sequence
-	rec      *events.FakeRecorder
-	jitter   float64      // what the elector's jitter source returns
-	wake     atomic.Int64 // when the loop last went to sleep until (unix nanoseconds of the fake clock)
+	e       *Elector
+	fc      *clocktesting.FakeClock
+	api     *fakeAPI
+	reg     *prometheus.Registry
+	started chan Token
+	leadCtx chan context.Context
+	stopped chan struct{}
+	cancel  context.CancelFunc
+	done    chan struct{}
+	rec     *events.FakeRecorder
+	jitter  float64      // what the elector's jitter source returns
+	wake    atomic.Int64 // when the loop last went to sleep until (unix nanoseconds of the fake clock)
 	// writesAtSleep is how many Lease writes the fake API had taken when the loop last went to sleep: a
 	// sleep recorded before a write may have the same wake time as the one after it.
 	writesAtSleep atomic.Int64
@@ -207,36 +188,20 @@ func (h *harness) waitSleepAfterWrites(t *testing.T, until time.Time, writes int
 	})
 }
 
-// sequence records the order of user-visible steps.
-type sequence struct {
-	mu    sync.Mutex
-	steps []string
-}
-
-func (s *sequence) add(step string) { s.mu.Lock(); s.steps = append(s.steps, step); s.mu.Unlock() }
-func (s *sequence) get() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.steps...)
-}
-
-func startHarness(t *testing.T, api *fakeAPI, mutate func(*Config)) *harness {
-	return startHarnessWithClock(t, api, clocktesting.NewFakeClock(t0), mutate)
-}
-
-func startHarnessWithClock(t *testing.T, api *fakeAPI, fc *clocktesting.FakeClock, mutate func(*Config), jitter ...float64) *harness {
+// startHarness runs an elector on api and a fake clock at t0, with mutate applied to its Config; its retry
+// jitter source returns jitter (default 0).
+func startHarness(t *testing.T, api *fakeAPI, mutate func(*Config), jitter ...float64) *harness {
 	t.Helper()
-	h := &harness{fc: fc, api: api, reg: prometheus.NewRegistry(),
+	h := &harness{fc: clocktesting.NewFakeClock(t0), api: api, reg: prometheus.NewRegistry(),
 		started: make(chan Token, 10), leadCtx: make(chan context.Context, 10), stopped: make(chan struct{}, 10),
-		done: make(chan struct{}), sequence: &sequence{}}
+		done: make(chan struct{})}
 	cfg := Config{Client: api.cs, Namespace: "ns", Name: "lock", Identity: "me",
 		OnStartedLeading: func(ctx context.Context, tok Token) {
 			h.started <- tok
 			h.leadCtx <- ctx
 			<-ctx.Done()
-			h.sequence.add("OnStartedLeading returned")
 		},
-		OnStoppedLeading: func() { h.sequence.add("OnStoppedLeading"); h.stopped <- struct{}{} },
+		OnStoppedLeading: func() { h.stopped <- struct{}{} },
 	}
 	if mutate != nil {
 		mutate(&cfg)
@@ -275,54 +240,6 @@ func (h *harness) waitStarted(t *testing.T) Token {
 
 func (h *harness) lost(reason string) float64 {
 	return testutil.ToFloat64(h.e.metrics.lost.WithLabelValues("ns/lock", reason))
-}
-
-// A standby takes over at its own observation time + leaseDurationSeconds (+ lock-delay), on its timer,
-// whatever renewTime says; not a moment earlier.
-func TestStandbyTakesOverAtExpiryFromObservation(t *testing.T) {
-	for name, lockDelay := range map[string]time.Duration{"no lock-delay": 0, "lock-delay 5s": 5 * time.Second} {
-		t.Run(name, func(t *testing.T) {
-			api := newFakeAPI(t)
-			l := lease("other", i32(15), map[string]string{EpochAnnotation: "7"})
-			api.seed(t, l)
-			h := startHarness(t, api, func(c *Config) { c.LockDelay = lockDelay })
-			// The standby observed the Lease at t0 (renewTime says a day ago) and sleeps on its timer.
-			h.waitSleep(t, t0.Add(15*time.Second+lockDelay))
-			h.fc.Step(15*time.Second + lockDelay - time.Millisecond)
-			if got := holder(api.current(t)); got != "other" {
-				t.Fatalf("acquired %v after observation, before expiry", 15*time.Second+lockDelay-time.Millisecond)
-			}
-			h.fc.Step(time.Millisecond)
-			tok := h.waitStarted(t)
-			if tok.Epoch != 8 || tok.Holder != "me" {
-				t.Errorf("token %v, want epoch 8 held by me", tok)
-			}
-			got := api.current(t)
-			if got.Annotations[EpochAnnotation] != "8" || got.Annotations[AcquirerAnnotation] != "alice" || got.Labels[FencedLabel] != "true" {
-				t.Errorf("acquired Lease metadata: %v %v", got.Annotations, got.Labels)
-			}
-			if want := t0.Add(15*time.Second + lockDelay + 12850*time.Millisecond); !h.e.Deadline().Equal(want) {
-				t.Errorf("Deadline() = t0 + %v, want t0 + %v", h.e.Deadline().Sub(t0), want.Sub(t0))
-			}
-		})
-	}
-}
-
-// The safe-work deadline counts from when the acquire request was sent, not from when the reply came.
-func TestDeadlineFromSendTime(t *testing.T) {
-	api := newFakeAPI(t)
-	api.seed(t, lease("", i32(1), map[string]string{EpochAnnotation: "3"}))
-	fc := clocktesting.NewFakeClock(t0)
-	var once sync.Once
-	api.onWrite = func() { once.Do(func() { fc.Step(time.Second) }) } // the acquisition reply takes 1s
-	h := startHarnessWithClock(t, api, fc, nil)
-	if tok := h.waitStarted(t); tok.Epoch != 4 {
-		t.Errorf("epoch %d, want 4", tok.Epoch)
-	}
-	// The clock reads t0+1s; the first renewal is due at t0+2s.
-	if want := t0.Add(12850 * time.Millisecond); !h.e.Deadline().Equal(want) {
-		t.Errorf("Deadline() = t0 + %v, want t0 + 12.85s (send time, not reply time t0+1s)", h.e.Deadline().Sub(t0))
-	}
 }
 
 // The leader steps down when RenewDeadline has passed since its last successful renewal was sent, and
@@ -372,33 +289,6 @@ func TestRenewDeadlineStepDown(t *testing.T) {
 	}
 }
 
-// Release: the leadership context ends and OnStartedLeading returns before the one write that clears the
-// holder; OnStoppedLeading comes last. The epoch stays on the Lease.
-func TestReleaseOrder(t *testing.T) {
-	api := newFakeAPI(t)
-	h := startHarness(t, api, nil)
-	tok := h.waitStarted(t)
-	api.mu.Lock()
-	api.onWrite = func() { h.sequence.add("write") }
-	api.mu.Unlock()
-	h.cancel()
-	<-h.done
-	if diff := cmpSteps([]string{"OnStartedLeading returned", "write", "OnStoppedLeading"}, h.sequence.get()); diff != "" {
-		t.Error(diff)
-	}
-	l := api.current(t)
-	if holder(l) != "" || l.Annotations[EpochAnnotation] != strconv.FormatInt(tok.Epoch, 10) {
-		t.Errorf("released Lease: holder %q epoch %q", holder(l), l.Annotations[EpochAnnotation])
-	}
-}
-
-func cmpSteps(want, got []string) string {
-	if strings.Join(want, ", ") != strings.Join(got, ", ") {
-		return "steps [" + strings.Join(got, ", ") + "], want [" + strings.Join(want, ", ") + "]"
-	}
-	return ""
-}
-
 // A failing PostAcquire: leadership is not reported, the Lease is released, the loss is counted, and the
 // elector competes again after RetryPeriod, at the next epoch.
 func TestPostAcquireFailure(t *testing.T) {
@@ -436,80 +326,6 @@ func TestPostAcquireFailure(t *testing.T) {
 	}
 }
 
-// The Lease edited by hand to another epoch under the same holder: the leader steps down on the watch event
-// and says why.
-func TestHandEditedEpochStepsDown(t *testing.T) {
-	api := newFakeAPI(t)
-	h := startHarness(t, api, nil)
-	tok := h.waitStarted(t)
-	leadCtx := <-h.leadCtx
-	l := api.current(t)
-	l.Annotations[EpochAnnotation] = strconv.FormatInt(tok.Epoch+10, 10)
-	if _, err := api.cs.CoordinationV1().Leases("ns").Update(context.Background(), l, metav1.UpdateOptions{FieldManager: FieldManagerFor(tok.Epoch + 10)}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-leadCtx.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the leader did not step down")
-	}
-	want := "elector: leadership lost: epoch_changed: the Lease now carries epoch \"" + strconv.FormatInt(tok.Epoch+10, 10) + "\", not " + strconv.FormatInt(tok.Epoch, 10)
-	if got := context.Cause(leadCtx); got == nil || got.Error() != want {
-		t.Errorf("cause %v, want %s", got, want)
-	}
-	waitFor(t, "the loss to be counted", func() bool { return h.lost(reasonEpochChanged) == 1 })
-	if h.e.IsLeader() {
-		t.Error("IsLeader after stepping down")
-	}
-}
-
-// Metrics (shared by every elector on a registry, told apart by the lease label) and Events on the Lease.
-func TestMetricsAndEvents(t *testing.T) {
-	api := newFakeAPI(t)
-	api.seed(t, lease("", i32(1), map[string]string{EpochAnnotation: "41"}))
-	h := startHarness(t, api, nil)
-	tok := h.waitStarted(t)
-	if tok.Epoch != 42 {
-		t.Fatalf("epoch %d", tok.Epoch)
-	}
-	m := h.e.metrics
-	for name, got := range map[string]float64{
-		"is_leader":          testutil.ToFloat64(m.isLeader.WithLabelValues("ns/lock")),
-		"epoch":              testutil.ToFloat64(m.epoch.WithLabelValues("ns/lock")),
-		"acquisitions_total": testutil.ToFloat64(m.acquisitions.WithLabelValues("ns/lock")),
-	} {
-		if want := map[string]float64{"is_leader": 1, "epoch": 42, "acquisitions_total": 1}[name]; got != want {
-			t.Errorf("%s = %v, want %v", name, got, want)
-		}
-	}
-	// A second elector on the same registry shares the collectors.
-	other, err := New(Config{Client: api.cs, Namespace: "ns", Name: "other", Identity: "x"}, WithMetricsRegisterer(h.reg))
-	if err != nil {
-		t.Fatalf("a second elector on the same registry: %v", err)
-	}
-	if other.metrics.isLeader != m.isLeader {
-		t.Error("the second elector registered its own collectors")
-	}
-	h.cancel()
-	<-h.done
-	if got := testutil.ToFloat64(m.isLeader.WithLabelValues("ns/lock")); got != 0 {
-		t.Errorf("is_leader after release = %v", got)
-	}
-	close(h.rec.Events)
-	var events []string
-	for ev := range h.rec.Events {
-		events = append(events, ev)
-	}
-	want := []string{"Normal Acquired acquired at epoch 42 by me", "Normal Released me released epoch 42"}
-	if diff := cmpSteps(want, events); diff != "" {
-		t.Error(diff)
-	}
-	n, err := testutil.GatherAndCount(h.reg)
-	if err != nil || n == 0 {
-		t.Errorf("gathering the registry: %d series, %v", n, err)
-	}
-}
-
 // After a failed renewal the leader retries RetryPeriod later, stretched by up to 20% jitter; regular
 // renewals are not jittered.
 func TestRetryJitter(t *testing.T) {
@@ -524,7 +340,7 @@ func TestRetryJitter(t *testing.T) {
 		})
 	}
 	api := newFakeAPI(t)
-	h := startHarnessWithClock(t, api, clocktesting.NewFakeClock(t0), nil, 0.5)
+	h := startHarness(t, api, nil, 0.5)
 	h.waitStarted(t)
 	h.waitSleep(t, t0.Add(2*time.Second)) // the first renewal: RetryPeriod after the acquisition, exactly
 	api.mu.Lock()

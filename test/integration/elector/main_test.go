@@ -3,6 +3,7 @@ package elector_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -40,10 +41,14 @@ func shortConfig(t testing.TB, ns, name, identity string) elector.Config {
 }
 
 // electorClientset is a client authenticated as user, bound to the fencekit-elector role in ns: neither
-// an admin nor break glass, so fencekit's Lease policy applies to its writes.
-func electorClientset(t testing.TB, ns, user string) kubernetes.Interface {
+// an admin nor break glass, so fencekit's Lease policy applies to its writes. wrap, if given, wraps its
+// transport: a test sees, delays or fails its requests there.
+func electorClientset(t testing.TB, ns, user string, wrap ...func(http.RoundTripper) http.RoundTripper) kubernetes.Interface {
 	t.Helper()
 	_, cfg := env.ElectorClient(t, ns, user)
+	for _, w := range wrap {
+		cfg.Wrap(w)
+	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
