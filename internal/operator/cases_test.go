@@ -57,10 +57,7 @@ func TestCases(t *testing.T) {
 		if c, ok := clients[a]; ok {
 			return c
 		}
-		c, _, err := env.UserClient(string(a), a.Groups()...)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := env.ClientAs(t, string(a), a.Groups()...)
 		clients[a] = c
 		return c
 	}

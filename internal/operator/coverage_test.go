@@ -281,10 +281,7 @@ func TestCoverageAttacks(t *testing.T) {
 	// coverage no longer counts), and a change of metadata alone does not (coverage reads the spec only).
 	t.Run("coverage is the status subresource's, and every spec change is a new generation", func(t *testing.T) {
 		ns := a.namespace(t)
-		admin, _, err := env.UserClient("policy-editor")
-		if err != nil {
-			t.Fatal(err)
-		}
+		admin := env.ClientAs(t, "policy-editor")
 		env.Grant(t, ns, "policy-editor", []rbacv1.PolicyRule{{APIGroups: []string{"fencing.fencekit.io"},
 			Resources: []string{"fencingpolicies"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}}, "policy-editor")
 		// The Lease is held first, so that the recorded epoch is not 0.
@@ -572,10 +569,7 @@ func TestCoverageIsTheOperators(t *testing.T) {
 	refusedOnQuorum(t, "replica-1's write at epoch 1 to the newly covered ConfigMap", 1,
 		func() error { return patchConfigMap(t, c1, ns, "out", `{"data":{"v":"late"}}`) })
 
-	editor, _, err := env.UserClient("status-editor")
-	if err != nil {
-		t.Fatal(err)
-	}
+	editor := env.ClientAs(t, "status-editor")
 	env.Grant(t, ns, "policy-status-editor", []rbacv1.PolicyRule{{APIGroups: []string{"fencing.fencekit.io"},
 		Resources: []string{"fencingpolicies/status"}, Verbs: []string{"get", "update", "patch"}}}, "status-editor")
 	mustContain(t, "the status editor lowers the policy's coverage epoch",

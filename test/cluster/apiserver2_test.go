@@ -48,7 +48,7 @@ func TestStaleWritesThroughSecondAPIServer(t *testing.T) {
 	tok := r[0].Acquire(t, h.NS, AppLease, 1)
 	testenv.Eventually(t, "replica-0 creates the ConfigMap at epoch 1", func() (bool, string) {
 		err := fencing.NewClient(r[0].Client, func() elector.Token { return tok }).Create(ctx, cm.DeepCopy())
-		return err == nil, ErrString(err)
+		return err == nil, testenv.ErrString(err)
 	})
 	refused := 0
 	for i := 1; i <= takeovers; i++ {
@@ -57,7 +57,7 @@ func TestStaleWritesThroughSecondAPIServer(t *testing.T) {
 		tok = next.Acquire(t, h.NS, AppLease, int64(i+1))
 		_, err := fencing.NewWriter(via2[(i-1)%2]).Set(ctx, oldTok, key, map[string]any{"by": old.Holder, "epoch": oldTok.Epoch})
 		if !fencing.IsStale(err) {
-			t.Errorf("takeover %d: %s's FencedResource write at epoch %d through the second apiserver: %v, want refused as stale", i, old.Holder, oldTok.Epoch, ErrString(err))
+			t.Errorf("takeover %d: %s's FencedResource write at epoch %d through the second apiserver: %v, want refused as stale", i, old.Holder, oldTok.Epoch, testenv.ErrString(err))
 		} else {
 			refused++
 		}
@@ -68,7 +68,7 @@ func TestStaleWritesThroughSecondAPIServer(t *testing.T) {
 		}
 		live.Data = map[string]string{"by": old.Holder, "epoch": fmt.Sprint(oldTok.Epoch)}
 		if err := stale.Update(ctx, &live); !fencing.IsStale(err) {
-			t.Errorf("takeover %d: %s's ConfigMap update at epoch %d through the second apiserver: %v, want refused as stale", i, old.Holder, oldTok.Epoch, ErrString(err))
+			t.Errorf("takeover %d: %s's ConfigMap update at epoch %d through the second apiserver: %v, want refused as stale", i, old.Holder, oldTok.Epoch, testenv.ErrString(err))
 		} else {
 			refused++
 		}

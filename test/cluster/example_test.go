@@ -59,7 +59,7 @@ func TestExampleControllerRollsOut(t *testing.T) {
 	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe", Labels: map[string]string{"example.fencekit.io/rendered": "true"}}}
 	testenv.Eventually(t, "the webhook refuses an unfenced write of a rendered ConfigMap", func() (bool, string) {
 		err := env.Client.Create(ctx, probe.DeepCopy(), client.DryRunAll)
-		return fencing.IsTokenMissing(err), ErrString(err)
+		return fencing.IsTokenMissing(err), testenv.ErrString(err)
 	})
 	bin, err := demo.Build(testenv.RepoRoot(), t.TempDir(), "./examples/controller")
 	if err != nil {
@@ -99,7 +99,7 @@ func TestExampleControllerRollsOut(t *testing.T) {
 	}
 	testenv.EventuallyWithin(t, 60*time.Second, "the operator deletes the canary", func() (bool, string) {
 		err := env.Client.Get(ctx, canary, &appsv1.Deployment{})
-		return apierrors.IsNotFound(err), ErrString(err)
+		return apierrors.IsNotFound(err), testenv.ErrString(err)
 	})
 
 	stop()

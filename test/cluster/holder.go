@@ -59,7 +59,7 @@ func NewHolder(t *testing.T, env *testenv.Env, probe client.Object, rules []rbac
 	probe.SetNamespace(ns)
 	testenv.Eventually(t, "the webhook refuses an unfenced write of a declared object", func() (bool, string) {
 		err := env.Client.Create(t.Context(), probe.DeepCopyObject().(client.Object), client.DryRunAll)
-		return fencing.IsTokenMissing(err), ErrString(err)
+		return fencing.IsTokenMissing(err), testenv.ErrString(err)
 	})
 	return h
 }
@@ -76,7 +76,7 @@ func (h *Holder) Create(t *testing.T, obj client.Object) {
 	obj.SetNamespace(h.NS)
 	testenv.Eventually(t, "the holder creates "+obj.GetName(), func() (bool, string) {
 		err := h.C.Create(t.Context(), obj)
-		return err == nil, ErrString(err)
+		return err == nil, testenv.ErrString(err)
 	})
 }
 
@@ -113,7 +113,7 @@ func (h *Holder) TakeOver(t *testing.T, obj client.Object) {
 	err := stale.Patch(ctx, obj.DeepCopyObject().(client.Object), writtenBy(old.Holder))
 	if !fencing.IsStale(err) {
 		t.Errorf("%s's write of %s at its old epoch %d after %s took over at %d: %v, want refused as stale",
-			old.Holder, key, old.Epoch, next.Holder, tok.Epoch, ErrString(err))
+			old.Holder, key, old.Epoch, next.Holder, tok.Epoch, testenv.ErrString(err))
 	}
 	got := obj.DeepCopyObject().(client.Object)
 	if err := h.Env.Client.Get(ctx, key, got); err != nil {
@@ -122,14 +122,6 @@ func (h *Holder) TakeOver(t *testing.T, obj client.Object) {
 	if by := got.GetAnnotations()[WriterAnnotation]; by != next.Holder {
 		t.Errorf("%s was last written by %q, want the new holder %s", key, by, next.Holder)
 	}
-}
-
-// ErrString is err's message, or "admitted" for nil: what a poll reports about a write.
-func ErrString(err error) string {
-	if err == nil {
-		return "admitted"
-	}
-	return err.Error()
 }
 
 // All is the rule granting every verb on resources of group.

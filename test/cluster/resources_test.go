@@ -38,11 +38,11 @@ func TestConfigMapsWithoutSelector(t *testing.T) {
 	root := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: h.NS, Name: "kube-root-ca.crt"}}
 	testenv.Eventually(t, "the holder deletes kube-root-ca.crt", func() (bool, string) {
 		err := h.C.Delete(t.Context(), root.DeepCopy())
-		return err == nil, ErrString(err)
+		return err == nil, testenv.ErrString(err)
 	})
 	testenv.EventuallyWithin(t, 60*time.Second, "root-ca-cert-publisher recreates kube-root-ca.crt", func() (bool, string) {
 		err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(root), &corev1.ConfigMap{})
-		return err == nil, ErrString(err)
+		return err == nil, testenv.ErrString(err)
 	})
 	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: h.NS, Name: "app"}}
 	mustBeFenced(t, env.Client.Create(t.Context(), other, client.DryRunAll))
@@ -71,7 +71,7 @@ func TestJobTTL(t *testing.T) {
 	})
 	testenv.EventuallyWithin(t, 60*time.Second, "ttl-after-finished-controller deletes the finished Job", func() (bool, string) {
 		err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(job), &batchv1.Job{})
-		return apierrors.IsNotFound(err), ErrString(err)
+		return apierrors.IsNotFound(err), testenv.ErrString(err)
 	})
 	// A suspended Job (no Pods, no deadline) to take over.
 	nightly := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "nightly"}, Spec: batchv1.JobSpec{Template: podTemplate(corev1.RestartPolicyNever), Suspend: ptr.To(true)}}
@@ -134,7 +134,7 @@ func TestServiceAccountTokenSecret(t *testing.T) {
 	h.Acquire(t)
 	testenv.Eventually(t, "the serviceaccount controller creates ServiceAccount default", func() (bool, string) {
 		err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: h.NS, Name: "default"}, &corev1.ServiceAccount{})
-		return err == nil, ErrString(err)
+		return err == nil, testenv.ErrString(err)
 	})
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "default-token", Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}},
 		Type: corev1.SecretTypeServiceAccountToken}
@@ -184,7 +184,7 @@ func TestReplicaSetsDeclared(t *testing.T) {
 func mustBeFenced(t *testing.T, err error) {
 	t.Helper()
 	if !fencing.IsTokenMissing(err) {
-		t.Errorf("a write without a token next to the controller's: %v, want it refused for its missing token", ErrString(err))
+		t.Errorf("a write without a token next to the controller's: %v, want it refused for its missing token", testenv.ErrString(err))
 	}
 }
 

@@ -147,7 +147,7 @@ func TestHelmCRDUpgrade(t *testing.T) {
 	var last error
 	testenv.Eventually(t, "the apiserver to enforce the upgraded CRD's rule", func() (bool, string) {
 		last = createRefusable(t.Context(), namespace)
-		return apierrors.IsInvalid(last) && strings.Contains(last.Error(), upgradedMessage), "last error: " + errString(last)
+		return apierrors.IsInvalid(last) && strings.Contains(last.Error(), upgradedMessage), "last error: " + testenv.ErrString(last)
 	})
 
 	// The CRDs have one owner: a second release that renders them is refused.
@@ -264,7 +264,7 @@ func restoreCRDsAtEnd(t *testing.T) []string {
 		}
 		testenv.Eventually(t, "the apiserver to enforce config/crd/bases' CRD again", func() (bool, string) {
 			err := createRefusable(ctx, namespace)
-			return err == nil || !strings.Contains(err.Error(), upgradedMessage), "last error: " + errString(err)
+			return err == nil || !strings.Contains(err.Error(), upgradedMessage), "last error: " + testenv.ErrString(err)
 		})
 	})
 	return names
@@ -301,11 +301,4 @@ func updateCRD(t *testing.T, ctx context.Context, crd *apiextensionsv1.CustomRes
 	if err := env.Client.Update(ctx, u); err != nil {
 		t.Fatalf("updating CRD %s: %v", crd.Name, err)
 	}
-}
-
-func errString(err error) string {
-	if err == nil {
-		return "none"
-	}
-	return err.Error()
 }

@@ -32,7 +32,7 @@ func TestSingleCredential(t *testing.T) {
 	// Every controller writes as system:kube-controller-manager: none has a ServiceAccount of its own.
 	err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: "kube-system", Name: "deployment-controller"}, &corev1.ServiceAccount{})
 	if !apierrors.IsNotFound(err) {
-		t.Fatalf("ServiceAccount kube-system/deployment-controller: %v, want none (one credential)", cluster.ErrString(err))
+		t.Fatalf("ServiceAccount kube-system/deployment-controller: %v, want none (one credential)", testenv.ErrString(err))
 	}
 	h.Acquire(t)
 	d := testenv.Deployment("", "web")
