@@ -1,7 +1,7 @@
 // Command kubectl-fencekit is the kubectl plugin `kubectl fencekit`: fencekit's Leases, fenced resources
 // and refusals as the apiserver holds them (status), and why a write to an object would be refused now
 // (explain). Install it on the PATH (go install github.com/fencekit/fencekit/cmd/kubectl-fencekit@latest)
-// and kubectl finds it; see docs/kubectl-plugin.md. The work is done in internal/plugin.
+// and kubectl finds it; see docs/kubectl-plugin.md. The work is done in internal/cli/plugin.
 package main
 
 import (

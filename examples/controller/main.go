@@ -8,7 +8,7 @@
 // are fenced in the apiserver by a FencingPolicy naming the same Lease (see config.yaml).
 //
 // The flags below the first three exist so that `fencekit-dev demo --scenario controller` and its end-to-end
-// test (test/e2e TestControllerScenario, internal/demo.RunController) can drive it: short timings,
+// test (test/e2e TestControllerScenario, internal/dev/demo.RunController) can drive it: short timings,
 // --pause-on-round (hold the writes in the middle of a reconcile until the process has been stopped and
 // continued from outside, as a GC pause could stop it) and --unfenced (the same operator with controller-runtime's own leader
 // election and no fencing, to show what goes wrong). It logs one JSON object per line on stdout.

@@ -27,7 +27,7 @@ import (
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
-// What a write of a covered object may change without the token, on the real apiserver: internal/admission's
+// What a write of a covered object may change without the token, on the real apiserver: internal/operator/admission's
 // allowlist (deny by default, free by proof) and the exemptions of the cluster's own controllers. Each test
 // tries one way around the promise, refused, while the holder's own writes, and the free writes the cluster
 // needs, still go through.

@@ -46,7 +46,7 @@ func lease(holder string, seconds *int32, annotations map[string]string) *coordi
 func i32(v int32) *int32 { return &v }
 
 // waitFor polls a condition that depends only on goroutine scheduling (never on time passing). This
-// in-package test cannot use internal/testenv's poller (testenv imports pkg/elector), so it calls the
+// in-package test cannot use test/util/testenv's poller (testenv imports pkg/elector), so it calls the
 // same wait.PollUntilContextTimeout.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()

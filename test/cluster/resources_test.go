@@ -25,7 +25,7 @@ import (
 
 // The tests below declare a resource that one of the cluster's own controllers writes, with the real
 // kube-controller-manager running, and assert the outcome docs/design/cluster-controllers.md
-// decides for it: the controller works (its write is on internal/admission's allowlist), or the policy
+// decides for it: the controller works (its write is on internal/operator/admission's allowlist), or the policy
 // says, in a warning and its ControllersRefused condition, which controller it refuses and what breaks.
 
 // TestConfigMapsWithoutSelector: a policy on every ConfigMap does not cover kube-root-ca.crt: after the
