@@ -29,6 +29,6 @@
 // through the deletion marker; it fails with ErrNoToken, without sending, once the token is gone.
 // FenceObjectsOnAcquireForConfig is their fence-on-acquire hook.
 //
-// The admission decisions themselves are internal/operator/admission.Decide and ValidatePolicy, pure functions that
-// fencekit's webhooks call (docs/design/admission.md).
+// The admission decisions themselves are internal/operator/admission.Decide and ValidatePolicy, pure
+// functions that fencekit's webhooks call (docs/design/admission.md).
 package fencing
