@@ -5,12 +5,24 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
+
+// idleClient is a real clientset for an address nothing listens on: New checks its Config and sends
+// nothing.
+func idleClient(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: "https://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
 
 func TestConfigValidation(t *testing.T) {
 	valid := func() Config {
-		return Config{Client: fake.NewClientset(), Namespace: "ns", Name: "lock", Identity: "me"}
+		return Config{Client: idleClient(t), Namespace: "ns", Name: "lock", Identity: "me"}
 	}
 	tests := map[string]struct {
 		mutate func(*Config)
@@ -64,7 +76,7 @@ func TestConfigValidation(t *testing.T) {
 
 func TestDefaultIdentity(t *testing.T) {
 	t.Setenv("POD_NAME", "orders-7d9f")
-	e, err := New(Config{Client: fake.NewClientset(), Namespace: "ns", Name: "lock"}, WithMetricsRegisterer(nil))
+	e, err := New(Config{Client: idleClient(t), Namespace: "ns", Name: "lock"}, WithMetricsRegisterer(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

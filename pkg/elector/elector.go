@@ -38,8 +38,6 @@ type Elector struct {
 	running atomic.Bool
 	// rand draws the retry jitter, in [0, 1).
 	rand func() float64
-	// sleepHook, if set (by tests), is called each time the loop goes to sleep until wake.
-	sleepHook func(wake time.Time)
 
 	mu  sync.Mutex
 	cur *term // the current term, nil when not holding the Lease

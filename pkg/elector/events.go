@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"time"
 	"unicode/utf8"
 
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
@@ -53,17 +56,96 @@ func defaultRecorder(cs kubernetes.Interface) (events.EventRecorder, func()) {
 	}
 }
 
+// eventFlushTimeout bounds how long stopping a broadcaster waits for the Events recorded on it to reach
+// the apiserver: Run's last Event (Released) is recorded moments before Run returns, and a process often
+// exits right after.
+const eventFlushTimeout = 2 * time.Second
+
 // newBroadcaster posts events.k8s.io/v1 Events through cs, fencekit's one Events API
-// (k8s.io/client-go/tools/events, as controller-runtime's mgr.GetEventRecorder).
+// (k8s.io/client-go/tools/events, as controller-runtime's mgr.GetEventRecorder). Its stop waits, up to
+// eventFlushTimeout, until every Event recorded on it was sent; client-go's broadcaster alone would cancel
+// a post still under way.
 func newBroadcaster(cs kubernetes.Interface) *sharedBroadcaster {
-	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
+	sink := &countingSink{EventSink: &events.EventSinkImpl{Interface: cs.EventsV1()}}
+	b := events.NewBroadcaster(sink)
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
 		// Only fails when started twice; b is new.
 		cancel()
 		return &sharedBroadcaster{rec: &events.FakeRecorder{}, stop: func() {}}
 	}
-	return &sharedBroadcaster{rec: b.NewRecorder(scheme.Scheme, EventSource), stop: func() { b.Shutdown(); cancel() }}
+	rec := &countingRecorder{EventRecorder: b.NewRecorder(scheme.Scheme, EventSource), sink: sink}
+	return &sharedBroadcaster{rec: rec, stop: func() {
+		// Before Shutdown: the recorder hands each Event to the broadcaster from a goroutine of its own,
+		// and a broadcaster shut down drops what it is handed.
+		sink.waitSent(eventFlushTimeout)
+		b.Shutdown()
+		cancel()
+	}}
+}
+
+// countingRecorder counts the Events recorded on the broadcaster, for countingSink.waitSent.
+type countingRecorder struct {
+	events.EventRecorder
+	sink *countingSink
+}
+
+func (r *countingRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	r.sink.add(&r.sink.recorded)
+	r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
+}
+
+// countingSink counts the Events sent to the apiserver (created or patched, whatever the reply), so that
+// stopping the broadcaster can wait until every recorded Event was sent. An Event the broadcaster folds
+// into a series it already patched once sends nothing: waitSent then waits its whole timeout.
+type countingSink struct {
+	events.EventSink
+	mu             sync.Mutex
+	recorded, sent int
+	changed        chan struct{} // closed, and replaced, each time sent grows
+}
+
+func (s *countingSink) add(n *int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	*n++
+	if n == &s.sent && s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
+}
+
+func (s *countingSink) Create(ctx context.Context, ev *eventsv1.Event) (*eventsv1.Event, error) {
+	defer s.add(&s.sent)
+	return s.EventSink.Create(ctx, ev)
+}
+
+func (s *countingSink) Patch(ctx context.Context, ev *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
+	defer s.add(&s.sent)
+	return s.EventSink.Patch(ctx, ev, data)
+}
+
+// waitSent waits until as many Events were sent as were recorded, or timeout passed.
+func (s *countingSink) waitSent(timeout time.Duration) {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		if s.sent >= s.recorded {
+			s.mu.Unlock()
+			return
+		}
+		if s.changed == nil {
+			s.changed = make(chan struct{})
+		}
+		changed := s.changed
+		s.mu.Unlock()
+		select {
+		case <-changed:
+		case <-timer.C:
+			return
+		}
+	}
 }
 
 // noteLimit is the longest Event note events.k8s.io/v1 accepts, in bytes: the apiserver refuses a longer

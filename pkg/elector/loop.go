@@ -88,18 +88,20 @@ func (r *runner) loop(ctx context.Context) {
 			wake = at
 		}
 		timer := r.e.clock.NewTimer(wake.Sub(now))
-		if r.e.sleepHook != nil {
-			r.e.sleepHook(wake)
-		}
+		var postDone bool
+		var postErr error
 		select {
 		case <-ctx.Done():
 		case <-r.obs.notify:
 		case <-timer.C():
 		case <-termDone:
-		case err := <-post:
-			r.postAcquired(ctx, err)
+		case postErr = <-post:
+			postDone = true
 		}
 		timer.Stop()
+		if postDone {
+			r.postAcquired(ctx, postErr)
+		}
 	}
 }
 

@@ -64,3 +64,37 @@ func TestLeaseSeconds(t *testing.T) {
 		}
 	}
 }
+
+// A failed request is retried RetryPeriod later, stretched by up to 20 % jitter.
+func TestJittered(t *testing.T) {
+	for name, tc := range map[string]struct {
+		r    float64
+		want time.Duration
+	}{"r=0": {0, 2 * time.Second}, "r=0.5": {0.5, 2200 * time.Millisecond}, "r->1": {0.999, 2399600 * time.Microsecond}} {
+		t.Run(name, func(t *testing.T) {
+			if got := jittered(2*time.Second, retryJitter, tc.r); got != tc.want {
+				t.Errorf("jittered(2s, 0.2, %v) = %v, want %v", tc.r, got, tc.want)
+			}
+		})
+	}
+}
+
+// After PostAcquire failed several times in a row, the pause doubles up to MaxPostAcquireBackoff.
+func TestPostAcquireBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		first    time.Duration
+		failures int
+		want     time.Duration
+	}{
+		{2 * time.Second, 1, 2 * time.Second},
+		{2 * time.Second, 2, 4 * time.Second},
+		{2 * time.Second, 5, 32 * time.Second},
+		{2 * time.Second, 6, MaxPostAcquireBackoff},
+		{2 * time.Second, 1000, MaxPostAcquireBackoff},
+		{3 * time.Minute, 4, 3 * time.Minute}, // a RetryPeriod above the bound is kept
+	} {
+		if got := postAcquireBackoff(tc.first, tc.failures); got != tc.want {
+			t.Errorf("postAcquireBackoff(%v, %d) = %v, want %v", tc.first, tc.failures, got, tc.want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,9 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -65,14 +66,21 @@ func (c *timerClock) Step(d time.Duration) {
 
 // sleepsUntil reports whether a timer is set for at.
 func (c *timerClock) sleepsUntil(at time.Time) bool {
+	_, ok := c.sleepsWithin(at, at.Add(1))
+	return ok
+}
+
+// sleepsWithin returns the earliest time in [from, to) a timer is set for.
+func (c *timerClock) sleepsWithin(from, to time.Time) (time.Time, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	var first time.Time
 	for _, w := range c.pending {
-		if w.Equal(at) {
-			return true
+		if !w.Before(from) && w.Before(to) && (first.IsZero() || w.Before(first)) {
+			first = w
 		}
 	}
-	return false
+	return first, !first.IsZero()
 }
 
 type trackedTimer struct {
@@ -95,28 +103,30 @@ func (t *trackedTimer) Reset(d time.Duration) bool {
 }
 
 // loop is one elector "me" on the Lease "lock" of a namespace of its own, with the default timings on a
-// fake clock, its metrics on a registry of its own and its Events in a recorder.
+// fake clock, its metrics on a registry of its own; it posts its Events through its own client.
 type loop struct {
 	ns       string
 	e        *elector.Elector
 	clock    *timerClock
 	cs       kubernetes.Interface // the elector's client, as "alice"
 	reg      *prometheus.Registry
-	rec      *events.FakeRecorder
 	started  chan elector.Token
 	leadCtx  chan context.Context
 	cancel   context.CancelFunc
 	done     chan struct{}
 	sequence *sequence
 
-	mu      sync.Mutex
-	onWrite func() // runs when the elector sends a Lease write, before the apiserver has it
+	mu sync.Mutex
+	// onWrite runs when the elector sends a Lease write (create or update), before the apiserver has it;
+	// when it returns an error, the write fails with it and never reaches the apiserver, as through a
+	// broken network path.
+	onWrite func() error
 }
 
 // newLoop prepares a loop in a new namespace; start runs it.
 func newLoop(t *testing.T) *loop {
 	t.Helper()
-	l := &loop{ns: env.Namespace(t), clock: newTimerClock(), reg: prometheus.NewRegistry(), rec: events.NewFakeRecorder(100),
+	l := &loop{ns: env.Namespace(t), clock: newTimerClock(), reg: prometheus.NewRegistry(),
 		started: make(chan elector.Token, 10), leadCtx: make(chan context.Context, 10),
 		done: make(chan struct{}), sequence: &sequence{}}
 	l.cs = electorClientset(t, l.ns, "alice", func(rt http.RoundTripper) http.RoundTripper {
@@ -126,7 +136,9 @@ func newLoop(t *testing.T) *loop {
 				hook := l.onWrite
 				l.mu.Unlock()
 				if hook != nil {
-					hook()
+					if err := hook(); err != nil {
+						return nil, err
+					}
 				}
 			}
 			return rt.RoundTrip(r)
@@ -136,7 +148,7 @@ func newLoop(t *testing.T) *loop {
 }
 
 // setOnWrite sets the hook run as each Lease write of the elector is in flight.
-func (l *loop) setOnWrite(f func()) {
+func (l *loop) setOnWrite(f func() error) {
 	l.mu.Lock()
 	l.onWrite = f
 	l.mu.Unlock()
@@ -175,7 +187,7 @@ func (l *loop) start(t *testing.T, mutate func(*elector.Config)) {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	e, err := elector.New(cfg, elector.WithClock(l.clock), elector.WithMetricsRegisterer(l.reg), elector.WithEventRecorder(l.rec))
+	e, err := elector.New(cfg, elector.WithClock(l.clock), elector.WithMetricsRegisterer(l.reg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +318,7 @@ func TestDeadlineFromSendTime(t *testing.T) {
 	l := newLoop(t)
 	l.seed(t, "", 1, "3")
 	var once sync.Once
-	l.setOnWrite(func() { once.Do(func() { l.clock.Step(time.Second) }) }) // the acquisition reply takes 1s
+	l.setOnWrite(func() error { once.Do(func() { l.clock.Step(time.Second) }); return nil }) // the acquisition reply takes 1s
 	l.start(t, nil)
 	if tok := l.waitStarted(t); tok.Epoch != 4 {
 		t.Errorf("epoch %d, want 4", tok.Epoch)
@@ -323,7 +335,7 @@ func TestReleaseOrder(t *testing.T) {
 	l := newLoop(t)
 	l.start(t, nil)
 	tok := l.waitStarted(t)
-	l.setOnWrite(func() { l.sequence.add("write") })
+	l.setOnWrite(func() error { l.sequence.add("write"); return nil })
 	l.cancel()
 	<-l.done
 	if diff := cmpSteps([]string{"OnStartedLeading returned", "write", "OnStoppedLeading"}, l.sequence.get()); diff != "" {
@@ -380,7 +392,7 @@ func TestMetricsAndEvents(t *testing.T) {
 	otherLeads := make(chan struct{})
 	other, err := elector.New(elector.Config{Client: l.cs, Namespace: l.ns, Name: "other", Identity: "x",
 		OnStartedLeading: func(ctx context.Context, _ elector.Token) { close(otherLeads); <-ctx.Done() }},
-		elector.WithMetricsRegisterer(l.reg), elector.WithEventRecorder(events.NewFakeRecorder(10)))
+		elector.WithMetricsRegisterer(l.reg))
 	if err != nil {
 		t.Fatalf("a second elector on the same registry: %v", err)
 	}
@@ -404,12 +416,14 @@ func TestMetricsAndEvents(t *testing.T) {
 	if got := l.ofLock(t, "fencekit_elector_is_leader"); got != 0 {
 		t.Errorf("is_leader after release = %v", got)
 	}
-	close(l.rec.Events)
-	var evs []string
-	for ev := range l.rec.Events {
-		evs = append(evs, ev)
-	}
+	// The Events on the Lease, as the apiserver stores them: the elector's broadcaster posts them through
+	// its own client, and Run flushes them before it returns.
 	want := []string{"Normal Acquired acquired at epoch 42 by me", "Normal Released me released epoch 42"}
+	var evs []string
+	testenv.EventuallyWithin(t, testenv.EventuallyTimeout, "the Events on Lease lock", func() (bool, string) {
+		evs = leaseEvents(t, l.ns, "lock")
+		return len(evs) >= len(want), "[" + strings.Join(evs, ", ") + "]"
+	})
 	if diff := cmpSteps(want, evs); diff != "" {
 		t.Error(diff)
 	}
@@ -417,4 +431,22 @@ func TestMetricsAndEvents(t *testing.T) {
 	if err != nil || n == 0 {
 		t.Errorf("gathering the registry: %d series, %v", n, err)
 	}
+}
+
+// leaseEvents are the events.k8s.io/v1 Events about the Lease ns/name, oldest first, as "type reason note".
+func leaseEvents(t *testing.T, ns, name string) []string {
+	t.Helper()
+	list, err := clientset(t).EventsV1().Events(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("listing the Events of namespace %s: %v", ns, err)
+	}
+	list.Items = slices.DeleteFunc(list.Items, func(ev eventsv1.Event) bool {
+		return ev.Regarding.Kind != "Lease" || ev.Regarding.Name != name
+	})
+	slices.SortStableFunc(list.Items, func(a, b eventsv1.Event) int { return a.EventTime.Compare(b.EventTime.Time) })
+	var evs []string
+	for _, ev := range list.Items {
+		evs = append(evs, ev.Type+" "+ev.Reason+" "+ev.Note)
+	}
+	return evs
 }
