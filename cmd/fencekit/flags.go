@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"time"
@@ -18,25 +19,23 @@ import (
 
 // electorFlags are the flags `fencekit run` and `fencekit elect` share.
 type electorFlags struct {
-	kubeconfig, namespace, lease, identity string
-	cfg                                    elector.Config
-	fenceOnAcquire                         bool
-	timeout                                time.Duration
+	kubeconfig     string
+	cfg            elector.Config // --namespace, --lease, --identity and the timings
+	fenceOnAcquire bool
+	timeout        time.Duration
 }
 
 func (f *electorFlags) register(fs *pflag.FlagSet) {
-	ns := os.Getenv("POD_NAMESPACE")
-	if ns == "" {
-		ns = "default"
+	f.cfg.Namespace = os.Getenv("POD_NAMESPACE")
+	if f.cfg.Namespace == "" {
+		f.cfg.Namespace = "default"
 	}
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the pod's ServiceAccount).")
-	fs.StringVar(&f.namespace, "namespace", ns, "Namespace of the Lease (default: $POD_NAMESPACE, else default).")
-	fs.StringVar(&f.lease, "lease", "", "Name of the Lease to elect on (required).")
-	fs.StringVar(&f.identity, "identity", "", "Holder identity (default: $POD_NAME or the hostname, plus a random suffix).")
-	fs.DurationVar(&f.cfg.LeaseDuration, "lease-duration", elector.DefaultLeaseDuration, "Lease duration.")
-	fs.DurationVar(&f.cfg.RenewDeadline, "renew-deadline", elector.DefaultRenewDeadline, "Renew deadline.")
-	fs.DurationVar(&f.cfg.RetryPeriod, "retry-period", elector.DefaultRetryPeriod, "Retry period.")
-	fs.DurationVar(&f.cfg.SafetyMargin, "safety-margin", elector.DefaultSafetyMargin, "Safety margin of the safe-work deadline.")
+	efs := flag.NewFlagSet("elector", flag.ContinueOnError)
+	f.cfg.BindFlags(efs)
+	fs.AddGoFlagSet(efs)
+	fs.Lookup("namespace").Usage = "Namespace of the Lease ($POD_NAMESPACE when set)."
+	fs.Lookup("lease").Usage = "Name of the Lease to elect on (required)."
 	fs.DurationVar(&f.timeout, "timeout", 0, "Give up (exit 75) when the Lease is not acquired within this time; 0 waits for ever.")
 	fs.BoolVar(&f.fenceOnAcquire, "fence-on-acquire", true, "Raise the FencedResources bound to the Lease to the new epoch before leading, and declare it on the Lease (annotation fencing.fencekit.io/fences), which lets fencekit's webhook admit writes without a quorum read; once a Lease declares it, an elector with --fence-on-acquire=false cannot take it.")
 }
@@ -61,7 +60,7 @@ func (f *electorFlags) config(fs *pflag.FlagSet) (elector.Config, error) {
 	if err := noNegativeDurations(fs); err != nil {
 		return elector.Config{}, withCode(exitUsage, err)
 	}
-	if err := leadrun.ValidateLease(f.namespace, f.lease); err != nil {
+	if err := leadrun.ValidateLease(f.cfg.Namespace, f.cfg.Name); err != nil {
 		return elector.Config{}, withCode(exitUsage, err)
 	}
 	var rc *rest.Config
@@ -79,7 +78,7 @@ func (f *electorFlags) config(fs *pflag.FlagSet) (elector.Config, error) {
 		return elector.Config{}, withCode(exitConfig, err)
 	}
 	cfg := f.cfg
-	cfg.Client, cfg.Namespace, cfg.Name, cfg.Identity = cs, f.namespace, f.lease, f.identity
+	cfg.Client = cs
 	if f.fenceOnAcquire {
 		// Its own client, without rc's client-side rate limit (client-go's 5 QPS when --kubeconfig is
 		// given): 100 bound resources must be fenced within the PostAcquire timeout.

@@ -34,23 +34,17 @@ import (
 )
 
 type options struct {
-	namespace, lease, identity                        string
-	leaseDuration, renewDeadline, retryPeriod, margin time.Duration
-	pauseOnRound                                      string
-	unfenced                                          bool
+	elector      elector.Config // the Lease, the identity and the timings, from the flags
+	pauseOnRound string
+	unfenced     bool
 }
 
 var log = slog.New(slog.NewJSONHandler(os.Stdout, nil))
 
 func main() {
-	var o options
-	flag.StringVar(&o.namespace, "namespace", "default", "Namespace to reconcile, and of the Lease.")
-	flag.StringVar(&o.lease, "lease", "configsync", "Name of the Lease to elect on (the FencingPolicy names it too).")
-	flag.StringVar(&o.identity, "identity", "", "Holder identity (default: pod name or hostname plus a random suffix).")
-	flag.DurationVar(&o.leaseDuration, "lease-duration", elector.DefaultLeaseDuration, "Lease duration.")
-	flag.DurationVar(&o.renewDeadline, "renew-deadline", elector.DefaultRenewDeadline, "Renew deadline.")
-	flag.DurationVar(&o.retryPeriod, "retry-period", elector.DefaultRetryPeriod, "Retry period.")
-	flag.DurationVar(&o.margin, "safety-margin", elector.DefaultSafetyMargin, "Safety margin of the safe-work deadline.")
+	// The Lease's namespace is also the namespace reconciled; the FencingPolicy names the Lease too.
+	o := options{elector: elector.Config{Namespace: "default", Name: "configsync"}}
+	o.elector.BindFlags(flag.CommandLine)
 	flag.StringVar(&o.pauseOnRound, "pause-on-round", "", "Demonstration only: in the middle of the reconcile of this round, after each of its writes took its token and before any is sent, log \"pausing\" and wait until the process has been stopped (SIGSTOP) and continued (SIGCONT) from outside.")
 	flag.BoolVar(&o.unfenced, "unfenced", false, "Run without fencekit: controller-runtime's own leader election and a plain client.")
 	flag.Parse()
@@ -67,14 +61,14 @@ func run(o options) error {
 	mopts := ctrl.Options{
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache:   cache.Options{DefaultNamespaces: map[string]cache.Config{o.namespace: {}}},
+		Cache:   cache.Options{DefaultNamespaces: map[string]cache.Config{o.elector.Namespace: {}}},
 	}
 	if o.pauseOnRound != "" {
 		mopts.NewClient = pausingClient(o.pauseOnRound)
 	}
 	if o.unfenced {
-		mopts.LeaderElection, mopts.LeaderElectionID, mopts.LeaderElectionNamespace = true, o.lease, o.namespace
-		mopts.LeaseDuration, mopts.RenewDeadline, mopts.RetryPeriod = &o.leaseDuration, &o.renewDeadline, &o.retryPeriod
+		mopts.LeaderElection, mopts.LeaderElectionID, mopts.LeaderElectionNamespace = true, o.elector.Name, o.elector.Namespace
+		mopts.LeaseDuration, mopts.RenewDeadline, mopts.RetryPeriod = &o.elector.LeaseDuration, &o.elector.RenewDeadline, &o.elector.RetryPeriod
 		mopts.LeaderElectionReleaseOnCancel = true
 	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), mopts)
@@ -92,14 +86,11 @@ func run(o options) error {
 		if err != nil {
 			return err
 		}
+		cfg := o.elector
+		// The fence declares itself on the Lease: the webhook admits the writes from its copy of it.
+		cfg.PostAcquire, cfg.OnStartedLeading = fence, logLeading
 		// The one line: leader-only runnables under the fencekit elector, a fenced mgr.GetClient().
-		mgr, err = managed.Fence(mgr, elector.Config{
-			Namespace: o.namespace, Name: o.lease, Identity: o.identity,
-			LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod, SafetyMargin: o.margin,
-			// The fence declares itself on the Lease: the webhook admits the writes from its copy of it.
-			PostAcquire:      fence,
-			OnStartedLeading: logLeading,
-		})
+		mgr, err = managed.Fence(mgr, cfg)
 		if err != nil {
 			return err
 		}

@@ -32,25 +32,19 @@ import (
 )
 
 type options struct {
-	namespace, lease, resource, identity string
-	leaseDuration, renewDeadline         time.Duration
-	retryPeriod, safetyMargin, interval  time.Duration
-	writes, stopBeforeWrite              int
-	unfenced                             bool
+	elector                 elector.Config // the Lease, the identity and the timings, from the flags
+	resource                string
+	interval                time.Duration
+	writes, stopBeforeWrite int
+	unfenced                bool
 }
 
 var log = slog.New(slog.NewJSONHandler(os.Stdout, nil))
 
 func main() {
-	var o options
-	flag.StringVar(&o.namespace, "namespace", "default", "Namespace of the Lease and the resource.")
-	flag.StringVar(&o.lease, "lease", "demo-writer", "Name of the Lease to elect on.")
+	o := options{elector: elector.Config{Namespace: "default", Name: "demo-writer"}}
+	o.elector.BindFlags(flag.CommandLine)
 	flag.StringVar(&o.resource, "resource", "demo", "Name of the FencedResource (or, with --unfenced, ConfigMap) to write.")
-	flag.StringVar(&o.identity, "identity", "", "Holder identity (default: pod name or hostname plus a random suffix).")
-	flag.DurationVar(&o.leaseDuration, "lease-duration", elector.DefaultLeaseDuration, "Lease duration.")
-	flag.DurationVar(&o.renewDeadline, "renew-deadline", elector.DefaultRenewDeadline, "Renew deadline.")
-	flag.DurationVar(&o.retryPeriod, "retry-period", elector.DefaultRetryPeriod, "Retry period.")
-	flag.DurationVar(&o.safetyMargin, "safety-margin", elector.DefaultSafetyMargin, "Safety margin of the safe-work deadline.")
 	flag.DurationVar(&o.interval, "interval", time.Second, "Time between two writes.")
 	flag.IntVar(&o.writes, "writes", 0, "Writes to make while leading: 0 writes until leadership ends, -1 makes none (the worker only holds the Lease).")
 	flag.IntVar(&o.stopBeforeWrite, "stop-before-write", 0, "Demonstration only: just before write N, after its leadership check passed, log \"pausing\" and wait until the process has been stopped (SIGSTOP) and continued (SIGCONT) from outside, as a GC pause or CPU starvation could stop it (0: never).")
@@ -96,16 +90,13 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 		return err
 	}
 	var e *elector.Elector
-	e, err = elector.New(elector.Config{
-		Client: clientset, Namespace: o.namespace, Name: o.lease, Identity: o.identity,
-		LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod, SafetyMargin: o.safetyMargin,
-		// The fence declares itself on the Lease: fencekit's webhook admits the writes from its copy of it.
-		PostAcquire: fence,
-		OnStartedLeading: func(ctx context.Context, tok elector.Token) {
-			work(ctx, e, fencing.NewWriter(c), tok, o)
-		},
-		OnNewLeader: func(identity string, epoch int64) { log.Info("new leader", "holder", identity, "epoch", epoch) },
-	})
+	ecfg := o.elector
+	ecfg.Client = clientset
+	// The fence declares itself on the Lease: fencekit's webhook admits the writes from its copy of it.
+	ecfg.PostAcquire = fence
+	ecfg.OnStartedLeading = func(ctx context.Context, tok elector.Token) { work(ctx, e, fencing.NewWriter(c), tok, o) }
+	ecfg.OnNewLeader = func(identity string, epoch int64) { log.Info("new leader", "holder", identity, "epoch", epoch) }
+	e, err = elector.New(ecfg)
 	if err != nil {
 		return err
 	}
@@ -120,7 +111,7 @@ func work(ctx context.Context, e *elector.Elector, w *fencing.Writer, tok electo
 		<-ctx.Done()
 		return
 	}
-	key := types.NamespacedName{Namespace: o.namespace, Name: o.resource}
+	key := types.NamespacedName{Namespace: o.elector.Namespace, Name: o.resource}
 	for n := 1; o.writes == 0 || n <= o.writes; n++ {
 		select {
 		case <-ctx.Done():

@@ -25,15 +25,15 @@ func runUnfenced(ctx context.Context, cfg *rest.Config, o options) error {
 		return err
 	}
 	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: o.namespace, Name: o.lease},
+		LeaseMeta:  metav1.ObjectMeta{Namespace: o.elector.Namespace, Name: o.elector.Name},
 		Client:     clientset.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: o.identity},
+		LockConfig: resourcelock.ResourceLockConfig{Identity: o.elector.Identity},
 	}
 	// Like most programs, this one lets in-flight work finish before it exits.
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: lock, LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod,
+		Lock: lock, LeaseDuration: o.elector.LeaseDuration, RenewDeadline: o.elector.RenewDeadline, RetryPeriod: o.elector.RetryPeriod,
 		ReleaseOnCancel: true,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
@@ -53,34 +53,34 @@ func runUnfenced(ctx context.Context, cfg *rest.Config, o options) error {
 }
 
 func workUnfenced(ctx context.Context, cs kubernetes.Interface, o options) {
-	log.Info("leading", "holder", o.identity)
-	defer log.Info("stopped leading", "holder", o.identity)
+	log.Info("leading", "holder", o.elector.Identity)
+	defer log.Info("stopped leading", "holder", o.elector.Identity)
 	for n := 1; o.writes == 0 || n <= o.writes; n++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(o.interval):
 		}
-		pauseHere(n, o.stopBeforeWrite, o.identity, 0)
+		pauseHere(n, o.stopBeforeWrite, o.elector.Identity, 0)
 		wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := writeConfigMap(wctx, cs, o, map[string]string{"writer": o.identity, "write": strconv.Itoa(n)})
+		err := writeConfigMap(wctx, cs, o, map[string]string{"writer": o.elector.Identity, "write": strconv.Itoa(n)})
 		cancel()
 		if err != nil {
-			log.Info("write", "holder", o.identity, "write", n, "accepted", false, "error", err.Error())
+			log.Info("write", "holder", o.elector.Identity, "write", n, "accepted", false, "error", err.Error())
 			continue
 		}
-		log.Info("write", "holder", o.identity, "write", n, "accepted", true)
+		log.Info("write", "holder", o.elector.Identity, "write", n, "accepted", true)
 	}
 }
 
 // writeConfigMap replaces the ConfigMap's data, creating it if needed: a careful read-modify-write that
 // retries resourceVersion conflicts, and still has no idea whether its writer is the current leader.
 func writeConfigMap(ctx context.Context, cs kubernetes.Interface, o options, data map[string]string) error {
-	cms := cs.CoreV1().ConfigMaps(o.namespace)
+	cms := cs.CoreV1().ConfigMaps(o.elector.Namespace)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cm, err := cms.Get(ctx, o.resource, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: o.resource, Namespace: o.namespace}, Data: data}, metav1.CreateOptions{})
+			_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: o.resource, Namespace: o.elector.Namespace}, Data: data}, metav1.CreateOptions{})
 			return err
 		}
 		if err != nil {
