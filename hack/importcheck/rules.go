@@ -61,7 +61,7 @@ var rules = []rule{
 		May:      append([]string{"api/...", "pkg/..."}, controlPlane...),
 		Why: "the public packages' tests (their pure tests in the package, those on a control plane or PostgreSQL in " +
 			"test/integration) use a control plane with the CRDs and policies (test/util/testenv), " +
-			"never the operator's code: tests that need the running operator live on its side (internal/operator)",
+			"never the operator's code: tests that need the running operator live on its side (test/admission, internal/operator)",
 	},
 	{
 		Subjects: []string{"examples/..."},

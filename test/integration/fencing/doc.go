@@ -4,5 +4,5 @@
 // abandoned, and the fence-on-acquire hooks built from a rest.Config raise 100 resources within the
 // elector's default PostAcquire timeout. pkg/fencing's own tests are the ones that need no control plane
 // (`make test-unit` runs them); those of the Writer against the running operator's webhook are in
-// internal/operator.
+// test/admission.
 package fencing

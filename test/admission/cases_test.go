@@ -1,4 +1,4 @@
-package operator_test
+package admission_test
 
 import (
 	"encoding/json"

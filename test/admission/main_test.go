@@ -1,0 +1,77 @@
+package admission_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/test/util/testenv"
+)
+
+// The suite of fenced writes through fencekit's admission, on the real apiserver with the operator
+// started in the test process (test/util/operatortest): the threat model's case table (TestCases), the
+// webhooks' decisions on FencedResources and on the objects a FencingPolicy declares, the writes that need
+// no token and their bounds, coverage, the webhooks' copy of the Lease, deletion, and the fenced Writer
+// and fence-on-acquire against them.
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Main(m, &env, testenv.WithWebhooks(), testenv.WithLeasePolicy()) }
+
+// worker is one lease contender; see testenv.Worker.
+type worker = testenv.Worker
+
+func newWorker(t *testing.T, ns, holder string) worker { return env.NewWorker(t, ns, holder) }
+
+func declare(t *testing.T, ns, name, lease string) types.NamespacedName {
+	t.Helper()
+	return env.Declare(t, ns, name, lease)
+}
+
+// refusal is a write a test makes and wants refused: is reports whether the error has the expected reason,
+// and msg holds parts of its message.
+type refusal struct {
+	name  string
+	write func() error
+	is    func(error) bool
+	msg   []string
+}
+
+func get(t *testing.T, key types.NamespacedName) *fencingv1alpha1.FencedResource {
+	t.Helper()
+	return testenv.Read[fencingv1alpha1.FencedResource](t, env.Client, key.Namespace, key.Name)
+}
+
+// deleteAndWait deletes obj as an admin and waits until the apiserver no longer serves it.
+func deleteAndWait(t *testing.T, obj client.Object) {
+	t.Helper()
+	what := fmt.Sprintf("%T %s/%s", obj, obj.GetNamespace(), obj.GetName())
+	if err := env.Client.Delete(t.Context(), obj); err != nil {
+		t.Fatalf("deleting %s: %v", what, err)
+	}
+	testenv.Eventually(t, what+" is gone", func() (bool, string) {
+		err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(obj), obj)
+		return apierrors.IsNotFound(err), fmt.Sprintf("finalizers %v: %s", obj.GetFinalizers(), testenv.ErrString(err))
+	})
+}
+
+// isForbiddenByRBAC reports whether err is RBAC's refusal (it takes effect a moment after a grant).
+func isForbiddenByRBAC(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "cannot ") && !strings.Contains(err.Error(), "denied")
+}
+
+// retryRBAC runs write until RBAC has taken effect, and returns its result.
+func retryRBAC(t *testing.T, what string, write func() error) error {
+	t.Helper()
+	var err error
+	testenv.Eventually(t, what+" is decided (RBAC granted)", func() (bool, string) {
+		err = write()
+		return err == nil || !isForbiddenByRBAC(err), testenv.ErrString(err)
+	})
+	return err
+}
