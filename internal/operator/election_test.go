@@ -7,6 +7,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator"
 	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
@@ -34,7 +35,7 @@ func TestLeaderElection(t *testing.T) {
 	}
 	reconciled := func(name string) func() (bool, string) {
 		return func() (bool, string) {
-			fr := get(t, types.NamespacedName{Namespace: ns, Name: name})
+			fr := testenv.Read[fencingv1alpha1.FencedResource](t, env.Client, ns, name)
 			return fr.Status.ObservedGeneration == fr.Generation, fmt.Sprintf("status %+v", fr.Status)
 		}
 	}
@@ -43,11 +44,11 @@ func TestLeaderElection(t *testing.T) {
 	var first string
 	testenv.Eventually(t, "replica b leads", func() (bool, string) { first = holder(); return first != "", "holder " + first })
 	operatortest.Start(t, env, elect(true)) // replica a: standby, serving the webhook
-	declare(t, ns, "one", "l")
+	env.Declare(t, ns, "one", "l")
 	testenv.Eventually(t, "the leader reconciles", reconciled("one"))
 
 	stopB()
 	testenv.Eventually(t, "replica a takes over", func() (bool, string) { h := holder(); return h != "" && h != first, "holder " + h })
-	declare(t, ns, "two", "l")
+	env.Declare(t, ns, "two", "l")
 	testenv.Eventually(t, "the new leader reconciles", reconciled("two"))
 }

@@ -1,7 +1,6 @@
 package httpfence_test
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -9,10 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/fencekit/fencekit/pkg/fencing/httpfence"
 	"github.com/fencekit/fencekit/test/util/httpfencetest"
@@ -91,33 +88,14 @@ func TestStaleRequestCannotOvertake(t *testing.T) {
 	store := httpfence.NewMemoryStore()
 	var mu sync.Mutex
 	var order []string
-	entered, release := make(chan struct{}), make(chan struct{})
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok, _ := httpfence.TokenFrom(r.Context())
-		if tok.Epoch == 5 {
-			close(entered)
-			<-release
-		}
+	codes, srv := httpfencetest.Overlap(t, store, func(_ *http.Request, epoch int64) error {
 		mu.Lock()
-		order = append(order, strconv.FormatInt(tok.Epoch, 10))
+		order = append(order, strconv.FormatInt(epoch, 10))
 		mu.Unlock()
-	})
-	srv := httptest.NewServer(httpfence.Middleware(store, httpfencetest.KeyFromPath, h))
-	defer srv.Close()
-	var once sync.Once
-	free := func() { once.Do(func() { close(release) }) }
-	defer free() // before srv.Close, so a failed test does not hang on the held request
-	codes := make(chan int, 2)
-	go func() { code, _ := httpfencetest.Send(t, srv, "/orders/1", "5"); codes <- code }()
-	<-entered
-	go func() { code, _ := httpfencetest.Send(t, srv, "/orders/1", "6"); codes <- code }()
-	// (or, were the key released before the handler, until it has already been answered)
-	waitUntil(t, "the epoch-6 request waits for the key", func() bool { return store.Waiting("orders/1") == 1 || len(codes) > 0 })
-	free()
-	for range 2 {
-		if code := <-codes; code != http.StatusOK {
-			t.Errorf("status %d, want 200", code)
-		}
+		return nil
+	}, func() bool { return store.Waiting("orders/1") == 1 })
+	if diff := cmp.Diff([]int{http.StatusOK, http.StatusOK}, codes); diff != "" {
+		t.Errorf("statuses (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string{"5", "6"}, order); diff != "" {
 		t.Errorf("handler order (-want +got):\n%s", diff)
@@ -157,16 +135,5 @@ func TestHandlerResponsePassesThrough(t *testing.T) {
 		if resp.StatusCode != tc.code || string(body) != tc.body || resp.Header.Get("X-Order") != "1" {
 			t.Errorf("%s: %d %q X-Order=%q, want %d %q 1", tc.method, resp.StatusCode, body, resp.Header.Get("X-Order"), tc.code, tc.body)
 		}
-	}
-}
-
-// waitUntil polls a condition that depends only on goroutine scheduling, for at most 20 s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
-		return cond(), nil
-	})
-	if err != nil {
-		t.Fatalf("timed out waiting for %s", what)
 	}
 }

@@ -8,14 +8,12 @@ import (
 	"strconv"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fencekit/fencekit/pkg/fencing/httpfence"
 	"github.com/fencekit/fencekit/pkg/fencing/sqlfence"
 	"github.com/fencekit/fencekit/test/util/httpfencetest"
-	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 // stores gives t each Store to test with: in memory, and on PostgreSQL (a fresh database, fences created
@@ -125,9 +123,4 @@ func TestPanickingHandlerReleasesKey(t *testing.T) {
 			}
 		})
 	}
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testenv.EventuallyWithin(t, 20*time.Second, what, func() (bool, string) { return cond(), "" })
 }

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -139,37 +138,17 @@ func TestPostgresStore(t *testing.T) {
 // a request at epoch 6 waits for it in the database, so the epoch-5 write commits first.
 func TestPostgresStoreOrdersHandlers(t *testing.T) {
 	db, store := postgresStore(t, sqlfence.Options{Create: true})
-	entered, release := make(chan struct{}), make(chan struct{})
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok, _ := httpfence.TokenFrom(r.Context())
-		if tok.Epoch == 5 {
-			close(entered)
-			<-release
-		}
-		if _, err := httpfence.Tx(r.Context()).ExecContext(r.Context(), `INSERT INTO order_writes (epoch) VALUES ($1)`, tok.Epoch); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-		}
-	})
-	srv := httptest.NewServer(httpfence.Middleware(store, httpfencetest.KeyFromPath, h))
-	defer srv.Close()
-	var once sync.Once
-	free := func() { once.Do(func() { close(release) }) }
-	defer free() // before srv.Close, so a failed test does not hang on the held request
-	codes := make(chan int, 2)
-	go func() { code, _ := httpfencetest.Send(t, srv, "/orders/1", "5"); codes <- code }()
-	<-entered
-	go func() { code, _ := httpfencetest.Send(t, srv, "/orders/1", "6"); codes <- code }()
-	waitUntil(t, "the epoch-6 request waits for the fence row", func() bool {
+	codes, _ := httpfencetest.Overlap(t, store, func(r *http.Request, epoch int64) error {
+		_, err := httpfence.Tx(r.Context()).ExecContext(r.Context(), `INSERT INTO order_writes (epoch) VALUES ($1)`, epoch)
+		return err
+	}, func() bool {
 		var n int
 		err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n)
 		return err == nil && n == 1
 	})
-	free()
-	for range 2 {
-		if code := <-codes; code != http.StatusOK {
-			t.Errorf("status %d, want 200", code)
-		}
+	if diff := cmp.Diff([]int{http.StatusOK, http.StatusOK}, codes); diff != "" {
+		t.Errorf("statuses (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]int64{5, 6}, orderWrites(t, db)); diff != "" {
 		t.Errorf("commit order (-want +got):\n%s", diff)

@@ -1,9 +1,11 @@
 // Package httpfencetest holds what the tests of pkg/fencing/httpfence share, in the package (against the
 // memory store) and in test/integration/httpfence (against PostgreSQL): a key function, a client that
-// sends tokens and decodes refusals, and a fenced handler that records the epochs it ran for.
+// sends tokens and decodes refusals, a fenced handler that records the epochs it ran for, and the race of
+// two overlapping requests.
 package httpfencetest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -14,6 +16,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/fencekit/fencekit/pkg/fencing/httpfence"
 )
@@ -84,4 +89,41 @@ func (rec *Recorder) Seen() []int64 {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	return slices.Clone(rec.epochs)
+}
+
+// Overlap runs the race a check-then-release middleware loses. It serves store's Middleware over a
+// handler that calls write for each admitted request (a write error answers 500), sends a request at
+// epoch 5 to /orders/1 and holds its handler before write; it then sends one at epoch 6, waits until
+// queued reports it waiting behind the first (or it was answered), lets the first go on, and returns the
+// two statuses and the server, which is closed when the test ends.
+func Overlap(t *testing.T, store httpfence.Store, write func(r *http.Request, epoch int64) error, queued func() bool) ([]int, *httptest.Server) {
+	t.Helper()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, _ := httpfence.TokenFrom(r.Context())
+		if tok.Epoch == 5 {
+			close(entered)
+			<-release
+		}
+		if err := write(r, tok.Epoch); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
+	})
+	srv := httptest.NewServer(httpfence.Middleware(store, KeyFromPath, h))
+	t.Cleanup(srv.Close)
+	t.Cleanup(free) // runs before srv.Close, so a failed test does not hang on the held request
+	codes := make(chan int, 2)
+	go func() { code, _ := Send(t, srv, "/orders/1", "5"); codes <- code }()
+	<-entered
+	go func() { code, _ := Send(t, srv, "/orders/1", "6"); codes <- code }()
+	err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		return queued() || len(codes) > 0, nil
+	})
+	if err != nil {
+		t.Fatal("timed out waiting for the epoch-6 request to queue behind the held epoch-5 one")
+	}
+	free()
+	return []int{<-codes, <-codes}, srv
 }
