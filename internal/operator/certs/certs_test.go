@@ -385,6 +385,7 @@ func TestRenewsWhileRunning(t *testing.T) {
 	}); err != nil {
 		t.Errorf("CertDir does not hold the renewed certificate: %v", err)
 	}
+	waitOneGeneration(t, opts.CertDir)
 	checkLayout(t, opts.CertDir, pemPair{cert: renewed.Data["tls.crt"], key: renewed.Data["tls.key"]})
 	// The webhook server's certwatcher follows the swap of ..data: a handshake gets the renewed certificate.
 	want := parseCert(t, renewed.Data["tls.crt"])
@@ -417,8 +418,29 @@ func TestConvertsAnOldCertDir(t *testing.T) {
 	r.waitReady(t)
 
 	secret := getSecret(t, opts)
+	waitOneGeneration(t, opts.CertDir)
 	checkLayout(t, opts.CertDir, pemPair{cert: secret.Data["tls.crt"], key: secret.Data["tls.key"]})
 	if served := dialWebhook(t, r, secret.Data["ca.crt"]); !served.Equal(parseCert(t, secret.Data["tls.crt"])) {
 		t.Errorf("the webhook server serves %v, want the Secret's certificate", served.Subject)
+	}
+}
+
+// waitOneGeneration waits until the running writer has removed the generations its last swap of ..data
+// replaced: it removes them just after the swap, so a reader that sees the new pair can still see them.
+func waitOneGeneration(t *testing.T, dir string) {
+	t.Helper()
+	var names []string
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return false, err
+		}
+		names = names[:0]
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		return len(names) == 4, nil // one generation, ..data, tls.crt, tls.key
+	}); err != nil {
+		t.Fatalf("the cert dir %s still holds %v: %v", dir, names, err)
 	}
 }
