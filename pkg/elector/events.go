@@ -10,6 +10,7 @@ import (
 
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
@@ -91,7 +92,9 @@ type countingRecorder struct {
 }
 
 func (r *countingRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
-	r.sink.add(&r.sink.recorded)
+	r.sink.mu.Lock()
+	r.sink.recorded++
+	r.sink.mu.Unlock()
 	r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
 }
 
@@ -102,50 +105,32 @@ type countingSink struct {
 	events.EventSink
 	mu             sync.Mutex
 	recorded, sent int
-	changed        chan struct{} // closed, and replaced, each time sent grows
 }
 
-func (s *countingSink) add(n *int) {
+func (s *countingSink) countSent() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	*n++
-	if n == &s.sent && s.changed != nil {
-		close(s.changed)
-		s.changed = nil
-	}
+	s.sent++
+	s.mu.Unlock()
 }
 
 func (s *countingSink) Create(ctx context.Context, ev *eventsv1.Event) (*eventsv1.Event, error) {
-	defer s.add(&s.sent)
+	defer s.countSent()
 	return s.EventSink.Create(ctx, ev)
 }
 
 func (s *countingSink) Patch(ctx context.Context, ev *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
-	defer s.add(&s.sent)
+	defer s.countSent()
 	return s.EventSink.Patch(ctx, ev, data)
 }
 
-// waitSent waits until as many Events were sent as were recorded, or timeout passed.
+// waitSent waits until as many Events were sent as were recorded, or timeout passed. It runs once, when
+// the last elector on the broadcaster stops.
 func (s *countingSink) waitSent(timeout time.Duration) {
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	for {
+	_ = wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		s.mu.Lock()
-		if s.sent >= s.recorded {
-			s.mu.Unlock()
-			return
-		}
-		if s.changed == nil {
-			s.changed = make(chan struct{})
-		}
-		changed := s.changed
-		s.mu.Unlock()
-		select {
-		case <-changed:
-		case <-timer.C:
-			return
-		}
-	}
+		defer s.mu.Unlock()
+		return s.sent >= s.recorded, nil
+	})
 }
 
 // noteLimit is the longest Event note events.k8s.io/v1 accepts, in bytes: the apiserver refuses a longer

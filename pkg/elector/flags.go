@@ -10,8 +10,9 @@ import (
 //
 //	--namespace, --lease, --identity, --lease-duration, --renew-deadline, --retry-period, --safety-margin
 //
-// Set the defaults you want in c before calling it. A program on github.com/spf13/pflag adds them with
-// (*pflag.FlagSet).AddGoFlagSet. New checks the values.
+// Set the defaults you want in c before calling it. As in Config, a timing flag set to 0 means its
+// default. A program on github.com/spf13/pflag adds them with (*pflag.FlagSet).AddGoFlagSet. New checks
+// the values.
 func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Namespace, "namespace", c.Namespace, "Namespace of the Lease.")
 	fs.StringVar(&c.Name, "lease", c.Name, "Name of the Lease to elect on.")

@@ -416,16 +416,11 @@ func TestMetricsAndEvents(t *testing.T) {
 	if got := l.ofLock(t, "fencekit_elector_is_leader"); got != 0 {
 		t.Errorf("is_leader after release = %v", got)
 	}
-	// The Events on the Lease, as the apiserver stores them: the elector's broadcaster posts them through
-	// its own client, and Run flushes them before it returns.
+	// The Events on the Lease, as the apiserver stores them once Run has returned: the elector's
+	// broadcaster posts them through its own client, and the last Run on it waits until they were sent.
 	want := []string{"Normal Acquired acquired at epoch 42 by me", "Normal Released me released epoch 42"}
-	var evs []string
-	testenv.EventuallyWithin(t, testenv.EventuallyTimeout, "the Events on Lease lock", func() (bool, string) {
-		evs = leaseEvents(t, l.ns, "lock")
-		return len(evs) >= len(want), "[" + strings.Join(evs, ", ") + "]"
-	})
-	if diff := cmpSteps(want, evs); diff != "" {
-		t.Error(diff)
+	if diff := cmpSteps(want, leaseEvents(t, l.ns, "lock")); diff != "" {
+		t.Error("the Events on Lease lock when Run returned: " + diff)
 	}
 	n, err := testutil.GatherAndCount(l.reg)
 	if err != nil || n == 0 {
