@@ -222,19 +222,39 @@ func TestFreeWritesAreBounded(t *testing.T) {
 			b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": f}})
 			return string(b)
 		}
-		if err := patchConfigMap(t, editor, ns, "app", finalizers(admission.MaxFreeFinalizers)); err != nil {
-			t.Errorf("%d finalizers without a token (the bound): %v", admission.MaxFreeFinalizers, err)
+		if err := patchConfigMap(t, editor, ns, "app", finalizers(16)); err != nil {
+			t.Errorf("16 finalizers without a token: %v", err)
 		}
-		for _, n := range []int{admission.MaxFreeFinalizers + 1, 6000} {
-			mustContain(t, fmt.Sprintf("%d finalizers on a ConfigMap without a token", n), patchConfigMap(t, editor, ns, "app", finalizers(n)),
-				func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonInvalid },
-				"ConfigMap "+ns+"/app: this write without a fencing token adds finalizers", fmt.Sprintf("leaving %d on the object, over the bound of %d", n, admission.MaxFreeFinalizers))
-			mustContain(t, fmt.Sprintf("%d finalizers on a FencedResource without a token", n), mergePatch(t, editor, key, finalizers(n)),
-				func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonInvalid }, "FencedResource "+ns+"/orders", "over the bound of 16")
+		// Finalizers of the longest names (253 + 1 + 63 bytes), enough to pass the bound on their own.
+		many := admission.MaxFreeObjectBytes/300 + 1
+		long := func(n int) string {
+			f := make([]string, n)
+			for i := range f {
+				f[i] = fmt.Sprintf("%s/%063d", strings.Repeat(strings.Repeat("p", 62)+".", 4)+"x", i)
+			}
+			b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": f}})
+			return string(b)
 		}
-		pad := fmt.Sprintf(`{"metadata":{"annotations":{"example.com/pad":%q}}}`, strings.Repeat("x", admission.MaxFreeMetadataBytes))
-		mustContain(t, "64 KiB of annotations on a FencedResource without a token", mergePatch(t, editor, key, pad),
-			func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonInvalid }, "FencedResource "+ns+"/orders", "over the bound of 65536 bytes")
+		mustContain(t, fmt.Sprintf("%d long finalizers on a ConfigMap without a token", many), patchConfigMap(t, editor, ns, "app", long(many)),
+			func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonInvalid },
+			"ConfigMap "+ns+"/app: this write without a fencing token grows the object from", fmt.Sprintf("over the bound of %d bytes", admission.MaxFreeObjectBytes))
+		mustContain(t, fmt.Sprintf("%d long finalizers on a FencedResource without a token", many), mergePatch(t, editor, key, long(many)),
+			func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonInvalid }, "FencedResource "+ns+"/orders", fmt.Sprintf("over the bound of %d bytes", admission.MaxFreeObjectBytes))
+		pad := fmt.Sprintf(`{"metadata":{"annotations":{"example.com/pad":%q}}}`, strings.Repeat("x", 200*1024))
+		if err := mergePatch(t, editor, key, pad); err != nil {
+			t.Errorf("200 KiB of annotations on a FencedResource without a token (within the bound): %v", err)
+		}
+		for i := range 3 {
+			pad := fmt.Sprintf(`{"metadata":{"labels":{%s}}}`, labelPad(i, 200*1024))
+			if err := mergePatch(t, editor, key, pad); err != nil {
+				mustContain(t, "padding a FencedResource's labels past the bound without a token", err,
+					func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonInvalid }, fmt.Sprintf("over the bound of %d bytes", admission.MaxFreeObjectBytes))
+				break
+			}
+			if i == 2 {
+				t.Errorf("labels padded to %d KiB on a FencedResource without a token: admitted", 3*200+200)
+			}
+		}
 		if err := mergePatch(t, editor, key, `{"metadata":{"labels":{"team":"orders"},"annotations":{"example.com/note":"x"}}}`); err != nil {
 			t.Errorf("a label and an annotation on a FencedResource without a token (free): %v", err)
 		}
@@ -257,7 +277,7 @@ func TestFreeWritesAreBounded(t *testing.T) {
 
 	// 16 tokenless appliers co-owning the same 64 KiB of a FencedResource's annotations would put 1 MB
 	// of managedFields on it, and the holder's apply of data within MaxDataBytes would then fail
-	// ("etcdserver: request is too large"). The bytes of the entries that own only free fields are bounded.
+	// ("etcdserver: request is too large"). The object is bounded, managedFields included.
 	t.Run("free managers co-own the free metadata", func(t *testing.T) {
 		ns := env.Namespace(t)
 		holder := newWorker(t, ns, "app-operator")
@@ -269,14 +289,14 @@ func TestFreeWritesAreBounded(t *testing.T) {
 		for i := 0; ; i++ {
 			k := fmt.Sprintf("%s/k%04d%s", prefix, i, strings.Repeat("x", 50))
 			ann[k] = ""
-			if b, _ := json.Marshal(ann); len(b) > admission.MaxFreeMetadataBytes-2048 {
+			if b, _ := json.Marshal(ann); len(b) > 62*1024 {
 				delete(ann, k)
 				break
 			}
 		}
 		body, _ := json.Marshal(map[string]any{"apiVersion": fencingv1alpha1.GroupVersion.String(), "kind": "FencedResource",
 			"metadata": map[string]any{"name": padded.Name, "namespace": ns, "annotations": ann}})
-		for i := range admission.MaxFreeManagers {
+		for i := range 16 {
 			fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: padded.Name}}
 			if err := retryRBAC(t, "an applier's write", func() error {
 				return editor.Patch(ctx, fr, client.RawPatch(types.ApplyPatchType, body), client.FieldOwner(fmt.Sprintf("padder-%02d", i)))
@@ -309,6 +329,20 @@ func TestFreeWritesAreBounded(t *testing.T) {
 			t.Errorf("the holder's apply within MaxDataBytes after 16 tokenless appliers: %v", err)
 		}
 	})
+}
+
+// labelPad is about n bytes of labels (JSON members) of the longest keys and values the apiserver
+// accepts, their keys distinct for each i.
+func labelPad(i, n int) string {
+	var b strings.Builder
+	prefix := strings.Repeat(strings.Repeat("p", 62)+".", 4) + "x"
+	for j := 0; b.Len() < n; j++ {
+		if j > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, "%q:%q", fmt.Sprintf("%s/%02d%061d", prefix, i, j), strings.Repeat("v", 63))
+	}
+	return b.String()
 }
 
 // TestDeletionMarkerAuthorisesOneDelete: the holder wrote the deletion marker (as NewClient's Delete does

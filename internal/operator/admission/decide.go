@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -25,6 +26,9 @@ const (
 	FieldFieldManager  = "fieldManager"
 	FieldManagedFields = "metadata.managedFields"
 	FieldFinalizers    = "metadata.finalizers"
+	FieldObject        = "metadata"
+	FieldPropagation   = "propagationPolicy"
+	FieldGracePeriod   = "gracePeriodSeconds"
 	FieldPrecondition  = "preconditions.resourceVersion"
 )
 
@@ -55,14 +59,24 @@ var admit = Verdict{}
 func refuse(err *fencing.Error) Verdict { return Verdict{Err: err} }
 
 // Decide decides r, given the bound Lease as read (nil: not read yet; Missing: it does not exist) and the
-// time now. A write that presents no token is decided without the Lease; a DELETE under a live Lease and
-// every write that presents a token need it. A view from the webhook's copy (Source Copy) may only admit:
+// time now. A write that presents no token is decided without the Lease, unless the object carries a
+// deletion marker (armedMarker); a DELETE under a live Lease and every write that presents a token need it. A view from the webhook's copy (Source Copy) may only admit:
 // where it could refuse, or where the copy cannot be trusted to decide, the verdict asks for a quorum read.
 func Decide(r *Request, l *Lease, now time.Time) Verdict {
 	if r.Operation == Delete {
 		return decideDelete(r, l, now)
 	}
 	if !r.presents() {
+		if marker, armed := r.armedMarker(); armed {
+			switch {
+			case l == nil || l.Source == Copy:
+				return Verdict{Need: NeedQuorum}
+			case l.Live(now) && l.Epoch == marker:
+				return refuse(r.errAt(FieldDeleteAtEpoch, fencing.ReasonTokenMissing, 0, l.Epoch,
+					"%s is being deleted by the holder of lease %s: its deletion marker %s=%d is the Lease's current epoch, and a write without the token would make the holder's DELETE, whose precondition is the marker write's resourceVersion, fail; send it again once the delete is done",
+					r.what(), r.LeaseName, fencingv1alpha1.DeleteAtEpochAnnotation, marker))
+			}
+		}
 		return decideFree(r)
 	}
 	switch {
@@ -78,6 +92,21 @@ func Decide(r *Request, l *Lease, now time.Time) Verdict {
 		return Verdict{Need: NeedQuorum}
 	}
 	return Verdict{Err: err}
+}
+
+// armedMarker returns the epoch of the stored object's deletion marker, if it carries one. While it is the
+// Lease's current epoch the holder is deleting the object: it wrote the marker and sends its DELETE with
+// that write's resourceVersion as the precondition (decideDelete). A write without the token in between
+// would change the resourceVersion and make the DELETE fail with a conflict, as often as anyone cares to
+// write (a label, a finalizer: free): so such writes wait until the delete is done, and the holder's next
+// write removes a marker whose delete did not happen.
+func (r *Request) armedMarker() (int64, bool) {
+	raw, ok := annotationOK(r.Old, fencingv1alpha1.DeleteAtEpochAnnotation)
+	if !ok || r.Operation != Update {
+		return 0, false
+	}
+	epoch, err := elector.ParseEpoch(raw)
+	return epoch, err == nil
 }
 
 // copyEligible reports whether the webhook's copy of the Lease may decide r at all: an update of the object
@@ -152,7 +181,7 @@ func decideFree(r *Request) Verdict {
 		}
 		return refuse(r.tokenMissing(fenced[0].String(), "this write changes "+listPaths(fenced, 8)))
 	}
-	changes, added, freeOnly, freeBytes, grewFree, err := ownershipChanges(r.Old, r.New, free)
+	changes, err := ownershipChanges(r.Old, r.New, free)
 	if err != nil {
 		return refuse(r.errAt(FieldManagedFields, fencing.ReasonInvalid, 0, 0, "%s: %v", r.what(), err))
 	}
@@ -164,27 +193,10 @@ func decideFree(r *Request) Verdict {
 		}
 		return refuse(r.tokenMissing(FieldManagedFields, fmt.Sprintf("this write changes metadata.managedFields: it %s in the entry of %s", desc, c.entry)))
 	}
-	if r.New != nil && addsFinalizer(r.Old, r.New) && len(r.New.GetFinalizers()) > MaxFreeFinalizers {
-		return refuse(r.errAt(FieldFinalizers, fencing.ReasonInvalid, 0, 0,
-			"%s: this write without a fencing token adds finalizers, leaving %d on the object, over the bound of %d for writes without the token",
-			r.what(), len(r.New.GetFinalizers()), MaxFreeFinalizers))
-	}
-	if grewFree && freeBytes > MaxFreeManagedFieldsBytes {
-		return refuse(r.errAt(FieldManagedFields, fencing.ReasonInvalid, 0, 0,
-			"%s: this write without a fencing token grows the managedFields entries that own only free fields to %d bytes, over the bound of %d bytes",
-			r.what(), freeBytes, MaxFreeManagedFieldsBytes))
-	}
-	if added && freeOnly > MaxFreeManagers {
-		return refuse(r.errAt(FieldManagedFields, fencing.ReasonInvalid, 0, 0,
-			"%s: this write without a fencing token adds a managedFields entry, leaving %d entries that own only free fields, over the bound of %d",
-			r.what(), freeOnly, MaxFreeManagers))
-	}
-	if r.Class == FencedResource {
-		if before, after := metadataBytes(r.Old), metadataBytes(r.New); after > before && after > MaxFreeMetadataBytes {
-			return refuse(r.errAt("metadata.annotations", fencing.ReasonInvalid, 0, 0,
-				"%s: this write without a fencing token grows its labels and annotations to %d bytes, over the bound of %d bytes for writes without the token",
-				r.what(), after, MaxFreeMetadataBytes))
-		}
+	if before, after := objectBytes(r.Old, r.OldBytes), objectBytes(r.New, r.NewBytes); after > before && after > MaxFreeObjectBytes {
+		return refuse(r.errAt(FieldObject, fencing.ReasonInvalid, 0, 0,
+			"%s: this write without a fencing token grows the object from %d to %d bytes (managedFields included), over the bound of %d bytes for writes without the token: the holder's next write must keep its room below the apiserver's limit",
+			r.what(), before, after, MaxFreeObjectBytes))
 	}
 	return admit
 }
@@ -393,7 +405,8 @@ func (r *Request) marker(l *Lease, epoch int64) *fencing.Error {
 // decideDelete decides a DELETE. Anyone (with RBAC) may delete once the Lease is missing, released or
 // expired. While it has a live holder: break-glass users; the garbage collector (owner references are
 // fenced, so the owners whose absence makes it delete are the holder's); the namespace controller in a
-// terminating namespace; a delete of an object whose deletion was already admitted, and the cluster's own
+// terminating namespace; a delete of an object whose deletion was already admitted that leaves it as it is
+// (deletionChange), and the cluster's own
 // controllers deleting Pods (covered objects); and the acquiring user, only if the stored deletion marker is
 // the Lease's current epoch and the delete carries the stored resourceVersion as its precondition. A
 // DELETE carries no token, so the holder writes the marker with its token first, then deletes with that
@@ -405,7 +418,7 @@ func decideDelete(r *Request, l *Lease, now time.Time) Verdict {
 	switch {
 	case r.User.breakGlass(), r.User.is(GarbageCollectorUser):
 		return admit
-	case r.Class == Object && r.Old != nil && r.Old.GetDeletionTimestamp() != nil:
+	case r.Old != nil && r.Old.GetDeletionTimestamp() != nil && r.deletionChange() == "":
 		return admit
 	case r.Class == Object && r.Kind == "Pod" && r.User.clusterController():
 		return admit
@@ -428,6 +441,11 @@ func decideDelete(r *Request, l *Lease, now time.Time) Verdict {
 	}
 	switch {
 	case r.User.Name != l.Acquirer:
+		if change := r.deletionChange(); change != "" {
+			return refuse(r.errAt(FieldPropagation, fencing.ReasonNotHolder, stored, l.Epoch,
+				"%s is being deleted and %s: only the holder of lease %s (%s at epoch %d, user %q) or an admin (group %s) may change its deletion",
+				what, change, r.LeaseName, l.Holder, l.Epoch, l.Acquirer, BreakGlassGroup))
+		}
 		return refuse(r.errAt("", fencing.ReasonNotHolder, stored, l.Epoch,
 			"%s %s lease %s, held by %s at epoch %d: only that holder's user %q or an admin (group %s) may delete it",
 			what, r.boundTo(), r.LeaseName, l.Holder, l.Epoch, l.Acquirer, BreakGlassGroup))
@@ -454,6 +472,64 @@ func decideDelete(r *Request, l *Lease, now time.Time) Verdict {
 			what, r.boundTo(), r.LeaseName, l.Holder, l.Epoch, r.Old.GetResourceVersion(), got))
 	}
 	return admit
+}
+
+// deletionChange says what a DELETE of an object whose deletion was already admitted would change, ""
+// for nothing. Anyone may send one, and without options it changes nothing; with options the apiserver
+// applies them to the deletion in progress: a propagation policy rewrites the deletion finalizers (orphan
+// the dependents the holder's delete was deleting, or the reverse), a shorter grace period hurries a Pod's
+// end. Such a DELETE is decided like a first one.
+func (r *Request) deletionChange() string {
+	orphan, foreground := deletionFinalizers(r.Old)
+	if o, f := r.Delete.finalizers(orphan, foreground); o != orphan || f != foreground {
+		return fmt.Sprintf("its options (%s) would have its dependents %s instead of %s", r.Delete, dependents(o, f), dependents(orphan, foreground))
+	}
+	if g, current := r.Delete.GracePeriodSeconds, r.Old.GetDeletionGracePeriodSeconds(); g != nil && current != nil && *g < *current {
+		return fmt.Sprintf("its options (%s) would shorten the grace period of %d s", r.Delete, *current)
+	}
+	return ""
+}
+
+// finalizers are the deletion finalizers the apiserver would leave on an object that holds orphan and
+// foreground after a DELETE with o (k8s.io/apiserver's shouldOrphanDependents and shouldDeleteDependents):
+// orphanDependents wins over propagationPolicy, which wins over the finalizers already there.
+func (o DeleteOptions) finalizers(orphan, foreground bool) (bool, bool) {
+	switch {
+	case o.OrphanDependents != nil:
+		return *o.OrphanDependents, false
+	case o.PropagationPolicy != nil:
+		p := *o.PropagationPolicy
+		return p == "Orphan", p == "Foreground"
+	}
+	return orphan, foreground
+}
+
+func (o DeleteOptions) String() string {
+	var s []string
+	if o.OrphanDependents != nil {
+		s = append(s, "orphanDependents="+strconv.FormatBool(*o.OrphanDependents))
+	}
+	if o.PropagationPolicy != nil {
+		s = append(s, "propagationPolicy="+*o.PropagationPolicy)
+	}
+	if o.GracePeriodSeconds != nil {
+		s = append(s, "gracePeriodSeconds="+strconv.FormatInt(*o.GracePeriodSeconds, 10))
+	}
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+// dependents says what a deletion does to the dependents, given its deletion finalizers.
+func dependents(orphan, foreground bool) string {
+	switch {
+	case orphan:
+		return "orphaned"
+	case foreground:
+		return "deleted first (foreground)"
+	}
+	return "deleted in the background"
 }
 
 // finishedWithTTL reports whether Job u sets ttlSecondsAfterFinished and has finished (a Complete or

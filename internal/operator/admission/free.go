@@ -1,7 +1,6 @@
 package admission
 
 import (
-	"encoding/json"
 	"reflect"
 	"slices"
 	"strings"
@@ -9,25 +8,17 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// The bounds on what a write without the token may add, so that nobody without it can pad a fenced
-// object toward the apiserver's request limit (etcd's 1.5 MiB) and make the holder's next write, or
-// fence-on-acquire's raise, fail.
-const (
-	// MaxFreeFinalizers is the most finalizers a write without the token may leave on an object when it
-	// adds one. Kubernetes' own controllers add one or two; a finalizer name is at most 316 bytes.
-	MaxFreeFinalizers = 16
-	// MaxFreeManagers is the most managedFields entries owning nothing but free fields (finalizers, a
-	// FencedResource's labels and annotations) an object may have after a write without the token adds
-	// one.
-	MaxFreeManagers = 16
-	// MaxFreeMetadataBytes bounds a FencedResource's labels and annotations (their JSON) after a write
-	// without the token that grows them.
-	MaxFreeMetadataBytes = 64 * 1024
-	// MaxFreeManagedFieldsBytes bounds the managedFields entries that own nothing but free fields (their
-	// fieldsV1, as JSON) after a write without the token that grows them: server-side apply lets any number
-	// of managers co-own the same free fields, each entry listing them all again.
-	MaxFreeManagedFieldsBytes = 2 * MaxFreeMetadataBytes
-)
+// MaxFreeObjectBytes bounds a fenced object after a write without the token that grows it: its whole
+// serialized form (JSON, as the apiserver hands it to admission), managedFields included. A write without
+// the token may leave the object larger than it was only while it stays within this bound, so whatever
+// such writes add (finalizers, a FencedResource's labels and annotations, managedFields entries listing
+// free fields again and again), the object is never more than the larger of what the holder wrote and
+// this bound. etcd's request limit (1.5 MiB, --max-request-bytes) minus this bound is the room the holder's
+// next write keeps: at least 1 MiB, more than a FencedResource's data (MaxDataBytes, 256 KiB) and the
+// managedFields entry that lists its keys. It matters most for server-side apply: the apiserver retries an
+// update or a patch whose result is too large without managedFields, but not an apply, which then fails
+// with "etcdserver: request is too large".
+const MaxFreeObjectBytes = 512 * 1024
 
 // freeRule is one entry of the allowlist: a field a write may change without presenting the token, for
 // whom, and the reason a stale or non-holder writer cannot use it to change data, ownership, coverage or
@@ -50,10 +41,16 @@ var allowlist = []freeRule{{
 	},
 	why: "the apiserver sets these itself; a request cannot choose them",
 }, {
-	name:  "finalizers",
-	frees: func(_ *Request, p Path) bool { return p.under("metadata", "finalizers") },
+	name: "finalizers",
+	frees: func(r *Request, p Path) bool {
+		return p.under("metadata", "finalizers") && (sameDeletionFinalizers(r.Old, r.New) || r.collectsGarbage())
+	},
 	why: "a finalizer only delays the removal of an object whose deletion was already admitted: it changes " +
-		"no data, no owner, no label, and nothing the holder's next write sends; bounded by MaxFreeFinalizers",
+		"no data, no owner, no label, and nothing the holder's next write sends. Not orphan and " +
+		"foregroundDeletion: they decide what the garbage collector does with the dependents when the object " +
+		"is deleted (the holder's DELETE without options follows them), so adding or removing one needs the " +
+		"token; only the garbage collector removes them, from an object being deleted, when it has done what " +
+		"they ask",
 }, {
 	name: "a FencedResource's declaration",
 	frees: func(r *Request, p Path) bool {
@@ -185,31 +182,49 @@ func onlyRemovesOwners(old, updated *unstructured.Unstructured) bool {
 	return true
 }
 
-// addsFinalizer reports whether updated holds a finalizer old does not.
-func addsFinalizer(old, updated *unstructured.Unstructured) bool {
-	var have []string
-	if old != nil {
-		have = old.GetFinalizers()
+// The finalizers that decide what the garbage collector does with an object's dependents when the object
+// is deleted (metav1.FinalizerOrphanDependents, metav1.FinalizerDeleteDependents).
+const (
+	orphanFinalizer     = "orphan"
+	foregroundFinalizer = "foregroundDeletion"
+)
+
+// deletionFinalizers reports which of the two deletion finalizers u holds.
+func deletionFinalizers(u *unstructured.Unstructured) (orphan, foreground bool) {
+	if u == nil {
+		return false, false
 	}
-	for _, f := range updated.GetFinalizers() {
-		if !slices.Contains(have, f) {
-			return true
-		}
-	}
-	return false
+	fs := u.GetFinalizers()
+	return slices.Contains(fs, orphanFinalizer), slices.Contains(fs, foregroundFinalizer)
 }
 
-// metadataBytes is the size of u's labels and annotations as JSON.
-func metadataBytes(u *unstructured.Unstructured) int {
+// sameDeletionFinalizers reports whether old and updated hold the same deletion finalizers.
+func sameDeletionFinalizers(old, updated *unstructured.Unstructured) bool {
+	o1, f1 := deletionFinalizers(old)
+	o2, f2 := deletionFinalizers(updated)
+	return o1 == o2 && f1 == f2
+}
+
+// collectsGarbage reports whether r is the garbage collector removing deletion finalizers (and nothing
+// else of the finalizers) from an object being deleted: it does so once it has orphaned or deleted the
+// dependents, as the holder's delete asked.
+func (r *Request) collectsGarbage() bool {
+	if !r.User.is(GarbageCollectorUser) || r.Operation != Update || r.Old == nil || r.New == nil || r.Old.GetDeletionTimestamp() == nil {
+		return false
+	}
+	o1, f1 := deletionFinalizers(r.Old)
+	o2, f2 := deletionFinalizers(r.New)
+	return (!o2 || o1) && (!f2 || f1)
+}
+
+// objectBytes is the size of u serialized as JSON: n when the webhook measured it (the request's bytes),
+// otherwise u encoded again; 0 for no object.
+func objectBytes(u *unstructured.Unstructured, n int) int {
 	if u == nil {
 		return 0
 	}
-	n := 0
-	for _, m := range []map[string]string{u.GetLabels(), u.GetAnnotations()} {
-		if len(m) > 0 {
-			b, _ := json.Marshal(m) //nolint:errchkjson // a map of strings always encodes
-			n += len(b)
-		}
+	if n > 0 {
+		return n
 	}
-	return n
+	return jsonSize(u.Object)
 }

@@ -18,7 +18,6 @@ import (
 type entry struct {
 	manager, operation, subresource, apiVersion string
 	fields                                      *fieldpath.Set
-	size                                        int // bytes of its fieldsV1
 }
 
 // id names the entry as the apiserver tells entries apart.
@@ -61,7 +60,6 @@ func entries(u *unstructured.Unstructured) (map[string]entry, error) {
 			if err != nil {
 				return nil, err
 			}
-			e.size = len(b)
 			set := fieldpath.NewSet()
 			if err := set.FromJSON(bytes.NewReader(b)); err != nil {
 				return nil, fmt.Errorf("managedFields[%d] (manager %q): %w", i, e.manager, err)
@@ -102,27 +100,15 @@ type ownershipChange struct {
 //   - an epoch manager's entry (a holder's) may not gain anything, not even a free field;
 //   - an added entry may not be an epoch manager's.
 //
-// added reports whether the write added an entry; freeOnly counts the entries after the write that own
-// nothing but free paths (bounded by MaxFreeManagers), freeBytes their size (bounded by
-// MaxFreeManagedFieldsBytes: server-side apply lets many of them co-own the same free fields), and grew
-// whether the write made that size grow.
-func ownershipChanges(old, updated *unstructured.Unstructured, free func(Path) bool) (changes []ownershipChange, added bool, freeOnly, freeBytes int, grew bool, err error) {
+// How much the entries hold is bounded with the rest of the object (MaxFreeObjectBytes).
+func ownershipChanges(old, updated *unstructured.Unstructured, free func(Path) bool) (changes []ownershipChange, err error) {
 	before, err := entries(old)
 	if err != nil {
-		return nil, false, 0, 0, false, fmt.Errorf("reading the stored object's managedFields: %w", err)
+		return nil, fmt.Errorf("reading the stored object's managedFields: %w", err)
 	}
 	after, err := entries(updated)
 	if err != nil {
-		return nil, false, 0, 0, false, fmt.Errorf("reading the written object's managedFields: %w", err)
-	}
-	freeSize := func(es map[string]entry) int {
-		n := 0
-		for _, e := range es {
-			if !e.epochManager() && onlyFree(e.fields, free) {
-				n += e.size
-			}
-		}
-		return n
+		return nil, fmt.Errorf("reading the written object's managedFields: %w", err)
 	}
 	outside := func(e entry, s *fieldpath.Set, why string) {
 		s.Iterate(func(p fieldpath.Path) {
@@ -134,7 +120,6 @@ func ownershipChanges(old, updated *unstructured.Unstructured, free func(Path) b
 	for id, a := range after {
 		b, existed := before[id]
 		if !existed {
-			added = true
 			b = entry{fields: fieldpath.NewSet()}
 			if a.epochManager() {
 				changes = append(changes, ownershipChange{entry: a, why: "adds an entry for a fenced writer"})
@@ -146,9 +131,6 @@ func ownershipChanges(old, updated *unstructured.Unstructured, free func(Path) b
 		}
 		outside(a, gained, "gives ownership of")
 		outside(a, lost, "takes ownership of")
-		if !a.epochManager() && onlyFree(a.fields, free) {
-			freeOnly++
-		}
 	}
 	for id, b := range before {
 		if _, kept := after[id]; !kept {
@@ -165,18 +147,7 @@ func ownershipChanges(old, updated *unstructured.Unstructured, free func(Path) b
 		}
 		return cmp.Compare(x.entry.id(), y.entry.id())
 	})
-	freeBytes = freeSize(after)
-	return changes, added, freeOnly, freeBytes, freeBytes > freeSize(before), nil
-}
-
-func onlyFree(s *fieldpath.Set, free func(Path) bool) bool {
-	ok := true
-	s.Iterate(func(p fieldpath.Path) {
-		if ap := asPath(p); len(ap) > 0 && !free(ap) {
-			ok = false
-		}
-	})
-	return ok
+	return changes, nil
 }
 
 func firstPath(s *fieldpath.Set) Path {

@@ -37,7 +37,7 @@ func TestOwnershipChangesNameTheMostSpecificField(t *testing.T) {
 		managedEntry(holder, "Update", map[string]any{"f:data": map[string]any{}}),
 	)
 	for range 50 {
-		changes, _, _, _, _, err := ownershipChanges(old, moved, func(Path) bool { return false })
+		changes, err := ownershipChanges(old, moved, func(Path) bool { return false })
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -112,12 +112,29 @@ type Request struct {
 	// declares now. Not recorded (the zero value), the copy decides nothing.
 	CoverageRecorded bool
 	CoverageEpoch    int64
+	// OldBytes and NewBytes are the sizes of Old and New as the apiserver sent them (JSON); 0: Decide
+	// encodes the object again to measure it.
+	OldBytes, NewBytes int
 	// DeletePrecondition is the resourceVersion a DELETE names as its precondition (DeleteOptions), "" for
 	// none.
 	DeletePrecondition string
+	// Delete holds the DeleteOptions that decide what a DELETE does to the object's dependents and how
+	// soon it goes.
+	Delete DeleteOptions
 	// NamespaceTerminating is whether the namespace is being deleted; read only for the namespace
 	// controller's deletes (ReadsNamespace).
 	NamespaceTerminating bool
+}
+
+// DeleteOptions are the options of a DELETE that decide what it does, as the apiserver reads them
+// (k8s.io/apiserver's registry Store.Delete); nil where the request leaves them out.
+type DeleteOptions struct {
+	// OrphanDependents and PropagationPolicy ("Orphan", "Background", "Foreground") choose what the garbage
+	// collector does with the dependents.
+	OrphanDependents  *bool
+	PropagationPolicy *string
+	// GracePeriodSeconds shortens a graceful deletion (a Pod's).
+	GracePeriodSeconds *int64
 }
 
 // key is "namespace/name", as refusals name the object.

@@ -160,7 +160,8 @@ func decodeRequest(req admission.Request, class core.Class) (*core.Request, erro
 			r.Name = r.New.GetGenerateName() + "*" // a create with generateName
 		}
 	}
-	if r.FieldManager, r.DeletePrecondition, err = requestOptions(req); err != nil {
+	r.OldBytes, r.NewBytes = len(req.OldObject.Raw), len(req.Object.Raw)
+	if r.FieldManager, r.DeletePrecondition, r.Delete, err = requestOptions(req); err != nil {
 		return nil, fmt.Errorf("%s %s/%s: %w", r.Kind, r.Namespace, r.Name, err)
 	}
 	return r, nil
@@ -220,27 +221,32 @@ func decodeFields(fields map[string]json.RawMessage, skip string) (map[string]an
 
 // requestOptions reads the request's options: the field manager, where a fenced write presents its token
 // (CreateOptions, UpdateOptions, PatchOptions; admission sees a PATCH as UPDATE), and a DELETE's
-// precondition resourceVersion (DeleteOptions).
-func requestOptions(req admission.Request) (fieldManager, precondition string, err error) {
+// precondition resourceVersion and the options that decide what it does (DeleteOptions).
+func requestOptions(req admission.Request) (fieldManager, precondition string, del core.DeleteOptions, err error) {
 	if len(req.Options.Raw) == 0 {
-		return "", "", nil
+		return "", "", del, nil
 	}
 	var opts struct {
 		FieldManager  string `json:"fieldManager"`
 		Preconditions *struct {
 			ResourceVersion *string `json:"resourceVersion"`
 		} `json:"preconditions"`
+		OrphanDependents   *bool   `json:"orphanDependents"`
+		PropagationPolicy  *string `json:"propagationPolicy"`
+		GracePeriodSeconds *int64  `json:"gracePeriodSeconds"`
 	}
 	if err := json.Unmarshal(req.Options.Raw, &opts); err != nil {
-		return "", "", fmt.Errorf("decoding the request's options: %w", err)
+		return "", "", del, fmt.Errorf("decoding the request's options: %w", err)
 	}
 	if req.Operation == admissionv1.Delete {
 		if opts.Preconditions != nil && opts.Preconditions.ResourceVersion != nil {
 			precondition = *opts.Preconditions.ResourceVersion
 		}
-		return "", precondition, nil
+		del = core.DeleteOptions{OrphanDependents: opts.OrphanDependents, PropagationPolicy: opts.PropagationPolicy,
+			GracePeriodSeconds: opts.GracePeriodSeconds}
+		return "", precondition, del, nil
 	}
-	return opts.FieldManager, "", nil
+	return opts.FieldManager, "", del, nil
 }
 
 func badRequest(err error) admission.Response { return admission.Errored(http.StatusBadRequest, err) }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator/admission"
@@ -40,10 +41,11 @@ var Table = []Case{
 	{Name: "an editor sets the writer annotation", Target: FencedResource, Actor: Editor, Token: NoToken, Patch: annotate(writerKey, "someone"),
 		Want: fencing.ReasonTokenMissing},
 	{Name: "an editor adds a finalizer", Target: FencedResource, Actor: Editor, Token: NoToken, Patch: finalizers(1)},
-	{Name: "an editor pads finalizers", Target: FencedResource, Actor: Editor, Token: NoToken, Patch: finalizers(admission.MaxFreeFinalizers + 1),
+	{Name: "an editor pads finalizers", Target: FencedResource, Actor: Editor, Token: NoToken, Patch: padFinalizers,
 		Want: fencing.ReasonInvalid, Why: "free additions are bounded: nobody without the token may pad the object toward etcd's limit"},
-	{Name: "an editor pads annotations", Target: FencedResource, Actor: Editor, Token: NoToken,
-		Patch: annotate("example.com/pad", strings.Repeat("x", admission.MaxFreeMetadataBytes)), Want: fencing.ReasonInvalid},
+	{Name: "an editor pads labels", Target: FencedResource, Actor: Editor, Token: NoToken, Patch: padLabels, Want: fencing.ReasonInvalid},
+	{Name: "an editor adds the orphan finalizer", Target: FencedResource, Actor: Editor, Token: NoToken, Patch: addFinalizer("orphan"),
+		Want: fencing.ReasonTokenMissing, Why: "the holder's delete would orphan the dependents instead of deleting them"},
 	{Name: "an editor moves ownership of the data to the holder's apply", Target: FencedResource, Actor: Editor, Token: NoToken,
 		Patch: stealOwnership, Want: fencing.ReasonTokenMissing,
 		Why: "managedFields decide what the holder's next server-side apply prunes"},
@@ -68,6 +70,9 @@ var Table = []Case{
 		Setup: annotate(markerKey, marker), Want: fencing.ReasonTokenMissing,
 		Why: "a stale replica's bare DELETE, after a marker whose delete did not happen (or one written before coverage)"},
 	{Name: "an editor deletes after the release", Target: FencedResource, Actor: Editor, Op: admission.Delete, Lease: Released},
+	{Name: "an editor labels a FencedResource the holder is deleting", Target: FencedResource, Actor: Editor, Token: NoToken,
+		Setup: annotate(markerKey, marker), Patch: label("team", "orders"), Want: fencing.ReasonTokenMissing,
+		Why: "a free write between the holder's marker and its DELETE fails the DELETE's precondition, as often as anyone writes"},
 
 	// A ConfigMap a FencingPolicy covers.
 	{Name: "the holder writes a ConfigMap", Target: ConfigMap, Actor: HolderUser, Token: CurrentToken, Patch: changeData},
@@ -75,8 +80,12 @@ var Table = []Case{
 	{Name: "the holder's user writes a ConfigMap without a token", Target: ConfigMap, Actor: HolderUser, Token: NoToken, Patch: changeData,
 		Want: fencing.ReasonTokenMissing},
 	{Name: "an editor adds a finalizer to a ConfigMap", Target: ConfigMap, Actor: Editor, Token: NoToken, Patch: finalizers(1)},
-	{Name: "an editor pads a ConfigMap's finalizers", Target: ConfigMap, Actor: Editor, Token: NoToken,
-		Patch: finalizers(admission.MaxFreeFinalizers + 1), Want: fencing.ReasonInvalid},
+	{Name: "an editor pads a ConfigMap's finalizers", Target: ConfigMap, Actor: Editor, Token: NoToken, Patch: padFinalizers,
+		Want: fencing.ReasonInvalid},
+	{Name: "an editor adds the foregroundDeletion finalizer to a ConfigMap", Target: ConfigMap, Actor: Editor, Token: NoToken,
+		Patch: addFinalizer("foregroundDeletion"), Want: fencing.ReasonTokenMissing},
+	{Name: "the holder adds the orphan finalizer to a ConfigMap", Target: ConfigMap, Actor: HolderUser, Token: CurrentToken,
+		Patch: addFinalizer("orphan")},
 	{Name: "an editor moves ownership of a ConfigMap's data", Target: ConfigMap, Actor: Editor, Token: NoToken, Patch: stealOwnership,
 		Want: fencing.ReasonTokenMissing},
 	{Name: "an editor annotates a ConfigMap", Target: ConfigMap, Actor: Editor, Token: NoToken, Patch: annotate("example.com/note", "x"),
@@ -190,6 +199,40 @@ func finalizers(n int) func(map[string]any) map[string]any {
 			f[i] = fmt.Sprintf("example.com/f%d", i)
 		}
 		return map[string]any{"metadata": map[string]any{"finalizers": f}}
+	}
+}
+
+// padFinalizers adds finalizers of the longest names the apiserver accepts (a 253-character prefix and a
+// 63-character name) until they alone exceed admission.MaxFreeObjectBytes.
+func padFinalizers(map[string]any) map[string]any {
+	prefix := strings.Repeat(strings.Repeat("p", 62)+".", 4)[:252] + "x"
+	var f []any
+	for n := 0; n <= admission.MaxFreeObjectBytes; n += 253 + 1 + 63 + 3 {
+		f = append(f, fmt.Sprintf("%s/%063d", prefix, len(f)))
+	}
+	return map[string]any{"metadata": map[string]any{"finalizers": f}}
+}
+
+// padLabels adds labels of the longest keys and values the apiserver accepts until they alone exceed
+// admission.MaxFreeObjectBytes.
+func padLabels(map[string]any) map[string]any {
+	prefix := strings.Repeat(strings.Repeat("p", 62)+".", 4)[:252] + "x"
+	labels := map[string]any{}
+	for n := 0; n <= admission.MaxFreeObjectBytes; n += 253 + 1 + 63 + 63 + 6 {
+		labels[fmt.Sprintf("%s/%063d", prefix, len(labels))] = strings.Repeat("v", 63)
+	}
+	return map[string]any{"metadata": map[string]any{"labels": labels}}
+}
+
+// addFinalizer keeps the stored finalizers and adds name.
+func addFinalizer(name string) func(map[string]any) map[string]any {
+	return func(stored map[string]any) map[string]any {
+		f, _, _ := unstructured.NestedStringSlice(stored, "metadata", "finalizers")
+		list := make([]any, 0, len(f)+1)
+		for _, s := range f {
+			list = append(list, s)
+		}
+		return map[string]any{"metadata": map[string]any{"finalizers": append(list, name)}}
 	}
 }
 
