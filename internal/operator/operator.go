@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -25,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/fencekit/fencekit/internal/operator/admission"
 	"github.com/fencekit/fencekit/internal/operator/certs"
 	"github.com/fencekit/fencekit/internal/operator/controllers"
 	"github.com/fencekit/fencekit/internal/operator/webhook"
@@ -112,7 +114,13 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if err := controllers.IndexLeaseName(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("indexing FencedResources by lease: %w", err)
 	}
-	if err := setupWebhook(mgr, opts); err != nil {
+	var aliases admission.Aliases
+	if opts.WebhookPort != 0 {
+		if aliases, err = discoverAliases(cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := setupWebhook(mgr, opts, aliases); err != nil {
 		return nil, err
 	}
 
@@ -143,7 +151,7 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		if source == "" {
 			source = "validating-webhook-configuration"
 		}
-		if err := controllers.NewFencingPolicyReconciler(mgr.GetClient(), opts.ObjectsWebhookConfigName, source, webhook.ObjectsPath).
+		if err := controllers.NewFencingPolicyReconciler(mgr.GetClient(), opts.ObjectsWebhookConfigName, source, webhook.ObjectsPath, aliases).
 			SetupWithManager(leaderOnly); err != nil {
 			return nil, fmt.Errorf("setting up the FencingPolicy controller: %w", err)
 		}
@@ -152,6 +160,22 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// discoverAliases lists what the apiserver serves and derives the alias routes from it
+// (admission.AliasesFrom): the object webhook decides a write through an alias as the route it stands for,
+// and the FencingPolicy controller's webhook configuration matches it. A group that fails discovery (an
+// aggregated API that is down) is left out; the core API, where the aliases are, must answer.
+func discoverAliases(cfg *rest.Config) (admission.Aliases, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building a discovery client for the alias routes: %w", err)
+	}
+	_, lists, err := dc.ServerGroupsAndResources()
+	if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
+		return nil, fmt.Errorf("discovering the apiserver's resources for the alias routes: %w", err)
+	}
+	return admission.AliasesFrom(lists), nil
 }
 
 // http1Only turns HTTP/2 off on a server fencekit serves, as kubebuilder's scaffold does, for the HTTP/2
@@ -188,7 +212,7 @@ func metricsOptions(opts Options) (metricsserver.Options, error) {
 
 // setupWebhook registers the FencedResource webhook and, with CertRotation, its certificate management;
 // the readiness check passes once the webhook server serves with a valid certificate.
-func setupWebhook(mgr manager.Manager, opts Options) error {
+func setupWebhook(mgr manager.Manager, opts Options, aliases admission.Aliases) error {
 	if opts.WebhookPort == 0 {
 		return mgr.AddReadyzCheck("readyz", healthz.Ping)
 	}
@@ -223,7 +247,7 @@ func setupWebhook(mgr manager.Manager, opts Options) error {
 	if err := webhook.SetupPolicyWebhookWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the FencingPolicy webhook: %w", err)
 	}
-	webhook.SetupObjectsWithManager(mgr, webhook.WithLeaseCache(leases))
+	webhook.SetupObjectsWithManager(mgr, aliases, webhook.WithLeaseCache(leases))
 	started := mgr.GetWebhookServer().StartedChecker()
 	return mgr.AddReadyzCheck("webhook", func(req *http.Request) error {
 		if certsReady != nil {

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -52,14 +53,18 @@ type FencingPolicyReconciler struct {
 	// configName is the ValidatingWebhookConfiguration this reconciler owns; sourceName the one that
 	// serves FencedResources, whose client configuration (service or URL, CA) it copies, with path.
 	configName, sourceName, path string
+	// aliases are the resources whose writes stand for a subresource of a declared one (core bindings for
+	// pods/binding): the webhooks match them too.
+	aliases admission.Aliases
 }
 
 var _ reconcile.Reconciler = (*FencingPolicyReconciler)(nil)
 
 // NewFencingPolicyReconciler returns a reconciler that writes the ValidatingWebhookConfiguration
-// configName, pointing its webhooks at path on the server that sourceName's webhooks call.
-func NewFencingPolicyReconciler(c client.Client, configName, sourceName, path string) *FencingPolicyReconciler {
-	return &FencingPolicyReconciler{client: c, configName: configName, sourceName: sourceName, path: path}
+// configName, pointing its webhooks at path on the server that sourceName's webhooks call; each webhook
+// matches the declared resources, their subresources and their aliases (admission.AliasesFrom).
+func NewFencingPolicyReconciler(c client.Client, configName, sourceName, path string, aliases admission.Aliases) *FencingPolicyReconciler {
+	return &FencingPolicyReconciler{client: c, configName: configName, sourceName: sourceName, path: path, aliases: aliases}
 }
 
 // SetupWithManager registers the reconciler.
@@ -247,7 +252,8 @@ func (r *FencingPolicyReconciler) syncWebhooks(ctx context.Context) error {
 			byNamespace[p.Namespace] = groups
 		}
 		for _, e := range p.Spec.Resources {
-			for _, res := range []string{e.Resource, e.Resource + "/*"} {
+			routes := append([]string{e.Resource, e.Resource + "/*"}, r.aliases.Of(schema.GroupResource{Group: e.Group, Resource: e.Resource})...)
+			for _, res := range routes {
 				if !slices.Contains(groups[e.Group], res) {
 					groups[e.Group] = append(groups[e.Group], res)
 				}

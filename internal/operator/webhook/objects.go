@@ -31,19 +31,23 @@ type ObjectValidator struct {
 	// Leases, Namespaces and, when the cache shows no policy for a request the apiserver sent here, the
 	// policies again, straight from the apiserver (quorum reads).
 	policies ctrl.Reader
+	// aliases are the resources whose writes stand for a subresource of another (core bindings for
+	// pods/binding): a request to one is decided as that route.
+	aliases core.Aliases
 	decider
 }
 
-// NewObjectValidator returns an ObjectValidator; reader must not be a cache.
-func NewObjectValidator(policies, reader ctrl.Reader, opts ...Option) *ObjectValidator {
-	return &ObjectValidator{policies: policies, decider: newDecider(webhookObjects, reader, opts)}
+// NewObjectValidator returns an ObjectValidator; reader must not be a cache. aliases are the apiserver's
+// alias routes (core.AliasesFrom), which the operator's webhook configuration also matches.
+func NewObjectValidator(policies, reader ctrl.Reader, aliases core.Aliases, opts ...Option) *ObjectValidator {
+	return &ObjectValidator{policies: policies, aliases: aliases, decider: newDecider(webhookObjects, reader, opts)}
 }
 
 // SetupObjectsWithManager registers the object webhook on mgr's webhook server at ObjectsPath, recording
 // refusals as Events with the manager's recorder.
-func SetupObjectsWithManager(mgr manager.Manager, opts ...Option) {
+func SetupObjectsWithManager(mgr manager.Manager, aliases core.Aliases, opts ...Option) {
 	opts = append([]Option{WithEventRecorder(mgr.GetEventRecorder(eventSource))}, opts...)
-	mgr.GetWebhookServer().Register(ObjectsPath, &webhook.Admission{Handler: NewObjectValidator(mgr.GetClient(), mgr.GetAPIReader(), opts...)})
+	mgr.GetWebhookServer().Register(ObjectsPath, &webhook.Admission{Handler: NewObjectValidator(mgr.GetClient(), mgr.GetAPIReader(), aliases, opts...)})
 }
 
 // Handle decides one admission request.
@@ -52,7 +56,9 @@ func (v *ObjectValidator) Handle(ctx context.Context, req admission.Request) adm
 	if err != nil {
 		return badRequest(err)
 	}
-	policy, err := v.policyFor(ctx, req, r)
+	route := v.aliases.Resolve(schema.GroupResource{Group: req.Resource.Group, Resource: req.Resource.Resource}, req.SubResource)
+	r.Subresource = route.Subresource
+	policy, err := v.policyFor(ctx, req, route, r)
 	if err != nil {
 		return statusResponse(err)
 	}
@@ -72,7 +78,7 @@ func (v *ObjectValidator) Handle(ctx context.Context, req admission.Request) adm
 // It returns a runtime.Object so that "none" is a nil interface, which report tests for, never a nil
 // *ObjectReference inside one.
 func regarding(req admission.Request, r *core.Request) runtime.Object {
-	if strings.HasSuffix(r.Name, "*") || r.Name == "" || (req.SubResource != "" && req.SubResource != "status") {
+	if strings.HasSuffix(r.Name, "*") || r.Name == "" || (r.Subresource != "" && r.Subresource != "status") {
 		return nil
 	}
 	ref := &corev1.ObjectReference{Kind: req.Kind.Kind, Namespace: r.Namespace, Name: r.Name,
@@ -95,8 +101,8 @@ func objectRef(r *core.Request) klog.ObjectRef { return klog.KRef(r.Namespace, r
 // not seen yet, or not any more), the policies are listed again from the apiserver. Two policies bound to
 // different Leases that both cover the object (only possible if they were admitted concurrently) refuse
 // the write: fail closed.
-func (v *ObjectValidator) policyFor(ctx context.Context, req admission.Request, r *core.Request) (*fencingv1alpha1.FencingPolicy, error) {
-	gr := schema.GroupResource{Group: req.Resource.Group, Resource: req.Resource.Resource}
+func (v *ObjectValidator) policyFor(ctx context.Context, req admission.Request, route core.Route, r *core.Request) (*fencingv1alpha1.FencingPolicy, error) {
+	gr := route.Resource
 	if fencingv1alpha1.ClusterOwned(gr.Group, gr.Resource, r.Name) {
 		return nil, nil
 	}
@@ -107,9 +113,9 @@ func (v *ObjectValidator) policyFor(ctx context.Context, req admission.Request, 
 	if r.New != nil {
 		updated = r.New.GetLabels()
 	}
-	list, matching, err := policiesFor(ctx, v.policies, req.Namespace, gr, req.SubResource, old, updated)
+	list, matching, err := policiesFor(ctx, v.policies, req.Namespace, gr, route.Subresource, old, updated)
 	if err == nil && len(matching) == 0 {
-		list, matching, err = policiesFor(ctx, v.reader, req.Namespace, gr, req.SubResource, old, updated)
+		list, matching, err = policiesFor(ctx, v.reader, req.Namespace, gr, route.Subresource, old, updated)
 	}
 	if err != nil {
 		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("listing the FencingPolicies of namespace %s to fence %s %s/%s: %v",
@@ -125,8 +131,8 @@ func (v *ObjectValidator) policyFor(ctx context.Context, req admission.Request, 
 				r.Kind, r.Namespace, r.Name, matching[0].Name, matching[0].Spec.LeaseName, p.Name, p.Spec.LeaseName))
 		}
 	}
-	r.CoveredBefore = r.Old != nil && core.Covered(list, gr.Group, gr.Resource, req.SubResource, old)
-	r.CoveredAfter = r.New != nil && core.Covered(list, gr.Group, gr.Resource, req.SubResource, updated)
+	r.CoveredBefore = r.Old != nil && core.Covered(list, gr.Group, gr.Resource, route.Subresource, old)
+	r.CoveredAfter = r.New != nil && core.Covered(list, gr.Group, gr.Resource, route.Subresource, updated)
 	// The copy may decide only above every matching policy's coverage epoch, and only once each has one
 	// for its current generation.
 	r.CoverageRecorded = true
