@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
@@ -164,8 +163,11 @@ func (c *fencedClient) Delete(ctx context.Context, obj client.Object, opts ...cl
 		return err
 	}
 	// A write that lands between the marker and the DELETE (a free one: another user's finalizer) makes the
-	// precondition fail with a conflict: write the marker again and retry, as Writer.Delete does.
-	err = retry.RetryOnConflict(conflictRetry, func() error {
+	// precondition fail with a conflict: write the marker again and retry, as Writer.Delete does, until the
+	// context ends (DefaultWriteTimeout if it has no deadline).
+	ctx, cancel := bounded(ctx)
+	defer cancel()
+	err = retryConflicts(ctx, func() error {
 		if err := c.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, marker), client.FieldOwner(t.FieldManager())); err != nil {
 			return err
 		}

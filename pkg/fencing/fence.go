@@ -1,10 +1,15 @@
 package fencing
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
+
+	"github.com/go-logr/logr"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
@@ -39,8 +44,9 @@ const fenceWorkers = 16
 // client-side limit (the apiserver's priority and fairness still applies), and 100 resources take well
 // under a second (docs/benchmarks.md). Bring your own c only if it has no client-side limit either
 // (controller-runtime's config.GetConfig turns it off when QPS is unset).
-// The hook fails, and the elector does not report leadership, if any resource could not be raised; the
-// elector bounds it in time.
+// The raises take at most half of the time the hook is given (the elector's PostAcquireTimeout), the
+// resources a holder wrote first: the resources left then are reported (raiseInTime) and the elector
+// leads. The hook fails, and the elector does not report leadership, if any raise failed.
 func FenceOnAcquire(c client.Client) elector.AcquireFence {
 	return elector.DeclaredFence(seal.Key{}, func(ctx context.Context, token elector.Token) error {
 		var list fencingv1alpha1.FencedResourceList
@@ -48,17 +54,53 @@ func FenceOnAcquire(c client.Client) elector.AcquireFence {
 			client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("spec.leaseName", token.Lease.Name)}); err != nil {
 			return fmt.Errorf("listing FencedResources bound to lease %s: %w", token.Lease, err)
 		}
-		if err := raiseEach(ctx, len(list.Items), func(i int) error { return raise(ctx, c, &list.Items[i], token) }); err != nil {
-			return fmt.Errorf("fencing %d FencedResources bound to lease %s at epoch %d: %w", len(list.Items), token.Lease, token.Epoch, err)
+		// The resources a holder wrote first: declarations (epoch 0) are anyone's.
+		items := list.Items
+		slices.SortStableFunc(items, func(a, b fencingv1alpha1.FencedResource) int { return cmp.Compare(b.Spec.Epoch, a.Spec.Epoch) })
+		if err := raiseInTime(ctx, token.Lease.String(), "FencedResource", len(items), func(ctx context.Context, i int) error { return raise(ctx, c, &items[i], token) }); err != nil {
+			return fmt.Errorf("fencing %d FencedResources bound to lease %s at epoch %d: %w", len(items), token.Lease, token.Epoch, err)
 		}
 		return ctx.Err()
 	}, elector.Fences{FencedResources: true})
 }
 
-// raiseEach calls raise for each of n objects, fenceWorkers at a time, and returns their errors joined.
-func raiseEach(ctx context.Context, n int, raise func(i int) error) error {
+// raiseInTime raises n objects, in the order given (the ones a holder wrote first), fenceWorkers at a time,
+// until all are raised or half of the time ctx had left at the start has passed: anyone with create RBAC
+// can declare objects, so the time of an acquisition must not grow with how many exist. It returns the
+// errors of the raises that failed, joined; an object the budget left unraised is not an error.
+//
+// An object left behind is not raised at this epoch: the operator shows it Fenced=False (BehindLease), and
+// fencekit_fence_on_acquire_left counts it. The holder's first write to it raises it (every fenced write
+// sets the epoch it presents), and from that write on no earlier holder's write lands on it; until then,
+// a write an earlier holder's request had admitted before this acquisition may still commit on it
+// (docs/design/residuals.md). A write admitted after this acquisition is refused as before: the webhook
+// reads the Lease.
+func raiseInTime(ctx context.Context, lease, kind string, n int, raise func(ctx context.Context, i int) error) error {
+	budget := ctx
+	if deadline, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		budget, cancel = context.WithDeadline(ctx, time.Now().Add(time.Until(deadline)/2))
+		defer cancel()
+	}
 	errs := make([]error, n)
-	workqueue.ParallelizeUntil(ctx, fenceWorkers, n, func(i int) { errs[i] = raise(i) })
+	done := make([]bool, n)
+	workqueue.ParallelizeUntil(budget, fenceWorkers, n, func(i int) {
+		if err := raise(ctx, i); err != nil {
+			errs[i] = err
+		}
+		done[i] = true
+	})
+	left := 0
+	for i := range n {
+		if !done[i] {
+			left++
+		}
+	}
+	fenceLeft.WithLabelValues(lease, kind).Set(float64(left))
+	if left > 0 {
+		logr.FromContextOrDiscard(ctx).Info("fence-on-acquire left objects behind: the budget (half of PostAcquireTimeout) ran out; the holder's first write to each raises it",
+			"lease", lease, "kind", kind, "objects", n, "left", left)
+	}
 	return errors.Join(errs...)
 }
 

@@ -1,9 +1,11 @@
 package fencing
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,8 +33,10 @@ import (
 // miss an object created a moment ago); c writes (a plain client: the elector has not handed out the token
 // yet) and resolves resources with its RESTMapper. The hook needs list on fencingpolicies and on the
 // declared resources. Raising N objects takes 1 + M + N requests (M declared resources); see raiseObject
-// for the record it finds. A failed raise fails the acquisition: no user without the token can make
-// one fail, because what such a user may write is bounded (internal/operator/admission).
+// for the record it finds. The raises take at most half of the hook's time, the objects a holder wrote
+// first; those left are reported and raised by the holder's first write to each (raiseInTime). A failed
+// raise fails the acquisition: no user without the token can make one fail, because what such a user may
+// write is bounded (internal/operator/admission).
 func FenceObjectsOnAcquire(c client.Client, reader client.Reader) elector.AcquireFence {
 	return elector.DeclaredFence(seal.Key{}, func(ctx context.Context, token elector.Token) error {
 		var policies fencingv1alpha1.FencingPolicyList
@@ -52,7 +56,13 @@ func FenceObjectsOnAcquire(c client.Client, reader client.Reader) elector.Acquir
 				objects = append(objects, found...)
 			}
 		}
-		if err := raiseEach(ctx, len(objects), func(i int) error { return raiseObject(ctx, c, objects[i], token) }); err != nil {
+		// The objects a holder wrote (they carry an epoch record) first.
+		slices.SortStableFunc(objects, func(a, b *unstructured.Unstructured) int {
+			_, ra := a.GetAnnotations()[fencingv1alpha1.ObjectEpochAnnotation]
+			_, rb := b.GetAnnotations()[fencingv1alpha1.ObjectEpochAnnotation]
+			return cmp.Compare(boolInt(rb), boolInt(ra))
+		})
+		if err := raiseInTime(ctx, token.Lease.String(), "object", len(objects), func(ctx context.Context, i int) error { return raiseObject(ctx, c, objects[i], token) }); err != nil {
 			return fmt.Errorf("fencing %d objects declared for lease %s at epoch %d: %w", len(objects), token.Lease, token.Epoch, err)
 		}
 		return ctx.Err()
@@ -127,6 +137,13 @@ func patchRecord(ctx context.Context, c client.Client, u *unstructured.Unstructu
 		return err
 	}
 	return c.Patch(ctx, u, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(token.FieldManager()))
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // ignoreNotFound treats an object deleted meanwhile as fenced: nothing is left to write.

@@ -27,8 +27,16 @@ var writerRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		"mechanism (crd_rule: the FencedResource CRD's epoch rule; webhook: fencekit's admission webhook) and fencing reason.",
 }, []string{"lease", "mechanism", "reason"})
 
+// fenceLeft is how many objects this process's last fence-on-acquire of a Lease left unraised.
+var fenceLeft = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "fencekit_fence_on_acquire_left",
+	Help: "Objects (FencedResources or objects a FencingPolicy declares) this process's last fence-on-acquire of the lease " +
+		"(namespace/name) left unraised when its budget, half of the elector's PostAcquireTimeout, ran out, by kind (FencedResource, object); " +
+		"the holder's first write to each raises it.",
+}, []string{"lease", "kind"})
+
 func init() {
-	ctrlmetrics.Registry.MustRegister(writerRefusals)
+	ctrlmetrics.Registry.MustRegister(writerRefusals, fenceLeft)
 }
 
 // refusedBy returns the mechanism and reason of a write refused by the apiserver for fencing: the webhook

@@ -17,16 +17,32 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
 )
 
-// conflictRetry retries a resourceVersion conflict at once, then backs off: the usual cause is the
-// operator's status update right after the previous write, which a fresh read already reflects.
-var conflictRetry = wait.Backoff{Steps: 6, Duration: time.Millisecond, Factor: 4, Jitter: 0.5}
+// retryConflicts runs write until it returns anything but a resourceVersion conflict, or ctx ends: then it
+// returns the last conflict. A conflict means another write landed between the read (or the deletion
+// marker) and this write: the operator's status update right after the previous write, or anyone's free
+// write (a label, a finalizer) at any rate. A retry at once usually succeeds; the pause then doubles from
+// 1 ms to 64 ms and stays there, so that only a caller's deadline, never a count of conflicts someone else
+// can cause, ends the retries.
+func retryConflicts(ctx context.Context, write func() error) error {
+	pause := wait.Backoff{Duration: time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 7}
+	for {
+		err := write()
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause.Step()):
+		}
+	}
+}
 
 // Writer performs fenced writes of FencedResources with a lease holder's Token.
 type Writer struct {
@@ -88,7 +104,7 @@ func (w *Writer) Update(ctx context.Context, token elector.Token, key types.Name
 		return nil, fmt.Errorf("writing FencedResource %s: no fencing token (not the leader)", key)
 	}
 	var fr fencingv1alpha1.FencedResource
-	err := retry.RetryOnConflict(conflictRetry, func() error {
+	err := retryConflicts(ctx, func() error {
 		if err := w.client.Get(ctx, key, &fr); err != nil {
 			return err
 		}
@@ -231,7 +247,8 @@ func withoutNulls(m map[string]any) map[string]any {
 // resourceVersion and UID of that write as preconditions. While the Lease is live the apiserver admits the
 // delete only from the acquiring user and only if the stored marker is the Lease's current epoch: a holder
 // whose epoch has passed is refused at the marker write (stale epoch) or at the delete (stale marker). A
-// conflict (the operator's status update came between the two steps) repeats both. A resource that is
+// conflict (another write came between the two steps: the operator's status update, anyone's label) repeats
+// both, until ctx ends (DefaultWriteTimeout if it has no deadline). A resource that is
 // already gone is not an error.
 func (w *Writer) Delete(ctx context.Context, token elector.Token, key types.NamespacedName) error {
 	ctx, cancel := bounded(ctx)
@@ -239,7 +256,7 @@ func (w *Writer) Delete(ctx context.Context, token elector.Token, key types.Name
 	if token.IsZero() {
 		return fmt.Errorf("deleting FencedResource %s: no fencing token (not the leader)", key)
 	}
-	err := retry.RetryOnConflict(conflictRetry, func() error {
+	err := retryConflicts(ctx, func() error {
 		var fr fencingv1alpha1.FencedResource
 		if err := w.client.Get(ctx, key, &fr); err != nil {
 			return err
