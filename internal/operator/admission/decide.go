@@ -102,8 +102,8 @@ func Decide(r *Request, l *Lease, now time.Time) Verdict {
 // write removes a marker whose delete did not happen.
 func (r *Request) armedMarker() (int64, bool) {
 	raw, ok := annotationOK(r.Old, fencingv1alpha1.DeleteAtEpochAnnotation)
-	if !ok || r.Operation != Update {
-		return 0, false
+	if !ok || r.Operation != Update || r.Old.GetDeletionTimestamp() != nil {
+		return 0, false // an object being deleted: no DELETE of the holder's is pending
 	}
 	epoch, err := elector.ParseEpoch(raw)
 	return epoch, err == nil

@@ -1,0 +1,61 @@
+package admission
+
+import (
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/fencekit/fencekit/pkg/fencing"
+)
+
+// A write without the token to an object whose deletion marker is the Lease's current epoch waits (the
+// holder's DELETE is pending); a stale marker, an expired Lease, or an object already being deleted (no
+// DELETE pending: the garbage collector removes foregroundDeletion) hold nothing.
+func TestArmedMarker(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	live := &Lease{Epoch: 3, Holder: "h", Acquirer: "u", Fenced: true, Duration: 15 * time.Second, RenewTime: now, Source: Quorum}
+	expired := &Lease{Epoch: 3, Holder: "h", Acquirer: "u", Fenced: true, Duration: 15 * time.Second, RenewTime: now.Add(-time.Minute), Source: Quorum}
+	object := func(marker string, deleting bool, finalizers ...any) *unstructured.Unstructured {
+		meta := map[string]any{"name": "cm", "namespace": "ns", "annotations": map[string]any{"fencing.fencekit.io/delete-at-epoch": marker},
+			"finalizers": finalizers}
+		if deleting {
+			meta["deletionTimestamp"] = "2026-12-02T11:59:59Z"
+		}
+		return &unstructured.Unstructured{Object: map[string]any{"metadata": meta}}
+	}
+	labelled := func(u *unstructured.Unstructured) *unstructured.Unstructured {
+		c := u.DeepCopy()
+		c.SetLabels(map[string]string{"x": "y"})
+		return c
+	}
+	for name, tc := range map[string]struct {
+		old, updated *unstructured.Unstructured
+		class        Class
+		user         string
+		lease        *Lease
+		want         fencing.Reason
+	}{
+		"a label on a FencedResource whose marker is armed": {old: object("3", false), updated: labelled(object("3", false)), class: FencedResource, user: "editor", lease: live, want: fencing.ReasonTokenMissing},
+		"a label after the Lease expired":                   {old: object("3", false), updated: labelled(object("3", false)), class: FencedResource, user: "editor", lease: expired},
+		"a label under a stale marker":                      {old: object("2", false), updated: labelled(object("2", false)), class: FencedResource, user: "editor", lease: live},
+		"the garbage collector removes foregroundDeletion from an object being deleted": {
+			old: object("3", true, "foregroundDeletion"), updated: object("3", true), class: Object, user: GarbageCollectorUser, lease: live},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := &Request{Class: tc.class, Operation: Update, User: User{Name: tc.user}, Kind: "ConfigMap", Namespace: "ns", Name: "cm",
+				Old: tc.old, New: tc.updated, LeaseName: "l"}
+			v := Decide(r, nil, now)
+			if v.Need == NeedQuorum {
+				v = Decide(r, tc.lease, now)
+			}
+			var got fencing.Reason
+			if v.Err != nil {
+				got = v.Err.Reason
+			}
+			if v.Need != Decided || got != tc.want {
+				t.Errorf("verdict %+v, want reason %q", v, tc.want)
+			}
+		})
+	}
+}
