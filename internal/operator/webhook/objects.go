@@ -72,13 +72,14 @@ func (v *ObjectValidator) Handle(ctx context.Context, req admission.Request) adm
 
 // regarding is the reference an Event about the refused write is recorded on: the written object. It
 // is nil, and no Event is recorded, for a create with generateName (the object has no name) and for a
-// subresource other than status (the request names the subresource's kind, Scale or Eviction, not the
-// object's).
+// subresource other than status, or an alias of one (the request names the subresource's kind, Scale,
+// Eviction or Binding, not the object's).
 //
 // It returns a runtime.Object so that "none" is a nil interface, which report tests for, never a nil
 // *ObjectReference inside one.
 func regarding(req admission.Request, r *core.Request) runtime.Object {
-	if strings.HasSuffix(r.Name, "*") || r.Name == "" || (r.Subresource != "" && r.Subresource != "status") {
+	foreign := func(sub string) bool { return sub != "" && sub != "status" }
+	if strings.HasSuffix(r.Name, "*") || r.Name == "" || foreign(req.SubResource) || foreign(r.Subresource) {
 		return nil
 	}
 	ref := &corev1.ObjectReference{Kind: req.Kind.Kind, Namespace: r.Namespace, Name: r.Name,

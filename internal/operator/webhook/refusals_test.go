@@ -41,6 +41,8 @@ func TestRegarding(t *testing.T) {
 		"create":               {request("web", "", deployment), &core.Request{Namespace: "ns", Name: "web", New: &unstructured.Unstructured{}}, &corev1.ObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "ns", Name: "web"}},
 		"create, generateName": {request("", "", deployment), &core.Request{Namespace: "ns", Name: "web-*", New: &unstructured.Unstructured{}}, nil},
 		"scale subresource":    {request("web", "scale", scale), &core.Request{Namespace: "ns", Name: "web", Old: stored, New: stored}, nil},
+		"an alias of a subresource": {request("web", "", metav1.GroupVersionKind{Version: "v1", Kind: "Binding"}),
+			&core.Request{Namespace: "ns", Name: "web", Subresource: "binding", New: stored}, nil},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
