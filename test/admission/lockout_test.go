@@ -248,8 +248,8 @@ func TestBindingsAlias(t *testing.T) {
 	}
 }
 
-// TestDeleteOutlastsAConflictStorm: a user relabels FencedResources in a tight loop, from two goroutines
-// (labels are free). Each relabel between the holder's marker write and its DELETE made the DELETE's
+// TestDeleteOutlastsAConflictStorm: a user relabels the FencedResource the holder is deleting in a tight
+// loop, from two goroutines (labels are free). Each relabel between the holder's marker write and its DELETE made the DELETE's
 // resourceVersion precondition fail with a conflict, and Writer.Delete gave up after 6 tries (about
 // 0.35 s). Writes without the token now wait while the holder's marker is armed, and Writer.Delete
 // retries a conflict until its context ends: every delete goes through.
@@ -273,13 +273,13 @@ func TestDeleteOutlastsAConflictStorm(t *testing.T) {
 		}
 	}
 	relabeller := unthrottled(t, "relabeller")
-	// The storm relabels the resource being deleted, from four goroutines, as fast as the apiserver takes it.
+	// The storm relabels the resource being deleted, from two goroutines, as fast as the apiserver takes it.
 	var target atomic.Pointer[types.NamespacedName]
 	target.Store(&keys[0])
 	stormCtx, stop := context.WithCancel(ctx)
 	var storm sync.WaitGroup
 	var relabels, refused atomic.Int64
-	for g := range 4 {
+	for g := range 2 {
 		storm.Go(func() {
 			for i := 0; stormCtx.Err() == nil; i++ {
 				key := target.Load()
