@@ -288,7 +288,7 @@ func policyName2(p string) string {
 // propagation (the orphan and foregroundDeletion finalizers the holder's delete left).
 func (a *attack) checkDeletion(s *step) {
 	d := a.deletion
-	if d == nil || d.finalizers == nil || s.kind == kHolderDelete {
+	if d == nil || d.finalizers == nil || d.violated || s.kind == kHolderDelete {
 		return
 	}
 	owner := a.w.get(context.Background(), "configmaps", ownerName)
