@@ -10,7 +10,7 @@ type Check struct {
 	Defines []string
 	// Refute is true if spin must find a violation: a mutation, or a residual docs/design/residuals.md accepts.
 	Refute bool
-	// Property is the property a refuting run must violate ("P1", "P2", "P3"); empty: any.
+	// Property is the property a refuting run must violate ("P1" to "P6"); empty: any.
 	Property string
 	// Full marks a run of `make model-full` only (minutes of its own); Slow one that `make model` runs
 	// but the package's test (make test) leaves out.
@@ -49,8 +49,24 @@ var Checks = []Check{
 		Defines: []string{"DELETES", "NO_LEASE_DELETER", "NO_SEEDS", "NO_DELETE_RETRY"}, Refute: true, Property: "P3"},
 	{Name: "g-copy-ignores-coverage", About: "mutation (g): the copy decides writes of objects a widened policy covers before an acquisition listed them (the policy's coverage epoch ignored)",
 		Defines: []string{"NO_LEASE_DELETER", "WIDEN", "MUT_COPY_IGNORES_COVERAGE"}, Refute: true, Property: "P1"},
+	{Name: "design-headroom", About: "the design with sizes: tokenless actors grow covered objects within the bound on the whole object (2 electors)",
+		Defines: []string{"NH=2", "NO_LEASE_DELETER", "NO_SEEDS", "NO_COPY", "HEADROOM"}, Slow: true},
+	{Name: "design-acquire", About: "the design with a budget of one raise per acquisition: tokenless actors create up to 3 declarations (2 electors)",
+		Defines: []string{"NH=2", "NO_LEASE_DELETER", "ACQ"}, Slow: true},
+	{Name: "design-alias", About: "the design with Pods bound through pods/binding and through the alias bindings (2 electors)",
+		Defines: []string{"NH=2", "NO_LEASE_DELETER", "NO_SEEDS", "ALIAS"}, Slow: true},
+	{Name: "h-pad-through-an-entry", About: "mutation (h): the per-entry bound on free writes, which lets an entry that also owns a non-free field grow without limit",
+		Defines: []string{"NH=2", "NO_LEASE_DELETER", "NO_SEEDS", "NO_COPY", "HEADROOM", "MUT_ENTRY_PAD"}, Refute: true, Property: "P4"},
+	{Name: "i-raise-all", About: "mutation (i): every raise of fence-on-acquire must commit within a time bound, or the acquisition fails",
+		Defines: []string{"NH=2", "NO_LEASE_DELETER", "ACQ", "MUT_RAISE_ALL"}, Refute: true, Property: "P5"},
+	{Name: "j-alias-unrouted", About: "mutation (j): the webhook matches only R and R/*: a binding through bindings is not routed to it",
+		Defines: []string{"NH=2", "NO_LEASE_DELETER", "NO_SEEDS", "ALIAS", "MUT_ALIAS_UNROUTED"}, Refute: true, Property: "P6"},
 	{Name: "residual-late-entry", About: "residual (docs/design/residuals.md, not covered): P1 without its exception for an object that enters the coverage by a write committed after the fence listed",
 		Defines: []string{"NO_LEASE_DELETER", "STRICT_ENTRY"}, Refute: true, Property: "P1"},
+	{Name: "residual-unraised", About: "the budget's residual (the design): P1 without its exception for an object the fence left unraised, until the new holder's first write to it",
+		Defines: []string{"NH=2", "NO_LEASE_DELETER", "NO_COPY", "ACQ", "STRICT_UNRAISED"}, Refute: true, Property: "P1", Slow: true},
+	{Name: "residual-binding-in-flight", About: "residual (not covered): a binding admitted before an acquisition commits after the new holder's token was handed out (admission runs once, before the Pod's swap)",
+		Defines: []string{"NH=2", "NO_LEASE_DELETER", "NO_SEEDS", "NO_COPY", "ALIAS", "STRICT_BIND"}, Refute: true, Property: "P1"},
 	{Name: "residual-recreate", About: "residual (docs/design/residuals.md, not covered): the Lease deleted and created again by an elector that declares nothing, the copy lagging",
 		Defines: []string{"CONFIG_B", "RESIDUAL_RECREATE"}, Refute: true, Property: "P1", Slow: true},
 }

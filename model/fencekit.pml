@@ -11,7 +11,9 @@
  *   Others      actors without the token: free writes (finalizers), records seeded on uncovered objects,
  *               creates and deletes of uncovered objects, deletes once the Lease has no live holder,
  *               Lease metadata writes (another elector-role user), one Lease delete (a user who may),
- *               one widening of the policy (a namespace admin).
+ *               one widening of the policy (a namespace admin); with HEADROOM free writes that grow a
+ *               covered object, with ACQ declarations bound to the Lease, with ALIAS a Pod's binding
+ *               through either route.
  *   Copy        the webhook's watch-fed copy of the Lease catches up with the Lease (lags arbitrarily,
  *               never goes back).
  * Every write to an object runs as the apiserver runs it: read the stored object, admission (the
@@ -56,7 +58,7 @@
 #else
 #define FINALIZERS 0
 #endif
-#ifdef NO_SEEDS
+#if defined(NO_SEEDS) || defined(ACQ)
 #define SEEDS 0
 #else
 #define SEEDS 1       /* tokenless actors write records on uncovered objects, create them (else: both exist at the start) */
@@ -66,6 +68,66 @@
 #else
 #define WIDENER 0
 #endif
+
+/* HEADROOM: object sizes in small units. Tokenless actors may grow a covered object only up to HR_B
+ * (the whole object, managedFields included: a tokenless write is refused if its result is larger than
+ * the stored object and larger than HR_B); the holder's part of an object is at most HR_H; the
+ * apiserver refuses an object larger than HR_L, and HR_L > HR_B + HR_H. Sizes are those of o0 (o1 stays
+ * small); the copy plays no part in them (NO_COPY: every decision on a quorum read). */
+#ifdef HEADROOM
+#define HR_L 5
+#define HR_B 2
+#define HR_H 2
+#ifdef MUT_ENTRY_PAD                 /* (h) the per-entry bound: an entry that also owns a non-free field grows without limit */
+#define PAD_LIMIT HR_L
+#else
+#define PAD_LIMIT HR_B
+#endif
+#define SIZE(k) (o_pad[k] + (o_dat[k] -> HR_H : 0))
+#define ND_DECL bool nd;
+#define ND_SEL ; if :: o == 0 -> SEL(nd) :: else -> skip fi
+#define ND_RESET ; nd = 0
+#else
+#define ND_DECL
+#define ND_SEL
+#define ND_RESET
+#endif
+
+/* ACQ: fence-on-acquire raises at most R_BUDGET objects, those a holder wrote first, then the
+ * declarations; the others are left unraised (reported), and the holder's first write to each raises it.
+ * Tokenless actors create up to MAXDECL declarations: o1 and MAXDECL - 1 that no holder writes (a count:
+ * raising one changes nothing any property reads). */
+#ifdef ACQ
+#define R_BUDGET 1
+#define MAXDECL 3
+#ifdef STRICT_UNRAISED               /* P1 without its exception for objects the fence left unraised */
+#define UNR_OR(k)
+#define UNRAISED(bit) 0
+#else
+#define UNR_OR(k) || unr[k]
+#define UNRAISED(bit) (listed & ~raised & (bit))
+#endif
+#define UNR_CLEAR(k) ; unr[k] = 0
+#define ACQ_DECL byte nr, raised, hw, pass, xlisted, xdone, nhwl;
+#define ACQ_RESET ; nr = 0; raised = 0; hw = 0; pass = 0; xlisted = 0; xdone = 0; nhwl = 0
+#else
+#define UNR_OR(k)
+#define UNR_CLEAR(k)
+#define ACQ_DECL
+#define ACQ_RESET
+#endif
+
+/* ALIAS: the objects are Pods (o0 is bound, o1 only written); a binding reaches the apiserver through the subresource pods/binding or
+ * through the alias resource bindings (its kind is the same). The webhook matches R and R/*, and the
+ * alias of a declared resource; the handler decides an alias request as the subresource's. */
+#define SUBR 1
+#define ALIASR 2
+#ifdef MUT_ALIAS_UNROUTED            /* (j) the webhook matches only R and R/*: the alias is not routed */
+#define ALIAS_MATCHED 0
+#else
+#define ALIAS_MATCHED 1
+#endif
+#define ROUTED(r) ((r) == SUBR || ALIAS_MATCHED)
 
 /* Mutations: each one's condition, as the design has it and as the mutation changes it. */
 #ifdef MUT_COPY_LABEL_OUT            /* (a) the copy decides a write that labels the object out */
@@ -105,6 +167,7 @@
 #define SKIPPED 5
 #define FUTURE 6
 #define CONFLICT 7
+#define BIND 4        /* a Pod's binding (ALIAS) */
 
 /* compare-and-swap: bit b of o_ver[o] is set while requester b's read of object o is current; every
  * commit clears them all (a Lease write is one atomic step: read and swap can merge, see Elector). Requesters: worker h = bit h, elector h's fence = bit NH+h, others = 2*NH. */
@@ -146,6 +209,18 @@ bool late[NO];        /* the object was not listed by the fence of epoch handedF
 bool elate[NO];       /* late by an entry (a create or label-in committed after the listing), not by the widening */
 byte hiF[NO];         /* highest record a fenced write gave the object */
 bool lockout;         /* a tokenless actor's record failed an acquisition (P3) */
+#ifdef HEADROOM
+byte o_pad[NO];       /* what tokenless actors added to the object (size units) */
+bool o_dat[NO];       /* the holder's part of the object: 0 or HR_H */
+#endif
+#ifdef ACQ
+byte xdecl;           /* declarations created beyond o1, which no holder writes */
+bool o_hw[NO];        /* a holder wrote the object (a fenced write that is not a raise): raised first */
+bool unr[NO];         /* left unraised by the fence of epoch handedF, no write at >= handedF committed since */
+#endif
+#ifdef ALIAS
+bool o_bnd[NO];       /* the Pod is bound to a node (once: a binding of a bound Pod fails) */
+#endif
 
 #define SEL(x) if :: x = 0 :: x = 1 fi
 
@@ -172,8 +247,9 @@ inline decide() {
         printf("    webhook: its copy shows the Lease at epoch %d, held, %e (the Lease itself: %e epoch %d): admitted on the copy\n",
                c_ep, (c_fen -> declaring_fence_on_acquire : declaring_nothing), (l_ex -> at : deleted_at), l_ep);
         /* P1 (read): the copy never admits a write presenting t after a higher epoch was handed out,
-         * except to an object that entered the coverage late by a create or label-in (the residual) */
-        assert(t >= handedAll || elate[o])
+         * except to an object that entered the coverage late by a create or label-in (the residual),
+         * or one the fence of that epoch left unraised, until a write at that epoch (ACQ) */
+        assert(t >= handedAll || elate[o] UNR_OR(o))
      :: else ->
         if
         :: !l_ex || l_ep != t || l_hold == 0 ->
@@ -201,6 +277,9 @@ inline objwrite(me) {
   :: atomic {
        if
        :: kind == RAISE -> nlab = o_lab[o]; nmark = 0
+#ifdef HEADROOM
+          nd = o_dat[o]   /* a raise rewrites the record: the holder's part keeps its size */
+#endif
        :: else -> skip
        fi;
        printf("    apiserver reads o%d as stored: %e, record %d, %e\n", o, (o_ex[o] -> exists : absent), o_rec[o],
@@ -225,8 +304,25 @@ inline objwrite(me) {
      atomic {
        if
        :: o_ver[o] & me ->
+#ifdef HEADROOM
+          /* P4: the holder's write (of any kind) never fails for size because of what tokenless actors added */
+          if
+          :: o_pad[o] + (nd -> HR_H : 0) > HR_L ->
+             printf("    apiserver: o%d would be %d, above the limit %d: the write fails\n", o, o_pad[o] + (nd -> HR_H : 0), HR_L);
+             assert(o_pad[o] + (nd -> HR_H : 0) <= HR_L);
+             o_ver[o] = o_ver[o] & ~me; res = REFUSED; break
+          :: else -> skip
+          fi;
+          o_dat[o] = nd;
+#endif
           printf("    apiserver commits o%d: record %d, %e, %e\n", o, t, (nlab -> labelled_in : labelled_out),
                  (nmark != 0 -> with_deletion_marker : no_marker));
+#ifdef HEADROOM
+          printf("    o%d's size is %d now (the holder's part: %d)\n", o, SIZE(o), (nd -> HR_H : 0));
+#endif
+#ifdef ACQ
+          if :: kind != RAISE -> o_hw[o] = 1 :: else -> skip fi;
+#endif
           gov = COV(o) || nlab || wide;
           entering = !COV(o) && (nlab || wide);
           if
@@ -261,7 +357,7 @@ inline objwrite(me) {
           if :: entering && !(l_ex && l_ep == t) -> ent[o] = 1 :: else -> skip fi;
           if :: tag -> owe[o] = 1 :: else -> skip fi;
           if :: kind == RAISE -> owe[o] = 0 :: else -> skip fi;
-          if :: t >= handedF && !entering -> late[o] = 0; elate[o] = 0 :: else -> skip fi;
+          if :: t >= handedF && !entering -> late[o] = 0; elate[o] = 0 UNR_CLEAR(o) :: else -> skip fi;
           o_ex[o] = 1; o_rec[o] = t; o_lab[o] = nlab; o_mark[o] = nmark; OTHER(o, 0);
           if :: nmark != 0 -> o_ver[o] = me :: else -> o_ver[o] = 0 fi;
           res = DONE; break
@@ -272,6 +368,97 @@ inline objwrite(me) {
   atomic { gov = 0; dgov = 0; tag = 0; entering = 0 }
 }
 
+#ifdef ALIAS
+/* A binding of Pod o presenting t through route (pods/binding or bindings), as the apiserver runs it
+ * (BindingREST.Create): admission once, then the Pod's GuaranteedUpdate sets its node, failing if the Pod
+ * is bound already; admission does not run again on a retry of the swap. Through bindings the webhook
+ * is called only if it matches the alias; its handler decides the request as pods/binding's: a binding
+ * carries no record, it is decided on the token alone, on a quorum read. */
+inline bindwrite() {
+  atomic {
+    nlab = o_lab[o]; res = 0; v = 0;
+    if
+    :: route = SUBR; printf("    the binding goes through pods/binding\n")
+    :: route = ALIASR; printf("    the binding goes through bindings\n")
+    fi;
+    if
+    :: !o_ex[o] -> res = NOTFOUND
+    :: o_ex[o] && !ROUTED(route) ->
+       printf("    apiserver: no webhook rule matches bindings: admitted without a decision\n")
+    :: o_ex[o] && ROUTED(route) ->
+       if
+       :: route == ALIASR -> printf("    webhook: bindings, kind Binding: decided as pods/binding\n")
+       :: else -> skip
+       fi;
+       decide();
+       if :: v != 0 -> res = REFUSED :: else -> skip fi
+    fi;
+    bcov = COV(o);
+    /* P6: a binding of a covered Pod is admitted only for the holder: the Lease at the presented epoch, held */
+    assert(res != 0 || !bcov || (l_ex && l_ep == t && l_hold != 0));
+    bcov = 0; gov = 0; dgov = 0; route = 0
+  }
+  if
+  :: res == 0 ->
+     atomic {
+       if
+       :: o_ex[o] && !o_bnd[o] ->
+          printf("    apiserver binds o%d (its node set, the record %d left as stored)\n", o, o_rec[o]);
+          if
+          :: COV(o) && t < handedF && !late[o] ->
+             printf("    (a binding presenting %d committed after token %d was handed out: the raise does not order it)\n", t, handedF);
+#ifdef STRICT_BIND
+             assert(late[o]);
+#endif
+             skip
+          :: else -> skip
+          fi;
+          o_bnd[o] = 1; o_ver[o] = 0; res = DONE
+       :: else -> res = CONFLICT;
+          printf("    apiserver: o%d is bound already or gone: the binding fails\n", o)
+       fi
+     }
+  :: else -> skip
+  fi
+}
+#endif
+
+/* Elector h's raise of object o to epoch t (fence-on-acquire): fails (a timeout), or a write through
+ * the apiserver; ok = 0 if the acquisition fails. */
+inline raiseobj(h) {
+  if
+  :: printf("elector %c's raise of o%d fails (a timeout): the acquisition fails\n", 'A' + h, o); ok = 0
+  :: printf("elector %c raises o%d to epoch %d\n", 'A' + h, o, t);
+     kind = RAISE; objwrite(FBIT(h));
+     if
+     :: res == REFUSED -> assert(v != 2); ok = 0    /* P3 */
+     :: res == FUTURE ->                             /* P3: a seeded record fails the acquisition */
+        printf("elector %c: o%d records an epoch above the new epoch %d: the acquisition fails\n", 'A' + h, o, t);
+        lockout = 1; assert(!lockout)
+     :: else -> skip
+     fi
+  fi
+}
+
+/* ACQ: the budget of raises is spent before object o (or a declaration, o = NO) is raised. The design
+ * leaves it unraised and reports it; the former rule (every raise commits within a time bound, here
+ * the time of R_BUDGET raises) fails the acquisition. */
+#ifdef MUT_RAISE_ALL                 /* (i) every raise must commit, or the acquisition fails at the time bound */
+#define BUDGET_SPENT(h) \
+  printf("elector %c: the time bound passes with %d of the listed objects left to raise: the acquisition fails\n", 'A' + h, \
+         nhwl + (listed & ~hw & 1) + ((listed & ~hw & 2) >> 1) + xlisted - nr); \
+  ok = 0; \
+  /* P5: an acquisition never fails for the declarations tokenless actors created (only the objects \
+   * holders wrote may exceed the budget) */ \
+  assert(nhwl > R_BUDGET)
+#else
+#define BUDGET_SPENT(h) \
+  if \
+  :: o < NO -> printf("elector %c: the budget of %d raises is spent: o%d is left unraised (reported)\n", 'A' + h, R_BUDGET, o) \
+  :: else -> printf("elector %c: the budget of %d raises is spent: a declaration is left unraised (reported)\n", 'A' + h, R_BUDGET) \
+  fi
+#endif
+
 /* An elector. Its acquisition reads the Lease and writes it by compare-and-swap: a swap that succeeds
  * saw the Lease unchanged since the read, so read and write are one step here; one that fails changes
  * nothing and the elector tries again (another elector-role user's free metadata writes of the Lease
@@ -279,6 +466,8 @@ inline objwrite(me) {
 proctype Elector(byte h) {
   byte myep, t, o, kind, nlab, nmark, v, res, listed;
   bool gov, dgov, tag, entering, ok, wl;
+  ND_DECL
+  ACQ_DECL
   do
   :: atomic {
        l_ep < MAXE && (FENCES(h) || !l_fen) ->
@@ -300,24 +489,47 @@ proctype Elector(byte h) {
                  (listed == 3 -> o0_and_o1 : (listed == 1 -> o0 : (listed == 2 -> o1 : none))))
         }
         ok = 1; o = 0;
+#ifdef ACQ
+        /* the objects a holder wrote first (pass 0), then the declarations (pass 1: o0, o1; pass 2: the
+         * counted ones), at most R_BUDGET raises */
+        atomic {
+          hw = (o_hw[0] -> 1 : 0) | (o_hw[1] -> 2 : 0); xlisted = xdecl;
+          nhwl = (listed & hw & 1) + ((listed & hw & 2) >> 1);
+          if
+          :: xlisted > 0 -> printf("elector %c's fence-on-acquire also lists %d more declarations\n", 'A' + h, xlisted)
+          :: else -> skip
+          fi
+        }
         do
-        :: o < NO && ok && ((listed >> o) & 1) ->
+        :: ok && pass < 2 && o < NO && ((listed >> o) & 1) && (((hw >> o) & 1) == (pass == 0)) ->
            if
-           :: printf("elector %c's raise of o%d fails (a timeout): the acquisition fails\n", 'A' + h, o); ok = 0
-           :: printf("elector %c raises o%d to epoch %d\n", 'A' + h, o, t);
-              kind = RAISE; objwrite(FBIT(h));
-              if
-              :: res == REFUSED -> assert(v != 2); ok = 0    /* P3 */
-              :: res == FUTURE ->                             /* P3: a seeded record fails the acquisition */
-                 printf("elector %c: o%d records an epoch above the new epoch %d: the acquisition fails\n", 'A' + h, o, t);
-                 lockout = 1; assert(!lockout)
-              :: else -> skip
-              fi
+           :: nr >= R_BUDGET -> BUDGET_SPENT(h)
+           :: else -> raiseobj(h);
+              if :: ok -> raised = raised | (1 << o); nr++ :: else -> skip fi
            fi;
            o++
+        :: ok && pass < 2 && o < NO && !(((listed >> o) & 1) && (((hw >> o) & 1) == (pass == 0))) -> o++
+        :: ok && pass < 2 && o >= NO -> pass++; o = 0
+        :: ok && pass == 2 && xdone < xlisted ->
+           o = NO;
+           if
+           :: nr >= R_BUDGET -> BUDGET_SPENT(h)
+           :: else ->
+              if
+              :: printf("elector %c's raise of a declaration fails (a timeout): the acquisition fails\n", 'A' + h); ok = 0
+              :: printf("elector %c raises a declaration to epoch %d\n", 'A' + h, t); nr++
+              fi
+           fi;
+           xdone++
+        :: else -> break
+        od;
+#else
+        do
+        :: o < NO && ok && ((listed >> o) & 1) -> raiseobj(h); o++
         :: o < NO && ok && !((listed >> o) & 1) -> o++
         :: else -> break
         od;
+#endif
         if
         :: ok ->
            atomic {
@@ -326,10 +538,17 @@ proctype Elector(byte h) {
              :: myep > handedF ->
                 /* P1 (order): every write the copy admitted after the Lease moved on was written over
                  * by a raise, except on an object that entered the coverage late (the residual) */
+#ifdef ACQ
+                /* ... or on an object the fence left unraised: the holder's first write raises it */
+                assert((!owe[0] || ent[0] || UNRAISED(1)) && (!owe[1] || ent[1] || UNRAISED(2)));
+                late[0] = !(listed & 1) || UNRAISED(1) || (wide && !wl); late[1] = !(listed & 2) || UNRAISED(2) || (wide && !wl);
+                unr[0] = listed & ~raised & 1; unr[1] = (listed & ~raised & 2) >> 1;
+#else
                 assert((!owe[0] || ent[0]) && (!owe[1] || ent[1]));
-                owe[0] = 0; owe[1] = 0; ent[0] = 0; ent[1] = 0;
-                handedF = myep;   /* late: not listed, or the policy was widened since the listing */
                 late[0] = !(listed & 1) || (wide && !wl); late[1] = !(listed & 2) || (wide && !wl);
+#endif
+                owe[0] = 0; owe[1] = 0; ent[0] = 0; ent[1] = 0;
+                handedF = myep;   /* late: not listed (ACQ: not raised), or the policy was widened since the listing */
                 elate[0] = !(listed & 1) && !(wide && !wl); elate[1] = !(listed & 2) && !(wide && !wl)
              :: else -> skip   /* handed out after a later epoch was: its token is stale on arrival */
              fi;
@@ -345,7 +564,8 @@ proctype Elector(byte h) {
              fi
            }
         fi;
-        atomic { myep = 0; wl = 0; t = 0; o = 0; kind = 0; nlab = 0; nmark = 0; v = 0; res = 0; listed = 0; ok = 0 }
+        atomic { myep = 0; wl = 0; t = 0; o = 0; kind = 0; nlab = 0; nmark = 0; v = 0; res = 0; listed = 0; ok = 0
+                 ND_RESET ACQ_RESET }
      :: else ->
         atomic {
           if :: myep > handedAll -> handedAll = myep :: else -> skip fi;
@@ -365,6 +585,10 @@ proctype Elector(byte h) {
 proctype Worker(byte h) {
   byte t, o, kind, nlab, nmark, v, res, mark;
   bool gov, dgov, tag, entering, del;
+  ND_DECL
+#ifdef ALIAS
+  byte route; bool bcov;
+#endif
   do
   :: atomic {                       /* the leadership check: the token it was handed */
        tok[h] != 0 -> t = tok[h]; SEL(o);
@@ -377,8 +601,18 @@ proctype Worker(byte h) {
 #ifdef DELETES
        :: h == 0 -> kind = UPD; del = 1; printf("holder %c's code (token %d) deletes o%d: first the deletion marker\n", 'A' + h, t, o)
 #endif
+#ifdef ALIAS
+       :: o == 0 -> kind = BIND; printf("holder %c's code (token %d) binds Pod o%d to a node\n", 'A' + h, t, o)
+#endif
        fi
+       ND_SEL
      }
+#ifdef ALIAS
+     if
+     :: kind == BIND -> bindwrite(); goto next
+     :: else -> skip
+     fi;
+#endif
 again:
      if
      :: del -> atomic { nlab = o_lab[o]; nmark = t }   /* the marker write keeps the labels */
@@ -435,8 +669,11 @@ again:
         fi
      :: else -> skip
      fi;
+#ifdef ALIAS
+next:
+#endif
      atomic { o_ver[o] = o_ver[o] & ~WBIT(h);
-              t = 0; o = 0; kind = 0; nlab = 0; nmark = 0; v = 0; res = 0; del = 0; mark = 0; gov = 0 }
+              t = 0; o = 0; kind = 0; nlab = 0; nmark = 0; v = 0; res = 0; del = 0; mark = 0; gov = 0 ND_RESET }
   od
 }
 
@@ -463,11 +700,61 @@ again:
        o = 0 \
      }
 
+/* HEADROOM: a free write that grows covered object k by one unit (finalizers, labels and annotations, a
+ * managedFields entry): refused if its result is larger than the stored object and larger than HR_B
+ * (PAD_LIMIT; the mutation: only the apiserver's limit HR_L). On an uncovered object no policy bounds it:
+ * an object padded before a policy covered it is a residual (docs/design/residuals.md), left out. */
+#ifdef HEADROOM
+#define OTHERS_PAD(k) \
+  :: atomic { COV(k) && SIZE(k) + 1 <= PAD_LIMIT -> o_pad[k]++; o_ver[k] = 0; \
+              printf("a user without the token grows o%d with a free write: its size is %d\n", k, SIZE(k)) }
+#else
+#define OTHERS_PAD(k)
+#endif
+
+/* ALIAS: a user without the token who is not the scheduler binds Pod k through either route; a binding
+ * carries no token, so the webhook refuses it on a covered Pod (the allowlist frees it for the scheduler
+ * and kubelets only); no policy decides it on an uncovered one. */
+#ifdef ALIAS
+#define OTHERS_BIND(k) \
+  :: atomic { o_ex[k] && !o_bnd[k] -> \
+       if \
+       :: route = SUBR; printf("a user without the token binds Pod o%d to a node through pods/binding\n", k) \
+       :: route = ALIASR; printf("a user without the token binds Pod o%d to a node through bindings\n", k) \
+       fi; \
+       if \
+       :: ROUTED(route) && COV(k) -> \
+          printf("    webhook: a Binding without a token, not from the scheduler: refused\n") \
+       :: else -> \
+          if \
+          :: !ROUTED(route) -> printf("    apiserver: no webhook rule matches bindings: admitted without a decision\n") \
+          :: else -> printf("    webhook: o%d is not covered: no policy, admitted\n", k) \
+          fi; \
+          bcov = COV(k); \
+          assert(!bcov);   /* P6 */ \
+          o_bnd[k] = 1; o_ver[k] = 0; printf("    apiserver binds o%d\n", k) \
+       fi; \
+       route = 0 }
+#else
+#define OTHERS_BIND(k)
+#endif
+
 proctype Others() {
   byte o;
+#ifdef ALIAS
+  byte route; bool bcov;
+#endif
   do
   OTHERS_WRITE(0)
   OTHERS_WRITE(1)
+  OTHERS_PAD(0)
+  OTHERS_BIND(0)
+#ifdef ACQ
+  :: atomic { !o_ex[1] && xdecl < MAXDECL -> o_ex[1] = 1; o_lab[1] = 1; o_rec[1] = 0; o_ver[1] = 0; o_hw[1] = 0;
+              printf("a user without the token creates o1, a declaration bound to the Lease (no record)\n") }
+  :: atomic { xdecl < MAXDECL - 1 -> xdecl++;
+              printf("a user without the token creates another declaration bound to the Lease (%d)\n", xdecl) }
+#endif
   :: atomic { LEASE_DELETER && !l_deleted && l_ex -> l_deleted = 1; l_ex = 0; l_hold = 0; l_fen = 0;
               printf("a user who may deletes the Lease (epoch %d)\n", l_ep) }
   :: atomic { WIDENER && !wide -> wide = 1; cov_rec = 0;
@@ -492,10 +779,16 @@ init {
 #ifdef NO_SEEDS
     o_ex[0] = 1; o_ex[1] = 1;   /* the objects exist, uncovered, without a record */
 #endif
+#ifdef ACQ
+    o_ex[0] = 1;                /* o0 exists, uncovered, without a record; o1 is a declaration if someone creates it */
+#endif
     run Elector(0); run Worker(0); run Elector(1); run Worker(1);
 #if NH > 2
     run Elector(2); run Worker(2);
 #endif
-    run Others(); run Copy()
+    run Others();
+#ifndef NO_COPY
+    run Copy()
+#endif
   }
 }

@@ -8,13 +8,15 @@ import (
 
 // TestModel runs the checks of the model that take seconds, as `make model` does (which runs the slow
 // design checks too): the design must verify, each mutation and each residual must be refuted by spin
-// with a trail that tells the story.
+// with a trail that tells the story. The checks run in parallel (go test's -parallel, GOMAXPROCS by
+// default), as make model runs them.
 func TestModel(t *testing.T) {
 	for _, c := range Checks {
 		if c.Full || c.Slow {
 			continue
 		}
 		t.Run(c.Name, func(t *testing.T) {
+			t.Parallel()
 			r, err := Run(t.Context(), c, Bound)
 			if errors.Is(err, ErrNoSpin) {
 				t.Fatal(err)

@@ -25,7 +25,7 @@ var ErrNoSpin = errors.New("spin is not on PATH: install it (Debian: apt-get ins
 // Result is the outcome of one Check.
 type Result struct {
 	Check Check
-	// Violated is true if spin found a violation; Property names it ("P1", "P2", "P3") and Assertion is
+	// Violated is true if spin found a violation; Property names it ("P1" to "P6") and Assertion is
 	// the assertion's text.
 	Violated  bool
 	Property  string
@@ -180,6 +180,12 @@ func story(trail string) (lines []string, assertion string) {
 func property(assertion string) string {
 	a := strings.ReplaceAll(assertion, " ", "")
 	switch {
+	case strings.Contains(a, "o_pad["):
+		return "P4" // the holder's write failed for size
+	case strings.Contains(a, "nhwl"):
+		return "P5" // an acquisition failed for the declarations
+	case strings.Contains(a, "bcov"):
+		return "P6" // a binding of a covered Pod admitted for a non-holder
 	case strings.Contains(a, "handedAll"):
 		return "P1" // the copy admitted after a higher epoch was handed out
 	case strings.Contains(a, "owe["):
