@@ -9,14 +9,18 @@ import (
 	"slices"
 	"time"
 
-	"github.com/go-logr/logr"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
@@ -57,7 +61,7 @@ func FenceOnAcquire(c client.Client) elector.AcquireFence {
 		// The resources a holder wrote first: declarations (epoch 0) are anyone's.
 		items := list.Items
 		slices.SortStableFunc(items, func(a, b fencingv1alpha1.FencedResource) int { return cmp.Compare(b.Spec.Epoch, a.Spec.Epoch) })
-		if err := raiseInTime(ctx, token.Lease.String(), "FencedResource", len(items), func(ctx context.Context, i int) error { return raise(ctx, c, &items[i], token) }); err != nil {
+		if err := raiseInTime(ctx, c, token, "FencedResource", len(items), func(ctx context.Context, i int) error { return raise(ctx, c, &items[i], token) }); err != nil {
 			return fmt.Errorf("fencing %d FencedResources bound to lease %s at epoch %d: %w", len(items), token.Lease, token.Epoch, err)
 		}
 		return ctx.Err()
@@ -69,13 +73,14 @@ func FenceOnAcquire(c client.Client) elector.AcquireFence {
 // can declare objects, so the time of an acquisition must not grow with how many exist. It returns the
 // errors of the raises that failed, joined; an object the budget left unraised is not an error.
 //
-// An object left behind is not raised at this epoch: the operator shows it Fenced=False (BehindLease), and
-// fencekit_fence_on_acquire_left counts it. The holder's first write to it raises it (every fenced write
+// An object left behind is not raised at this epoch: the operator shows it Fenced=False (BehindLease),
+// fencekit_fence_on_acquire_left counts it, and a Warning Event FenceIncomplete on the Lease says how many. The holder's first write to it raises it (every fenced write
 // sets the epoch it presents), and from that write on no earlier holder's write lands on it; until then,
 // a write an earlier holder's request had admitted before this acquisition may still commit on it
 // (docs/design/residuals.md). A write admitted after this acquisition is refused as before: the webhook
 // reads the Lease.
-func raiseInTime(ctx context.Context, lease, kind string, n int, raise func(ctx context.Context, i int) error) error {
+func raiseInTime(ctx context.Context, c client.Client, token elector.Token, kind string, n int, raise func(ctx context.Context, i int) error) error {
+	lease := token.Lease.String()
 	budget := ctx
 	if deadline, ok := ctx.Deadline(); ok {
 		var cancel context.CancelFunc
@@ -98,10 +103,29 @@ func raiseInTime(ctx context.Context, lease, kind string, n int, raise func(ctx 
 	}
 	fenceLeft.WithLabelValues(lease, kind).Set(float64(left))
 	if left > 0 {
-		logr.FromContextOrDiscard(ctx).Info("fence-on-acquire left objects behind: the budget (half of PostAcquireTimeout) ran out; the holder's first write to each raises it",
-			"lease", lease, "kind", kind, "objects", n, "left", left)
+		klog.FromContext(ctx).Info("Fence-on-acquire left objects behind: its budget, half of PostAcquireTimeout, ran out; the holder's first write to each raises it",
+			"lease", lease, "epoch", token.Epoch, "kind", kind, "objects", n, "left", left)
+		reportLeft(ctx, c, token, kind, n, left)
 	}
 	return errors.Join(errs...)
+}
+
+// reportLeft records a Warning Event FenceIncomplete on the Lease: this acquisition left objects unraised.
+// Best effort: the Event is for people, the metric and the objects' status say the same.
+func reportLeft(ctx context.Context, c client.Client, token elector.Token, kind string, n, left int) {
+	ev := &eventsv1.Event{
+		ObjectMeta:          metav1.ObjectMeta{Namespace: token.Lease.Namespace, GenerateName: token.Lease.Name + "-"},
+		EventTime:           metav1.NowMicro(),
+		ReportingController: "fencekit.io/fence-on-acquire", ReportingInstance: token.Holder,
+		Action: "FenceOnAcquire", Reason: "FenceIncomplete", Type: corev1.EventTypeWarning,
+		Regarding: corev1.ObjectReference{APIVersion: coordinationv1.SchemeGroupVersion.String(), Kind: "Lease",
+			Namespace: token.Lease.Namespace, Name: token.Lease.Name},
+		Note: fmt.Sprintf("fence-on-acquire at epoch %d raised %d of %d (%s) within its budget, half of PostAcquireTimeout; "+
+			"the other %d are not fenced at this epoch until the holder's first write to each raises it", token.Epoch, n-left, n, kind, left),
+	}
+	if err := c.Create(ctx, ev); err != nil {
+		klog.FromContext(ctx).Error(err, "Recording the FenceIncomplete Event", "lease", token.Lease.String())
+	}
 }
 
 // FenceOnAcquireForConfig returns FenceOnAcquire's fence with a client of its own, built from a copy of cfg
@@ -138,6 +162,9 @@ func fenceClient(cfg *rest.Config) (client.Client, error) {
 func newClient(cfg *rest.Config, what string) (client.Client, error) {
 	s := runtime.NewScheme()
 	if err := fencingv1alpha1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := eventsv1.AddToScheme(s); err != nil { // fence-on-acquire's FenceIncomplete Event
 		return nil, err
 	}
 	c, err := client.New(cfg, client.Options{Scheme: s})

@@ -62,7 +62,7 @@ func FenceObjectsOnAcquire(c client.Client, reader client.Reader) elector.Acquir
 			_, rb := b.GetAnnotations()[fencingv1alpha1.ObjectEpochAnnotation]
 			return cmp.Compare(boolInt(rb), boolInt(ra))
 		})
-		if err := raiseInTime(ctx, token.Lease.String(), "object", len(objects), func(ctx context.Context, i int) error { return raiseObject(ctx, c, objects[i], token) }); err != nil {
+		if err := raiseInTime(ctx, c, token, "object", len(objects), func(ctx context.Context, i int) error { return raiseObject(ctx, c, objects[i], token) }); err != nil {
 			return fmt.Errorf("fencing %d objects declared for lease %s at epoch %d: %w", len(objects), token.Lease, token.Epoch, err)
 		}
 		return ctx.Err()

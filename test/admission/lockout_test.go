@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -186,6 +187,25 @@ func TestDeclarationsDoNotLockOutAcquisition(t *testing.T) {
 		}
 	}
 	t.Logf("led at epoch %d; fence-on-acquire raised %d of %d declarations", tok.Epoch, raised, n)
+	if raised < n {
+		want := fmt.Sprintf("fence-on-acquire at epoch %d raised %d of %d (FencedResource)", tok.Epoch, raised, n)
+		testenv.Eventually(t, "a FenceIncomplete Event on the Lease", func() (bool, string) {
+			var list eventsv1.EventList
+			if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+				return false, err.Error()
+			}
+			var notes []string
+			for _, ev := range list.Items {
+				if ev.Reason == "FenceIncomplete" && ev.Regarding.Name == lease && ev.Type == corev1.EventTypeWarning {
+					notes = append(notes, ev.Note)
+					if strings.HasPrefix(ev.Note, want) {
+						return true, ""
+					}
+				}
+			}
+			return false, fmt.Sprintf("want a note starting %q, have %q", want, notes)
+		})
+	}
 	key := types.NamespacedName{Namespace: ns, Name: fmt.Sprintf("d-%04d", n-1)}
 	fr, err := fencing.NewWriter(holder.Client).Set(ctx, tok, key, map[string]any{"v": 1})
 	if err != nil {
