@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
