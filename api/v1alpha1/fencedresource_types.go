@@ -26,6 +26,14 @@ const (
 	// cannot delete the live holder's resource. Changing it needs the token, like spec.data.
 	DeleteAtEpochAnnotation = "fencing.fencekit.io/delete-at-epoch"
 
+	// HoldAtEpochAnnotation is the holder's hold on a FencedResource or a covered object: pkg/fencing's
+	// clients set it, with the token, to the epoch they hold when a compare-and-swap write (one that carries
+	// the resourceVersion it read) lost to another write, and every later fenced write removes it. While it
+	// equals the bound Lease's current epoch, the admission webhook refuses writes without the token to the
+	// object, so that a loop of free writes (a label, a finalizer) cannot starve the holder's next
+	// read-and-write. Changing it needs the token.
+	HoldAtEpochAnnotation = "fencing.fencekit.io/hold-at-epoch"
+
 	// MaxEpoch is the highest epoch a FencedResource stores: 2^53-1, as pkg/elector.MaxEpoch (api/v1alpha1
 	// imports nothing of fencekit; a test checks that the two agree).
 	MaxEpoch int64 = 1<<53 - 1

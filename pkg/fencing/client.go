@@ -71,7 +71,8 @@ func describeObj(obj any) string {
 }
 
 // stampObject sets the epoch record on obj, and removes a deletion marker left by a Delete that did not
-// happen: a marker authorises one delete, so the admission rule refuses a write that keeps it.
+// happen (a marker authorises one delete, so the admission rule refuses a write that keeps it) and the
+// holder's hold.
 func stampObject(obj client.Object, t elector.Token) {
 	a := obj.GetAnnotations()
 	if a == nil {
@@ -79,6 +80,7 @@ func stampObject(obj client.Object, t elector.Token) {
 	}
 	a[fencingv1alpha1.ObjectEpochAnnotation] = strconv.FormatInt(t.Epoch, 10)
 	delete(a, fencingv1alpha1.DeleteAtEpochAnnotation)
+	delete(a, fencingv1alpha1.HoldAtEpochAnnotation) // this write is the one the hold was for
 	obj.SetAnnotations(a)
 }
 
@@ -101,12 +103,59 @@ func (c *fencedClient) Create(ctx context.Context, obj client.Object, opts ...cl
 	return c.Client.Create(ctx, obj, append(opts, owner)...)
 }
 
+// Update writes obj with the token. If it carries a resourceVersion and loses to another write (a
+// conflict), the object is held for the holder first (hold) and the conflict returned: read again and
+// retry (retry.RetryOnConflict), and writes without the token cannot come between.
 func (c *fencedClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
 	owner, err := c.stamp("updating", obj)
 	if err != nil {
 		return err
 	}
-	return c.Client.Update(ctx, obj, append(opts, owner)...)
+	return c.holdOnConflict(ctx, obj, c.Client.Update(ctx, obj, append(opts, owner)...))
+}
+
+// holdOnConflict returns err; if it is a conflict, it first sets the hold (annotation
+// fencing.fencekit.io/hold-at-epoch) on obj with the token, best effort: while the hold is the Lease's
+// current epoch, fencekit refuses writes without the token to obj, so a loop of free writes (a label, a
+// finalizer) cannot starve the holder's next read-and-write, which removes the hold.
+func (c *fencedClient) holdOnConflict(ctx context.Context, obj client.Object, err error) error {
+	if !apierrors.IsConflict(err) {
+		return err
+	}
+	if t, terr := c.current("holding", obj); terr == nil {
+		hold(ctx, c.Client, obj, t)
+	}
+	return err
+}
+
+// hold sets the holder's hold on obj with token t's epoch (see fencingv1alpha1.HoldAtEpochAnnotation), as a
+// merge patch without a resourceVersion that presents t: it cannot conflict, and a stale token is refused.
+// Like every fenced write it carries the epoch it presents: a FencedResource's spec.epoch and writer, an
+// object's epoch record.
+func hold(ctx context.Context, c client.Client, obj client.Object, t elector.Token) {
+	epoch := strconv.FormatInt(t.Epoch, 10)
+	annotations := map[string]any{fencingv1alpha1.HoldAtEpochAnnotation: epoch}
+	patch := map[string]any{"metadata": map[string]any{"annotations": annotations}}
+	if isFencedResource(obj) {
+		annotations[fencingv1alpha1.WriterAnnotation] = t.Holder
+		patch["spec"] = map[string]any{"epoch": t.Epoch}
+	} else {
+		annotations[fencingv1alpha1.ObjectEpochAnnotation] = epoch
+	}
+	raw, err := json.Marshal(patch)
+	target, ok := obj.DeepCopyObject().(client.Object)
+	if err != nil || !ok {
+		return
+	}
+	_ = c.Patch(ctx, target, client.RawPatch(types.MergePatchType, raw), client.FieldOwner(t.FieldManager()))
+}
+
+func isFencedResource(obj client.Object) bool {
+	if _, ok := obj.(*fencingv1alpha1.FencedResource); ok {
+		return true
+	}
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	return gvk.Group == fencingv1alpha1.GroupVersion.Group && gvk.Kind == "FencedResource"
 }
 
 func (c *fencedClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
@@ -119,7 +168,7 @@ func (c *fencedClient) Patch(ctx context.Context, obj client.Object, patch clien
 		return fmt.Errorf("patching %s: %w", describeObj(obj), err)
 	}
 	stampObject(obj, t) // for an apply patch, whose data is the object itself
-	return c.Client.Patch(ctx, obj, p, append(opts, client.FieldOwner(t.FieldManager()))...)
+	return c.holdOnConflict(ctx, obj, c.Client.Patch(ctx, obj, p, append(opts, client.FieldOwner(t.FieldManager()))...))
 }
 
 func (c *fencedClient) Apply(ctx context.Context, ac runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
@@ -173,7 +222,7 @@ func (c *fencedClient) Delete(ctx context.Context, obj client.Object, opts ...cl
 		}
 		rv, uid := obj.GetResourceVersion(), obj.GetUID()
 		return c.Client.Delete(ctx, obj, append(opts, client.Preconditions{ResourceVersion: &rv, UID: &uid})...)
-	})
+	}, nil)
 	if err != nil && !apierrors.IsNotFound(err) {
 		// The marker authorises this delete only: remove it (best effort; the next write must anyway).
 		disarm := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, fencingv1alpha1.DeleteAtEpochAnnotation)
@@ -189,12 +238,17 @@ func (c *fencedClient) DeleteAllOf(_ context.Context, obj client.Object, _ ...cl
 func (c *fencedClient) Status() client.SubResourceWriter { return c.SubResource("status") }
 
 func (c *fencedClient) SubResource(name string) client.SubResourceClient {
-	return &fencedSubResource{SubResourceClient: c.Client.SubResource(name), token: c.token}
+	return &fencedSubResource{SubResourceClient: c.Client.SubResource(name), parent: c.Client, token: c.token}
 }
 
 type fencedSubResource struct {
 	client.SubResourceClient
-	token TokenFunc
+	parent client.Client // the object's client, for the hold
+	token  TokenFunc
+}
+
+func (s *fencedSubResource) holdOnConflict(ctx context.Context, obj client.Object, err error) error {
+	return (&fencedClient{Client: s.parent, token: s.token}).holdOnConflict(ctx, obj, err)
 }
 
 func (s *fencedSubResource) current(verb string, obj any) (elector.Token, error) {
@@ -218,13 +272,13 @@ func (s *fencedSubResource) Create(ctx context.Context, obj, sub client.Object, 
 
 func (s *fencedSubResource) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
 	return s.write("updating a subresource of", obj, func(owner client.FieldOwner) error {
-		return s.SubResourceClient.Update(ctx, obj, append(opts, owner)...)
+		return s.holdOnConflict(ctx, obj, s.SubResourceClient.Update(ctx, obj, append(opts, owner)...))
 	})
 }
 
 func (s *fencedSubResource) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 	return s.write("patching a subresource of", obj, func(owner client.FieldOwner) error {
-		return s.SubResourceClient.Patch(ctx, obj, patch, append(opts, owner)...)
+		return s.holdOnConflict(ctx, obj, s.SubResourceClient.Patch(ctx, obj, patch, append(opts, owner)...))
 	})
 }
 
@@ -274,8 +328,10 @@ func (p stampedPatch) Data(obj client.Object) ([]byte, error) {
 		md["annotations"] = ann
 	}
 	ann[fencingv1alpha1.ObjectEpochAnnotation] = p.epoch
-	if _, set := ann[fencingv1alpha1.DeleteAtEpochAnnotation]; !set {
-		ann[fencingv1alpha1.DeleteAtEpochAnnotation] = nil // a marker authorises one delete: see stampObject
+	for _, key := range []string{fencingv1alpha1.DeleteAtEpochAnnotation, fencingv1alpha1.HoldAtEpochAnnotation} {
+		if _, set := ann[key]; !set {
+			ann[key] = nil // a marker authorises one delete, a hold one write: see stampObject
+		}
 	}
 	return json.Marshal(m)
 }

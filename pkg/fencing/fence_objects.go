@@ -128,11 +128,11 @@ func raiseObject(ctx context.Context, c client.Client, u *unstructured.Unstructu
 }
 
 // patchRecord sets u's epoch record to value (nil removes it), and removes any deletion marker (one the
-// Lease never issued may have been written before a policy covered u), with one merge patch that presents
-// token.
+// Lease never issued may have been written before a policy covered u) and any hold of an earlier term,
+// with one merge patch that presents token.
 func patchRecord(ctx context.Context, c client.Client, u *unstructured.Unstructured, token elector.Token, value any) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{
-		fencingv1alpha1.ObjectEpochAnnotation: value, fencingv1alpha1.DeleteAtEpochAnnotation: nil}}})
+		fencingv1alpha1.ObjectEpochAnnotation: value, fencingv1alpha1.DeleteAtEpochAnnotation: nil, fencingv1alpha1.HoldAtEpochAnnotation: nil}}})
 	if err != nil {
 		return err
 	}

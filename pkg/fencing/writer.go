@@ -28,13 +28,17 @@ import (
 // marker) and this write: the operator's status update right after the previous write, or anyone's free
 // write (a label, a finalizer) at any rate. A retry at once usually succeeds; the pause then doubles from
 // 1 ms to 64 ms and stays there, so that only a caller's deadline, never a count of conflicts someone else
-// can cause, ends the retries.
-func retryConflicts(ctx context.Context, write func() error) error {
+// can cause, ends the retries. onConflict, if set, runs after each conflict (Writer.Update holds the
+// resource there).
+func retryConflicts(ctx context.Context, write func() error, onConflict func()) error {
 	pause := wait.Backoff{Duration: time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 7}
 	for {
 		err := write()
 		if !apierrors.IsConflict(err) {
 			return err
+		}
+		if onConflict != nil {
+			onConflict()
 		}
 		select {
 		case <-ctx.Done():
@@ -133,6 +137,8 @@ func (w *Writer) Update(ctx context.Context, token elector.Token, key types.Name
 		stamp(&fr, token)
 		fr.Spec.Data = &runtime.RawExtension{Raw: raw}
 		return w.client.Update(ctx, &fr, client.FieldOwner(token.FieldManager()))
+	}, func() {
+		hold(ctx, w.client, &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}, token)
 	})
 	if err != nil {
 		countRefusal(token.Lease.String(), err)
@@ -223,7 +229,9 @@ func setOps(token elector.Token, data map[string]any, withAnnotations bool) []js
 	return append(ops,
 		jsonPatchOp{Op: "add", Path: annotation(fencingv1alpha1.WriterAnnotation), Value: token.Holder},
 		jsonPatchOp{Op: "add", Path: annotation(fencingv1alpha1.DeleteAtEpochAnnotation), Value: ""},
-		jsonPatchOp{Op: "remove", Path: annotation(fencingv1alpha1.DeleteAtEpochAnnotation)})
+		jsonPatchOp{Op: "remove", Path: annotation(fencingv1alpha1.DeleteAtEpochAnnotation)},
+		jsonPatchOp{Op: "add", Path: annotation(fencingv1alpha1.HoldAtEpochAnnotation), Value: ""},
+		jsonPatchOp{Op: "remove", Path: annotation(fencingv1alpha1.HoldAtEpochAnnotation)})
 }
 
 // withoutNulls is m without its null values, at every depth of nested objects.
@@ -278,7 +286,7 @@ func (w *Writer) Delete(ctx context.Context, token elector.Token, key types.Name
 			return err
 		}
 		return w.client.Delete(ctx, &fr, client.Preconditions{ResourceVersion: &fr.ResourceVersion, UID: &fr.UID})
-	})
+	}, nil)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -318,8 +326,10 @@ func stamp(fr *fencingv1alpha1.FencedResource, token elector.Token) {
 		fr.Annotations = map[string]string{}
 	}
 	fr.Annotations[fencingv1alpha1.WriterAnnotation] = token.Holder
-	// A deletion marker left by a Delete that did not happen goes: a marker authorises one delete.
+	// A deletion marker left by a Delete that did not happen goes (a marker authorises one delete), and the
+	// hold (this write is the one it was for).
 	delete(fr.Annotations, fencingv1alpha1.DeleteAtEpochAnnotation)
+	delete(fr.Annotations, fencingv1alpha1.HoldAtEpochAnnotation)
 }
 
 func wrap(key types.NamespacedName, token elector.Token, err error) error {

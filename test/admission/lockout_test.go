@@ -14,11 +14,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -454,4 +457,83 @@ func containsString(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestCompareAndSwapOutlastsAFreeWriteLoop: a user churns the finalizers of a covered ConfigMap, and the
+// labels of a FencedResource, from two goroutines each (both free). The holder's compare-and-swap writes
+// (a read, then an Update that carries its resourceVersion) lost every race for their whole deadline. The
+// fenced clients now hold the object after a conflict: writes without the token wait until the holder's
+// retry has written, and that write removes the hold.
+func TestCompareAndSwapOutlastsAFreeWriteLoop(t *testing.T) {
+	operatortest.Start(t, env)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	holder, tok := configMapHolder(t, ns, "churner")
+	grantFencedResources(t, ns, holder.User, "churner")
+	fast := unthrottled(t, holder.User)
+	fenced := fencing.NewClient(fast, tokenOf(tok))
+	if err := fenced.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}, Data: map[string]string{"n": "0"}}); err != nil {
+		t.Fatal(err)
+	}
+	key := declare(t, ns, "orders", appLease)
+	w := fencing.NewWriter(fast)
+	if _, err := retryRBACValue(t, "the holder's first write", func() (*fencingv1alpha1.FencedResource, error) {
+		return w.Set(ctx, tok, key, map[string]any{"n": 0})
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	churner := unthrottled(t, "churner")
+	stormCtx, stop := context.WithCancel(ctx)
+	var storm sync.WaitGroup
+	var admitted, held atomic.Int64
+	count := func(err error) {
+		switch {
+		case err == nil:
+			admitted.Add(1)
+		case fencing.IsTokenMissing(err):
+			held.Add(1)
+		}
+	}
+	for g := range 2 {
+		storm.Go(func() {
+			for i := 0; stormCtx.Err() == nil; i++ {
+				count(patchConfigMap(t, churner, ns, "app", fmt.Sprintf(`{"metadata":{"finalizers":["example.com/churn-%d-%d"]}}`, g, i)))
+			}
+		})
+		storm.Go(func() {
+			for i := 0; stormCtx.Err() == nil; i++ {
+				count(churner.Patch(stormCtx, &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.Name}},
+					client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"labels":{"churn-%d":"%d"}}}`, g, i)))))
+			}
+		})
+	}
+	testenv.Eventually(t, "the churn writes", func() (bool, string) { return admitted.Load() > 20, fmt.Sprint(admitted.Load()) })
+	for i := 1; i <= 5; i++ {
+		wctx, cancel := context.WithTimeout(ctx, fencing.DefaultWriteTimeout)
+		err := retry.OnError(wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: 8}, apierrors.IsConflict, func() error {
+			var cm corev1.ConfigMap
+			if err := fast.Get(wctx, types.NamespacedName{Namespace: ns, Name: "app"}, &cm); err != nil {
+				return err
+			}
+			cm.Data["n"] = fmt.Sprint(i)
+			return fenced.Update(wctx, &cm)
+		})
+		if err != nil {
+			t.Errorf("the holder's compare-and-swap update %d of ConfigMap %s/app during the churn: %v", i, ns, err)
+		}
+		if _, err := w.Update(wctx, tok, key, func(data map[string]any) error { data["n"] = i; return nil }); err != nil {
+			t.Errorf("the holder's Writer.Update %d of %s during the churn: %v", i, key, err)
+		}
+		cancel()
+	}
+	stop()
+	storm.Wait()
+	t.Logf("churn: %d free writes admitted, %d held for the holder", admitted.Load(), held.Load())
+	if got := readConfigMap(t, ns, "app"); got.Data["n"] != "5" || got.Annotations[fencingv1alpha1.HoldAtEpochAnnotation] != "" {
+		t.Errorf("ConfigMap after the holder's updates: n=%q, hold %q; want n=5 and no hold", got.Data["n"], got.Annotations[fencingv1alpha1.HoldAtEpochAnnotation])
+	}
+	if err := patchConfigMap(t, churner, ns, "app", `{"metadata":{"finalizers":null}}`); err != nil {
+		t.Errorf("a free write once the holder has written (the hold gone): %v", err)
+	}
 }

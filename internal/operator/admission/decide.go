@@ -60,21 +60,25 @@ func refuse(err *fencing.Error) Verdict { return Verdict{Err: err} }
 
 // Decide decides r, given the bound Lease as read (nil: not read yet; Missing: it does not exist) and the
 // time now. A write that presents no token is decided without the Lease, unless the object carries a
-// deletion marker (armedMarker); a DELETE under a live Lease and every write that presents a token need it. A view from the webhook's copy (Source Copy) may only admit:
+// deletion marker or a hold (held); a DELETE under a live Lease and every write that presents a token need it. A view from the webhook's copy (Source Copy) may only admit:
 // where it could refuse, or where the copy cannot be trusted to decide, the verdict asks for a quorum read.
 func Decide(r *Request, l *Lease, now time.Time) Verdict {
 	if r.Operation == Delete {
 		return decideDelete(r, l, now)
 	}
 	if !r.presents() {
-		if marker, armed := r.armedMarker(); armed {
+		if key, epoch, held := r.held(); held {
 			switch {
 			case l == nil || l.Source == Copy:
 				return Verdict{Need: NeedQuorum}
-			case l.Live(now) && l.Epoch == marker:
-				return refuse(r.errAt(FieldDeleteAtEpoch, fencing.ReasonTokenMissing, 0, l.Epoch,
-					"%s is being deleted by the holder of lease %s: its deletion marker %s=%d is the Lease's current epoch, and a write without the token would make the holder's DELETE, whose precondition is the marker write's resourceVersion, fail; send it again once the delete is done",
-					r.what(), r.LeaseName, fencingv1alpha1.DeleteAtEpochAnnotation, marker))
+			case l.Live(now) && l.Epoch == epoch:
+				doing := "held for the holder's next compare-and-swap write"
+				if key == fencingv1alpha1.DeleteAtEpochAnnotation {
+					doing = "being deleted (its DELETE's precondition is the marker write's resourceVersion)"
+				}
+				return refuse(r.errAt("metadata.annotations["+key+"]", fencing.ReasonTokenMissing, 0, l.Epoch,
+					"%s is %s by the holder of lease %s: %s=%d is the Lease's current epoch, and a write without the token would change its resourceVersion under the holder; send it again once the holder has written",
+					r.what(), doing, r.LeaseName, key, epoch))
 			}
 		}
 		return decideFree(r)
@@ -94,19 +98,26 @@ func Decide(r *Request, l *Lease, now time.Time) Verdict {
 	return Verdict{Err: err}
 }
 
-// armedMarker returns the epoch of the stored object's deletion marker, if it carries one. While it is the
-// Lease's current epoch the holder is deleting the object: it wrote the marker and sends its DELETE with
-// that write's resourceVersion as the precondition (decideDelete). A write without the token in between
-// would change the resourceVersion and make the DELETE fail with a conflict, as often as anyone cares to
-// write (a label, a finalizer: free): so such writes wait until the delete is done, and the holder's next
-// write removes a marker whose delete did not happen.
-func (r *Request) armedMarker() (int64, bool) {
-	raw, ok := annotationOK(r.Old, fencingv1alpha1.DeleteAtEpochAnnotation)
-	if !ok || r.Operation != Update || r.Old.GetDeletionTimestamp() != nil {
-		return 0, false // an object being deleted: no DELETE of the holder's is pending
+// held returns the annotation and epoch of the stored object's deletion marker or hold, whichever it
+// carries (the marker first). While it is the Lease's current epoch the holder is in the middle of a write
+// that carries the resourceVersion it read: its DELETE after the marker write (decideDelete), or the
+// compare-and-swap write it retries after losing one (the hold). A write without the token in between
+// would change the resourceVersion and make that write fail with a conflict, as often as anyone cares to
+// write (a label, a finalizer: free); so such writes wait until the holder has written, and the holder's
+// next write removes a marker or hold it no longer needs. An object being deleted holds nothing: no DELETE
+// of the holder's is pending, and the garbage collector must finish it.
+func (r *Request) held() (key string, epoch int64, held bool) {
+	if r.Operation != Update || r.Old == nil || r.Old.GetDeletionTimestamp() != nil {
+		return "", 0, false
 	}
-	epoch, err := elector.ParseEpoch(raw)
-	return epoch, err == nil
+	for _, key := range []string{fencingv1alpha1.DeleteAtEpochAnnotation, fencingv1alpha1.HoldAtEpochAnnotation} {
+		if raw, ok := annotationOK(r.Old, key); ok {
+			if epoch, err := elector.ParseEpoch(raw); err == nil {
+				return key, epoch, true
+			}
+		}
+	}
+	return "", 0, false
 }
 
 // copyEligible reports whether the webhook's copy of the Lease may decide r at all: an update of the object
