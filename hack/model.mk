@@ -4,7 +4,7 @@
 # (Debian package spin, which needs gcc).
 
 .PHONY: model
-model: ## Check the protocol model with spin: verify the design, refute each mutation and print its trail as a story (about 3 min on 2 cores: two checks at a time).
+model: ## Check the protocol model with spin: verify the design, refute each mutation and print its trail as a story (about 8 min of CPU, so about 4 min on an idle 2-core machine: two checks at a time).
 	@command -v spin >/dev/null || { echo "model: spin is not on PATH: apt-get install -y spin (it needs gcc)"; exit 1; }
 	go run ./model/cmd/model
 
