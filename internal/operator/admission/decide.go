@@ -492,11 +492,11 @@ func decideDelete(r *Request, l *Lease, now time.Time) Verdict {
 // end. Such a DELETE is decided like a first one.
 func (r *Request) deletionChange() string {
 	orphan, foreground := deletionFinalizers(r.Old)
-	if o, f := r.Delete.finalizers(orphan, foreground); o != orphan || f != foreground {
-		return fmt.Sprintf("its options (%s) would have its dependents %s instead of %s", r.Delete, dependents(o, f), dependents(orphan, foreground))
+	if o, f := r.DeleteOptions.finalizers(orphan, foreground); o != orphan || f != foreground {
+		return fmt.Sprintf("its options (%s) would have its dependents %s instead of %s", r.DeleteOptions, dependents(o, f), dependents(orphan, foreground))
 	}
-	if g, current := r.Delete.GracePeriodSeconds, r.Old.GetDeletionGracePeriodSeconds(); g != nil && current != nil && *g < *current {
-		return fmt.Sprintf("its options (%s) would shorten the grace period of %d s", r.Delete, *current)
+	if g, current := r.DeleteOptions.GracePeriodSeconds, r.Old.GetDeletionGracePeriodSeconds(); g != nil && current != nil && *g < *current {
+		return fmt.Sprintf("its options (%s) would shorten the grace period of %d s", r.DeleteOptions, *current)
 	}
 	return ""
 }

@@ -120,7 +120,7 @@ type Request struct {
 	DeletePrecondition string
 	// Delete holds the DeleteOptions that decide what a DELETE does to the object's dependents and how
 	// soon it goes.
-	Delete DeleteOptions
+	DeleteOptions DeleteOptions
 	// NamespaceTerminating is whether the namespace is being deleted; read only for the namespace
 	// controller's deletes (ReadsNamespace).
 	NamespaceTerminating bool

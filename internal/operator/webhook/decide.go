@@ -161,7 +161,7 @@ func decodeRequest(req admission.Request, class core.Class) (*core.Request, erro
 		}
 	}
 	r.OldBytes, r.NewBytes = len(req.OldObject.Raw), len(req.Object.Raw)
-	if r.FieldManager, r.DeletePrecondition, r.Delete, err = requestOptions(req); err != nil {
+	if r.FieldManager, r.DeletePrecondition, r.DeleteOptions, err = requestOptions(req); err != nil {
 		return nil, fmt.Errorf("%s %s/%s: %w", r.Kind, r.Namespace, r.Name, err)
 	}
 	return r, nil
