@@ -30,9 +30,9 @@ type freeRule struct {
 	why   string
 }
 
-// Allowlist is every way a write without the token may change a fenced object. Anything else is
-// refused: deny by default. Each entry has an attack test on the real apiserver (internal/operator,
-// TestFreeWritesAttacks) that tries to use it.
+// allowlist is every way a write without the token may change a fenced object. Anything else is refused:
+// deny by default. Each entry has an attack test on the real apiserver (test/admission), named in
+// docs/design/allowlist.md, and the automatic attacker (test/attack) tries them all at random.
 var allowlist = []freeRule{{
 	name: "apiserver-kept metadata",
 	frees: func(_ *Request, p Path) bool {
