@@ -107,11 +107,22 @@ func (c *fencedClient) Create(ctx context.Context, obj client.Object, opts ...cl
 // conflict), the object is held for the holder first (hold) and the conflict returned: read again and
 // retry (retry.RetryOnConflict), and writes without the token cannot come between.
 func (c *fencedClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	held := isHeld(obj)
 	owner, err := c.stamp("updating", obj)
 	if err != nil {
 		return err
 	}
-	return c.holdOnConflict(ctx, obj, c.Client.Update(ctx, obj, append(opts, owner)...))
+	err = c.Client.Update(ctx, obj, append(opts, owner)...)
+	if held {
+		return err // held already, as the object read shows: another hold would be one more write to lose to
+	}
+	return c.holdOnConflict(ctx, obj, err)
+}
+
+// isHeld reports whether obj, as read, carries a hold.
+func isHeld(obj client.Object) bool {
+	_, ok := obj.GetAnnotations()[fencingv1alpha1.HoldAtEpochAnnotation]
+	return ok
 }
 
 // holdOnConflict returns err; if it is a conflict, it first sets the hold (annotation

@@ -108,6 +108,7 @@ func (w *Writer) Update(ctx context.Context, token elector.Token, key types.Name
 		return nil, fmt.Errorf("writing FencedResource %s: no fencing token (not the leader)", key)
 	}
 	var fr fencingv1alpha1.FencedResource
+	held := false
 	err := retryConflicts(ctx, func() error {
 		if err := w.client.Get(ctx, key, &fr); err != nil {
 			return err
@@ -138,7 +139,12 @@ func (w *Writer) Update(ctx context.Context, token elector.Token, key types.Name
 		fr.Spec.Data = &runtime.RawExtension{Raw: raw}
 		return w.client.Update(ctx, &fr, client.FieldOwner(token.FieldManager()))
 	}, func() {
-		hold(ctx, w.client, &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}, token)
+		// Once: the hold is a write too, after which the operator writes the status, and a second hold
+		// would only start that again.
+		if !held {
+			held = true
+			hold(ctx, w.client, &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}, token)
+		}
 	})
 	if err != nil {
 		countRefusal(token.Lease.String(), err)
@@ -179,8 +185,8 @@ func (w *Writer) Set(ctx context.Context, token elector.Token, key types.Namespa
 
 // setAfterRead handles a Set patch that the apiserver refused with 422 (err): the patch did not apply (the
 // binding test failed, or the resource has no annotations for the writer's), or the CRD rule refused the
-// write. It reads the resource and returns the binding error, or sends the patch for a resource without
-// annotations, or returns err.
+// write. It reads the resource and returns the binding error, or gives a resource without the writer
+// annotation that annotation and sends the patch again, or returns err.
 func (w *Writer) setAfterRead(ctx context.Context, fr *fencingv1alpha1.FencedResource, token elector.Token, key types.NamespacedName, data map[string]any, err error) error {
 	var stored fencingv1alpha1.FencedResource
 	if gerr := w.client.Get(ctx, key, &stored); gerr != nil {
@@ -189,10 +195,24 @@ func (w *Writer) setAfterRead(ctx context.Context, fr *fencingv1alpha1.FencedRes
 	if berr := checkBinding(&stored, token); berr != nil {
 		return berr
 	}
-	if stored.Annotations != nil {
-		return err
+	if stored.Annotations[fencingv1alpha1.WriterAnnotation] != "" {
+		return err // the patch's paths exist: the apiserver refused the write itself
 	}
-	return w.setPatch(ctx, fr, token, data, false)
+	// A declaration without the writer annotation (without annotations at all, or with only free ones a
+	// moment ago: anyone may toggle one): give it the writer annotation first, with a merge patch that
+	// creates the map whatever else is there (the JSON patch's add needs the map), then send the patch
+	// again. The writer annotation needs the token to remove, so the map stays.
+	raw, merr := json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]string{fencingv1alpha1.WriterAnnotation: token.Holder}},
+		"spec":     map[string]any{"epoch": token.Epoch},
+	})
+	if merr != nil {
+		return merr
+	}
+	if perr := w.client.Patch(ctx, fr, client.RawPatch(types.MergePatchType, raw), client.FieldOwner(token.FieldManager())); perr != nil {
+		return perr
+	}
+	return w.setPatch(ctx, fr, token, data, true)
 }
 
 // setPatch sends Set's JSON patch. withAnnotations says the resource has an annotations map; without it the

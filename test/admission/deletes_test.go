@@ -53,7 +53,7 @@ func TestDeleteSurvivesAFreeWriteBeforeIt(t *testing.T) {
 	intrude := func() {
 		mustContain(t, "the editor's free write between the holder's marker and its DELETE",
 			patchConfigMap(t, editor, ns, "app", `{"metadata":{"finalizers":["example.com/hold"]}}`), fencing.IsTokenMissing,
-			"is being deleted by the holder of lease "+appLease)
+			"by the holder of lease "+appLease)
 		admin := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}
 		if err := env.Client.Patch(ctx, admin, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"note":"x"}}}`)),
 			testenv.Presenting(tok.Epoch)); err != nil {

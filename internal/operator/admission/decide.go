@@ -192,7 +192,7 @@ func decideFree(r *Request) Verdict {
 		}
 		return refuse(r.tokenMissing(fenced[0].String(), "this write changes "+listPaths(fenced, 8)))
 	}
-	changes, err := ownershipChanges(r.Old, r.New, free)
+	changes, err := ownershipChanges(r.Old, r.New, free, r.User.clusterController())
 	if err != nil {
 		return refuse(r.errAt(FieldManagedFields, fencing.ReasonInvalid, 0, 0, "%s: %v", r.what(), err))
 	}
@@ -208,6 +208,11 @@ func decideFree(r *Request) Verdict {
 		return refuse(r.errAt(FieldObject, fencing.ReasonInvalid, 0, 0,
 			"%s: this write without a fencing token grows the object from %d to %d bytes (managedFields included), over the bound of %d bytes for writes without the token: the holder's next write must keep its room below the apiserver's limit",
 			r.what(), before, after, MaxFreeObjectBytes))
+	}
+	if before, after := annotationBytes(r.Old), annotationBytes(r.New); after > before && after > MaxFreeAnnotationBytes {
+		return refuse(r.errAt("metadata.annotations", fencing.ReasonInvalid, 0, 0,
+			"%s: this write without a fencing token grows its annotations from %d to %d bytes, over the bound of %d bytes for writes without the token: the apiserver allows %d, and the holder's next write adds fencekit's own",
+			r.what(), before, after, MaxFreeAnnotationBytes, 256*1024))
 	}
 	return admit
 }

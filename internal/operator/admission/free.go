@@ -20,6 +20,25 @@ import (
 // with "etcdserver: request is too large".
 const MaxFreeObjectBytes = 512 * 1024
 
+// MaxFreeAnnotationBytes bounds a fenced object's annotations (the sum of their keys' and values' lengths,
+// as the apiserver counts them) after a write without the token that grows them: the apiserver refuses an
+// object whose annotations pass 256 KiB, so a write without the token must leave room for fencekit's own
+// (the writer, the epoch record, the deletion marker, the hold: a few hundred bytes), or the holder's next
+// write and fence-on-acquire's raise, which add them, would fail.
+const MaxFreeAnnotationBytes = 256*1024 - 4*1024
+
+// annotationBytes is the size of u's annotations as the apiserver counts it.
+func annotationBytes(u *unstructured.Unstructured) int {
+	if u == nil {
+		return 0
+	}
+	n := 0
+	for k, v := range u.GetAnnotations() {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
 // freeRule is one entry of the allowlist: a field a write may change without presenting the token, for
 // whom, and the reason a stale or non-holder writer cannot use it to change data, ownership, coverage or
 // the holder's next write.

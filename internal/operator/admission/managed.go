@@ -98,10 +98,12 @@ type ownershipChange struct {
 //   - no entry may gain or lose a field outside them (the holder's next server-side apply prunes a field
 //     only its own Apply entry owns: moving ownership of data away from another manager deletes data);
 //   - an epoch manager's entry (a holder's) may not gain anything, not even a free field;
-//   - an added entry may not be an epoch manager's.
+//   - an added entry may not be an epoch manager's;
+//   - an epoch manager's entry may not lose anything, not even a free field, but to the cluster's own
+//     controllers (controller): what the holder wrote is the holder's, a finalizer it set (its cleanup) too.
 //
 // How much the entries hold is bounded with the rest of the object (MaxFreeObjectBytes).
-func ownershipChanges(old, updated *unstructured.Unstructured, free func(Path) bool) (changes []ownershipChange, err error) {
+func ownershipChanges(old, updated *unstructured.Unstructured, free func(Path) bool, controller bool) (changes []ownershipChange, err error) {
 	before, err := entries(old)
 	if err != nil {
 		return nil, fmt.Errorf("reading the stored object's managedFields: %w", err)
@@ -131,10 +133,16 @@ func ownershipChanges(old, updated *unstructured.Unstructured, free func(Path) b
 		}
 		outside(a, gained, "gives ownership of")
 		outside(a, lost, "takes ownership of")
+		if a.epochManager() && !lost.Empty() && !controller {
+			changes = append(changes, ownershipChange{entry: a, path: firstPath(lost), why: "takes from a fenced writer's entry ownership of"})
+		}
 	}
 	for id, b := range before {
 		if _, kept := after[id]; !kept {
 			outside(b, b.fields, "removes the entry that owns")
+			if b.epochManager() && !b.fields.Empty() && !controller {
+				changes = append(changes, ownershipChange{entry: b, path: firstPath(b.fields), why: "removes the fenced writer's entry that owns"})
+			}
 		}
 	}
 	// The most specific change first, in a fixed order: the refusal names the same field every time.

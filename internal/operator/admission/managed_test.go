@@ -37,7 +37,7 @@ func TestOwnershipChangesNameTheMostSpecificField(t *testing.T) {
 		managedEntry(holder, "Update", map[string]any{"f:data": map[string]any{}}),
 	)
 	for range 50 {
-		changes, err := ownershipChanges(old, moved, func(Path) bool { return false })
+		changes, err := ownershipChanges(old, moved, func(Path) bool { return false }, false)
 		if err != nil {
 			t.Fatal(err)
 		}
