@@ -295,8 +295,8 @@ func TestIndependentEmptyValuesAreContent(t *testing.T) {
 	ns := env.Namespace(t)
 	crd := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]any{"name": "widgets.example.com"},
-		"spec": map[string]any{"group": "example.com", "scope": "Namespaced",
+		"metadata": map[string]any{"name": "widgets.attack.test.fencekit.io"},
+		"spec": map[string]any{"group": "attack.test.fencekit.io", "scope": "Namespaced",
 			"names": map[string]any{"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
 			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
 				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "properties": map[string]any{
@@ -307,20 +307,20 @@ func TestIndependentEmptyValuesAreContent(t *testing.T) {
 	}
 	widget := func() *unstructured.Unstructured {
 		u := &unstructured.Unstructured{}
-		u.SetAPIVersion("example.com/v1")
+		u.SetAPIVersion("attack.test.fencekit.io/v1")
 		u.SetKind("Widget")
 		u.SetNamespace(ns)
 		u.SetName("w")
 		return u
 	}
 	testenv.Eventually(t, "the Widget CRD is served", func() (bool, string) {
-		err := env.Client.List(ctx, &unstructured.UnstructuredList{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "WidgetList"}}, client.InNamespace(ns))
+		err := env.Client.List(ctx, &unstructured.UnstructuredList{Object: map[string]any{"apiVersion": "attack.test.fencekit.io/v1", "kind": "WidgetList"}}, client.InNamespace(ns))
 		return err == nil, testenv.ErrString(err)
 	})
 	holder := newWorker(t, ns, "app-operator")
-	env.Grant(t, ns, "widgets", []rbacv1.PolicyRule{{APIGroups: []string{"example.com"}, Resources: []string{"widgets"}, Verbs: []string{"*"}}}, holder.User, "editor")
+	env.Grant(t, ns, "widgets", []rbacv1.PolicyRule{{APIGroups: []string{"attack.test.fencekit.io"}, Resources: []string{"widgets"}, Verbs: []string{"*"}}}, holder.User, "editor")
 	grantObjects(t, ns, holder.User)
-	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"}, fencingv1alpha1.FencedObjects{Group: "example.com", Resource: "widgets"})
+	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"}, fencingv1alpha1.FencedObjects{Group: "attack.test.fencekit.io", Resource: "widgets"})
 	tok := holder.Acquire(t, ns, appLease, 1)
 	fenced := fencing.NewClient(holder.Client, tokenOf(tok))
 	w := widget()
