@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -148,7 +149,9 @@ func TestStatus(t *testing.T) {
 	}
 	r := report.Refusals[0]
 	wantNote := "FencedResource " + ns + "/orders: stale epoch 5: lease orders-writer is at epoch 6, held by worker-b"
-	if r.Namespace != ns || r.Kind != "FencedResource" || r.Name != "orders" || r.Reason != string(fencing.ReasonStale) || r.Note != wantNote || r.Count != 1 {
+	// Count is the webhook's refusals: the apiserver runs admission again when the write's compare-and-swap
+	// loses to another write (the operator's status), so one refused request may count twice.
+	if r.Namespace != ns || r.Kind != "FencedResource" || r.Name != "orders" || r.Reason != string(fencing.ReasonStale) || r.Note != wantNote || r.Count < 1 {
 		t.Errorf("refusal %+v, want FencedResource orders %s %q", r, fencing.ReasonStale, wantNote)
 	}
 
@@ -161,7 +164,7 @@ func TestStatus(t *testing.T) {
 	}
 	row(t, out, ns, "orders", "orders-writer", "5", "6", "Behind")
 	row(t, out, ns, "audit", "orders-writer", "6", "6", "Current")
-	if !strings.Contains(out, "FencedResource/orders  FencingStaleEpoch  1      "+wantNote) {
+	if !regexp.MustCompile(`FencedResource/orders  FencingStaleEpoch  [0-9]+ +` + regexp.QuoteMeta(wantNote)).MatchString(out) {
 		t.Errorf("no refusal row for FencedResource/orders in:\n%s", out)
 	}
 }
