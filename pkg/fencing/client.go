@@ -145,20 +145,18 @@ func (c *fencedClient) holdOnConflict(ctx context.Context, obj client.Object, er
 // object's epoch record.
 func hold(ctx context.Context, c client.Client, obj client.Object, t elector.Token) {
 	epoch := strconv.FormatInt(t.Epoch, 10)
-	annotations := map[string]any{fencingv1alpha1.HoldAtEpochAnnotation: epoch}
-	patch := map[string]any{"metadata": map[string]any{"annotations": annotations}}
-	if isFencedResource(obj) {
-		annotations[fencingv1alpha1.WriterAnnotation] = t.Holder
-		patch["spec"] = map[string]any{"epoch": t.Epoch}
-	} else {
-		annotations[fencingv1alpha1.ObjectEpochAnnotation] = epoch
+	patch := epochPatch(t, map[string]any{fencingv1alpha1.HoldAtEpochAnnotation: epoch})
+	if !isFencedResource(obj) {
+		raw, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+			fencingv1alpha1.HoldAtEpochAnnotation: epoch, fencingv1alpha1.ObjectEpochAnnotation: epoch}}})
+		if err != nil {
+			return
+		}
+		patch = client.RawPatch(types.MergePatchType, raw)
 	}
-	raw, err := json.Marshal(patch)
-	target, ok := obj.DeepCopyObject().(client.Object)
-	if err != nil || !ok {
-		return
+	if target, ok := obj.DeepCopyObject().(client.Object); ok {
+		_ = c.Patch(ctx, target, patch, client.FieldOwner(t.FieldManager()))
 	}
-	_ = c.Patch(ctx, target, client.RawPatch(types.MergePatchType, raw), client.FieldOwner(t.FieldManager()))
 }
 
 func isFencedResource(obj client.Object) bool {

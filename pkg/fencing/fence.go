@@ -3,7 +3,6 @@ package fencing
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -195,14 +193,8 @@ func raise(ctx context.Context, c client.Client, fr *fencingv1alpha1.FencedResou
 	if err := checkBinding(fr, token); err != nil {
 		return err
 	}
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"annotations": map[string]string{fencingv1alpha1.WriterAnnotation: token.Holder}},
-		"spec":     map[string]any{"epoch": token.Epoch},
-	})
-	if err != nil {
-		return err
-	}
-	err = c.Patch(ctx, fr, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(token.FieldManager()))
+	// A hold of an earlier term goes with the raise (one of this term is armed only by the holder).
+	err := c.Patch(ctx, fr, epochPatch(token, map[string]any{fencingv1alpha1.HoldAtEpochAnnotation: nil}), client.FieldOwner(token.FieldManager()))
 	if apierrors.IsNotFound(err) {
 		return nil // deleted meanwhile: nothing left to fence
 	}

@@ -21,39 +21,27 @@ func TestSetOps(t *testing.T) {
 	const wantData = `{"a":1,"n":{"x":1}}`
 	const wantAnn = `"fencing.fencekit.io/writer":"worker-a"`
 	tests := map[string]struct {
-		stored          string
-		withAnnotations bool
-		want            string // "" when the patch must not apply
+		stored string
+		want   string // "" when the patch must not apply
 	}{
 		"data replaced, marker removed, other annotations kept": {
-			stored:          `{"metadata":{"annotations":{"keep":"me","fencing.fencekit.io/delete-at-epoch":"6","fencing.fencekit.io/writer":"old"}},"spec":{"leaseName":"orders-writer","epoch":6,"data":{"a":0,"old":true,"n":{"y":2}}}}`,
-			withAnnotations: true,
-			want:            `{"metadata":{"annotations":{"keep":"me",` + wantAnn + `}},"spec":{"leaseName":"orders-writer","epoch":7,"data":` + wantData + `}}`,
+			stored: `{"metadata":{"annotations":{"keep":"me","fencing.fencekit.io/delete-at-epoch":"6","fencing.fencekit.io/writer":"old"}},"spec":{"leaseName":"orders-writer","epoch":6,"data":{"a":0,"old":true,"n":{"y":2}}}}`,
+			want:   `{"metadata":{"annotations":{"keep":"me",` + wantAnn + `}},"spec":{"leaseName":"orders-writer","epoch":7,"data":` + wantData + `}}`,
 		},
 		"no data and no marker yet": {
-			stored:          `{"metadata":{"annotations":{"keep":"me"}},"spec":{"leaseName":"orders-writer"}}`,
-			withAnnotations: true,
-			want:            `{"metadata":{"annotations":{"keep":"me",` + wantAnn + `}},"spec":{"leaseName":"orders-writer","epoch":7,"data":` + wantData + `}}`,
+			stored: `{"metadata":{"annotations":{"keep":"me"}},"spec":{"leaseName":"orders-writer"}}`,
+			want:   `{"metadata":{"annotations":{"keep":"me",` + wantAnn + `}},"spec":{"leaseName":"orders-writer","epoch":7,"data":` + wantData + `}}`,
 		},
 		"bound to another lease": {
-			stored:          `{"metadata":{"annotations":{}},"spec":{"leaseName":"other","epoch":6}}`,
-			withAnnotations: true,
+			stored: `{"metadata":{"annotations":{}},"spec":{"leaseName":"other","epoch":6}}`,
 		},
-		"no annotations: the first form does not apply": {
-			stored:          `{"metadata":{},"spec":{"leaseName":"orders-writer"}}`,
-			withAnnotations: true,
-		},
-		"no annotations: the second form writes them": {
+		"no annotations: the patch does not apply (Set gives the writer annotation first)": {
 			stored: `{"metadata":{},"spec":{"leaseName":"orders-writer"}}`,
-			want:   `{"metadata":{"annotations":{` + wantAnn + `}},"spec":{"leaseName":"orders-writer","epoch":7,"data":` + wantData + `}}`,
-		},
-		"annotations appeared meanwhile: the second form does not apply": {
-			stored: `{"metadata":{"annotations":{"keep":"me"}},"spec":{"leaseName":"orders-writer"}}`,
 		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			raw, err := json.Marshal(setOps(tok, data, tc.withAnnotations))
+			raw, err := json.Marshal(setOps(tok, data))
 			if err != nil {
 				t.Fatal(err)
 			}

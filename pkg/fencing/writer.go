@@ -143,7 +143,9 @@ func (w *Writer) Update(ctx context.Context, token elector.Token, key types.Name
 		// would only start that again.
 		if !held {
 			held = true
-			hold(ctx, w.client, &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}, token)
+			_ = w.client.Patch(ctx, &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}},
+				epochPatch(token, map[string]any{fencingv1alpha1.HoldAtEpochAnnotation: strconv.FormatInt(token.Epoch, 10)}),
+				client.FieldOwner(token.FieldManager()))
 		}
 	})
 	if err != nil {
@@ -172,7 +174,7 @@ func (w *Writer) Set(ctx context.Context, token elector.Token, key types.Namespa
 		return nil, fmt.Errorf("writing FencedResource %s: no fencing token (not the leader)", key)
 	}
 	fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-	err := w.setPatch(ctx, fr, token, data, true)
+	err := w.setPatch(ctx, fr, token, data)
 	if apierrors.IsInvalid(err) {
 		err = w.setAfterRead(ctx, fr, token, key, data, err)
 	}
@@ -202,23 +204,16 @@ func (w *Writer) setAfterRead(ctx context.Context, fr *fencingv1alpha1.FencedRes
 	// moment ago: anyone may toggle one): give it the writer annotation first, with a merge patch that
 	// creates the map whatever else is there (the JSON patch's add needs the map), then send the patch
 	// again. The writer annotation needs the token to remove, so the map stays.
-	raw, merr := json.Marshal(map[string]any{
-		"metadata": map[string]any{"annotations": map[string]string{fencingv1alpha1.WriterAnnotation: token.Holder}},
-		"spec":     map[string]any{"epoch": token.Epoch},
-	})
-	if merr != nil {
-		return merr
-	}
-	if perr := w.client.Patch(ctx, fr, client.RawPatch(types.MergePatchType, raw), client.FieldOwner(token.FieldManager())); perr != nil {
+	if perr := w.client.Patch(ctx, fr, epochPatch(token, nil), client.FieldOwner(token.FieldManager())); perr != nil {
 		return perr
 	}
-	return w.setPatch(ctx, fr, token, data, true)
+	return w.setPatch(ctx, fr, token, data)
 }
 
 // setPatch sends Set's JSON patch. withAnnotations says the resource has an annotations map; without it the
 // patch tests that it has none and writes the whole map.
-func (w *Writer) setPatch(ctx context.Context, fr *fencingv1alpha1.FencedResource, token elector.Token, data map[string]any, withAnnotations bool) error {
-	patch, err := json.Marshal(setOps(token, data, withAnnotations))
+func (w *Writer) setPatch(ctx context.Context, fr *fencingv1alpha1.FencedResource, token elector.Token, data map[string]any) error {
+	patch, err := json.Marshal(setOps(token, data))
 	if err != nil {
 		return fmt.Errorf("encoding the patch of FencedResource %s/%s: %w", fr.Namespace, fr.Name, err)
 	}
@@ -234,17 +229,12 @@ type jsonPatchOp struct {
 
 // setOps are the operations of Set's patch (see Set). A JSON patch cannot remove a key that may be absent,
 // so the deletion marker is first set, then removed; an "add" of a member replaces it when present.
-func setOps(token elector.Token, data map[string]any, withAnnotations bool) []jsonPatchOp {
+func setOps(token elector.Token, data map[string]any) []jsonPatchOp {
 	annotation := func(name string) string { return "/metadata/annotations/" + strings.ReplaceAll(name, "/", "~1") }
 	ops := []jsonPatchOp{
 		{Op: "test", Path: "/spec/leaseName", Value: token.Lease.Name},
 		{Op: "add", Path: "/spec/epoch", Value: token.Epoch},
 		{Op: "add", Path: "/spec/data", Value: withoutNulls(data)},
-	}
-	if !withAnnotations {
-		return append(ops,
-			jsonPatchOp{Op: "test", Path: "/metadata/annotations", Value: nil},
-			jsonPatchOp{Op: "add", Path: "/metadata/annotations", Value: map[string]string{fencingv1alpha1.WriterAnnotation: token.Holder}})
 	}
 	return append(ops,
 		jsonPatchOp{Op: "add", Path: annotation(fencingv1alpha1.WriterAnnotation), Value: token.Holder},
@@ -350,6 +340,22 @@ func stamp(fr *fencingv1alpha1.FencedResource, token elector.Token) {
 	// hold (this write is the one it was for).
 	delete(fr.Annotations, fencingv1alpha1.DeleteAtEpochAnnotation)
 	delete(fr.Annotations, fencingv1alpha1.HoldAtEpochAnnotation)
+}
+
+// epochPatch is the merge patch of a fenced write that sets nothing but a FencedResource's epoch and
+// writer to token's, and annotations besides (a value nil removes one): fence-on-acquire's raise, the hold,
+// and Set's first write to a resource without the writer annotation. It carries no resourceVersion, so it
+// cannot conflict; the apiserver decides whether the epoch may be written.
+func epochPatch(token elector.Token, annotations map[string]any) client.Patch {
+	ann := map[string]any{fencingv1alpha1.WriterAnnotation: token.Holder}
+	for k, v := range annotations {
+		ann[k] = v
+	}
+	raw, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}, "spec": map[string]any{"epoch": token.Epoch}})
+	if err != nil {
+		panic(fmt.Sprintf("encoding a patch of strings and an integer: %v", err)) // cannot happen
+	}
+	return client.RawPatch(types.MergePatchType, raw)
 }
 
 func wrap(key types.NamespacedName, token elector.Token, err error) error {
