@@ -50,6 +50,13 @@ func TestClusterControllers(t *testing.T) {
 		return obj("Job", map[string]any{"spec": spec, "status": status})
 	}
 	bound := map[string]any{"pv.kubernetes.io/bind-completed": "yes", "pv.kubernetes.io/bound-by-controller": "yes"}
+	pod := func(node string) *unstructured.Unstructured {
+		return obj("Pod", map[string]any{"spec": map[string]any{"nodeName": node}, "status": map[string]any{"phase": "Running"}})
+	}
+	podStatus := func(phase string) *unstructured.Unstructured {
+		return obj("Pod", map[string]any{"status": map[string]any{"phase": phase}})
+	}
+	const addon = "system:serviceaccount:kube-system:some-addon"
 	tests := map[string]struct {
 		user     string
 		op       admission.Operation
@@ -72,11 +79,24 @@ func TestClusterControllers(t *testing.T) {
 		"the TTL controller deletes a Job without a TTL":   {admission.TTLControllerUser, admission.Delete, job(false, "Complete"), nil, fencing.ReasonNotHolder},
 		"another kube-system controller deletes the Job":   {admission.ReplicaSetCtrlUser, admission.Delete, job(true, "Complete"), nil, fencing.ReasonNotHolder},
 		"kube-controller-manager (one credential) orphans": {admission.ControllerManagerUser, admission.Update, obj("ConfigMap", map[string]any{"metadata": map[string]any{"namespace": "ns", "name": "x", "annotations": map[string]any{fencingv1alpha1.ObjectEpochAnnotation: "5"}, "ownerReferences": []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u"}}}}), obj("ConfigMap", nil), ""},
+		"the ReplicaSet controller deletes a Pod":          {admission.ReplicaSetCtrlUser, admission.Delete, pod("n1"), nil, ""},
+		"the Pod garbage collector deletes a Pod":          {"system:serviceaccount:kube-system:pod-garbage-collector", admission.Delete, pod("n1"), nil, ""},
+		"the scheduler preempts a Pod":                     {admission.SchedulerUser, admission.Delete, pod("n1"), nil, ""},
+		"kube-controller-manager (one credential) deletes": {admission.ControllerManagerUser, admission.Delete, pod("n1"), nil, ""},
+		"a controller that deletes no Pods deletes one":    {admission.DeploymentControllerUser, admission.Delete, pod("n1"), nil, fencing.ReasonNotHolder},
+		"an add-on in kube-system deletes a Pod":           {addon, admission.Delete, pod("n1"), nil, fencing.ReasonNotHolder},
+		"an add-on in kube-system writes a Pod's status":   {addon, admission.Update, podStatus("Running"), podStatus("Failed"), fencing.ReasonTokenMissing},
+		"the node controller writes a Pod's status":        {"system:serviceaccount:kube-system:node-controller", admission.Update, podStatus("Running"), podStatus("Failed"), ""},
+		"an add-on in kube-system orphans":                 {addon, admission.Update, obj("ConfigMap", map[string]any{"metadata": map[string]any{"namespace": "ns", "name": "x", "annotations": map[string]any{fencingv1alpha1.ObjectEpochAnnotation: "5"}, "ownerReferences": []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u"}}}}), obj("ConfigMap", nil), fencing.ReasonTokenMissing},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			kind := tc.old.GetKind()
-			r := &admission.Request{Class: admission.Object, Operation: tc.op, Kind: kind, Namespace: "ns", Name: "x", Policy: "ns/app",
+			sub := ""
+			if kind == "Pod" && tc.op == admission.Update {
+				sub = "status"
+			}
+			r := &admission.Request{Class: admission.Object, Operation: tc.op, Subresource: sub, Kind: kind, Namespace: "ns", Name: "x", Policy: "ns/app",
 				LeaseName: "orders-writer", User: admission.User{Name: tc.user}, Old: tc.old, New: tc.new, CoveredBefore: true, CoveredAfter: tc.new != nil}
 			wantReason(t, decideOnQuorum(r, leaseAt("5")), tc.want)
 		})

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/fencekit/fencekit/pkg/elector"
 )
@@ -47,6 +48,8 @@ const (
 	// ControllerManagerUser is kube-controller-manager when it runs every controller under one credential
 	// (--use-service-account-credentials=false).
 	ControllerManagerUser = "system:kube-controller-manager"
+	// SchedulerUser binds Pods to nodes and deletes the Pods it preempts.
+	SchedulerUser = "system:kube-scheduler"
 )
 
 // More of kube-controller-manager's controllers, each writing as its own ServiceAccount with
@@ -75,13 +78,58 @@ func (u User) breakGlass() bool {
 	return slices.Contains(u.Groups, BreakGlassGroup) || slices.Contains(u.Groups, "system:masters")
 }
 
-// clusterController reports whether u is one of the cluster's own controllers: a kube-system
-// ServiceAccount (kube-controller-manager's controllers), kube-controller-manager or kube-scheduler
-// themselves, or a kubelet (group system:nodes, held to its own node's Pods by NodeRestriction).
+// kubeControllerManagerAccounts are the ServiceAccounts kube-controller-manager's controllers write as
+// with --use-service-account-credentials (Kubernetes 1.37's bootstrap RBAC policy binds one role to each,
+// some only behind a feature gate), by name in kube-system.
+var kubeControllerManagerAccounts = sets.New(
+	"attachdetach-controller", "certificate-controller", "clusterrole-aggregation-controller", "cronjob-controller",
+	"daemon-set-controller", "deployment-controller", "device-taint-eviction-controller", "disruption-controller",
+	"endpoint-controller", "endpointslice-controller", "endpointslicemirroring-controller", "ephemeral-volume-controller",
+	"expand-controller", "generic-garbage-collector", "horizontal-pod-autoscaler", "job-controller",
+	"kube-apiserver-serving-clustertrustbundle-publisher", "legacy-service-account-token-cleaner", "namespace-controller",
+	"node-controller", "persistent-volume-binder", "pod-garbage-collector", "podcertificaterequestcleaner",
+	"pv-protection-controller", "pvc-protection-controller", "replicaset-controller", "replication-controller",
+	"resource-claim-controller", "resourcequota-controller", "root-ca-cert-publisher", "route-controller",
+	"selinux-warning-controller", "service-account-controller", "service-cidrs-controller", "service-controller",
+	"statefulset-controller", "storage-version-migrator-controller", "tokens-controller", "ttl-after-finished-controller",
+	"ttl-controller", "validatingadmissionpolicy-status-controller", "volumeattributesclass-protection-controller",
+)
+
+// podDeleters are the controllers among them that delete Pods (the bootstrap policy grants them delete on
+// pods): the workload controllers scaling down or replacing, the Pod and node lifecycle controllers
+// evicting and collecting. The garbage collector and the namespace controller delete under rules of
+// their own (decideDelete).
+var podDeleters = sets.New(
+	"cronjob-controller", "daemon-set-controller", "device-taint-eviction-controller", "job-controller", "node-controller",
+	"pod-garbage-collector", "replicaset-controller", "replication-controller", "resource-claim-controller",
+	"statefulset-controller",
+)
+
+// kubeSystemAccount returns the name of u's ServiceAccount in kube-system, "" for any other user.
+func (u User) kubeSystemAccount() string {
+	name, ok := strings.CutPrefix(u.Name, "system:serviceaccount:kube-system:")
+	if !ok {
+		return ""
+	}
+	return name
+}
+
+// clusterController reports whether u is one of the cluster's own controllers: one of
+// kube-controller-manager's controllers (its ServiceAccounts, or its own user when it runs them under one
+// credential), kube-scheduler, or a kubelet (group system:nodes, held to its own node's Pods by
+// NodeRestriction). Another ServiceAccount of kube-system (an add-on's) is not one: it follows the rules
+// of any user.
 func (u User) clusterController() bool {
-	return strings.HasPrefix(u.Name, "system:serviceaccount:kube-system:") ||
-		u.Name == ControllerManagerUser || u.Name == "system:kube-scheduler" ||
-		slices.Contains(u.Groups, "system:nodes")
+	return kubeControllerManagerAccounts.Has(u.kubeSystemAccount()) ||
+		u.Name == ControllerManagerUser || u.Name == SchedulerUser || slices.Contains(u.Groups, "system:nodes")
+}
+
+// deletesPods reports whether u is a cluster controller that deletes Pods in its work: one of
+// podDeleters, kube-controller-manager under one credential, kube-scheduler (preemption) or a kubelet
+// (its own node's Pods, held there by NodeRestriction).
+func (u User) deletesPods() bool {
+	return podDeleters.Has(u.kubeSystemAccount()) ||
+		u.Name == ControllerManagerUser || u.Name == SchedulerUser || slices.Contains(u.Groups, "system:nodes")
 }
 
 // Request is one admission request for a fenced object, decoded.
