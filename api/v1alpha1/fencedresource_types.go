@@ -122,6 +122,7 @@ type FencedResourceStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=fr,categories=fencekit
 // +kubebuilder:selectablefield:JSONPath=`.spec.leaseName`
+// +kubebuilder:selectablefield:JSONPath=`.spec.epoch`
 // +kubebuilder:printcolumn:name="Lease",type=string,JSONPath=`.spec.leaseName`
 // +kubebuilder:printcolumn:name="Epoch",type=integer,JSONPath=`.spec.epoch`
 // +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.status.leaseHolder`

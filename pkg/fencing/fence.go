@@ -1,11 +1,9 @@
 package fencing
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -45,45 +43,87 @@ const fenceWorkers = 16
 // client-side limit (the apiserver's priority and fairness still applies), and 100 resources take well
 // under a second (docs/benchmarks.md). Bring your own c only if it has no client-side limit either
 // (controller-runtime's config.GetConfig turns it off when QPS is unset).
-// The raises take at most half of the time the hook is given (the elector's PostAcquireTimeout), the
-// resources a holder wrote first: the resources left then are reported (raiseInTime) and the elector
-// leads. The hook fails, and the elector does not report leadership, if any raise failed.
+// Every resource a holder wrote (above epoch 0, listed by the selectable field spec.epoch) is raised: the
+// webhook decides writes at the epoch such a resource holds on its copy of the Lease, and the raise is what
+// orders them. What a user without the token may add to one is bounded (admission.MaxFreePartBytes), so
+// their number, the holder's own, sets the time. The declarations (epoch 0), which anyone may create, are
+// listed and raised within half of the time left (the elector's PostAcquireTimeout): those left are
+// reported (raiseInTime) and the elector leads. The hook fails, and the elector does not report
+// leadership, if any raise failed or a resource a holder wrote was not raised in time.
 func FenceOnAcquire(c client.Client) elector.AcquireFence {
 	return elector.DeclaredFence(seal.Key{}, func(ctx context.Context, token elector.Token) error {
-		var list fencingv1alpha1.FencedResourceList
-		if err := c.List(ctx, &list, client.InNamespace(token.Lease.Namespace),
-			client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("spec.leaseName", token.Lease.Name)}); err != nil {
-			return fmt.Errorf("listing FencedResources bound to lease %s: %w", token.Lease, err)
+		bound := fields.OneTermEqualSelector("spec.leaseName", token.Lease.Name)
+		list := func(ctx context.Context, epoch fields.Selector) ([]fencingv1alpha1.FencedResource, error) {
+			var list fencingv1alpha1.FencedResourceList
+			err := c.List(ctx, &list, client.InNamespace(token.Lease.Namespace), client.MatchingFieldsSelector{Selector: fields.AndSelectors(bound, epoch)})
+			return list.Items, err
 		}
-		// The resources a holder wrote first: declarations (epoch 0) are anyone's.
-		items := list.Items
-		slices.SortStableFunc(items, func(a, b fencingv1alpha1.FencedResource) int { return cmp.Compare(b.Spec.Epoch, a.Spec.Epoch) })
-		if err := raiseInTime(ctx, c, token, "FencedResource", len(items), func(ctx context.Context, i int) error { return raise(ctx, c, &items[i], token) }); err != nil {
-			return fmt.Errorf("fencing %d FencedResources bound to lease %s at epoch %d: %w", len(items), token.Lease, token.Epoch, err)
+		// The resources a holder wrote (above epoch 0), all of them: the webhook's copy of the Lease may
+		// admit a write at the epoch such a resource holds, and only the raise orders it (copyEligible in
+		// internal/operator/admission). A declaration (epoch 0) is never decided on the copy.
+		written, err := list(ctx, fields.OneTermNotEqualSelector("spec.epoch", "0"))
+		if err != nil {
+			return fmt.Errorf("listing the FencedResources written under lease %s: %w", token.Lease, err)
+		}
+		if err := raiseAll(ctx, len(written), func(ctx context.Context, i int) error { return raise(ctx, c, &written[i], token) }); err != nil {
+			return fmt.Errorf("fencing %d FencedResources written under lease %s at epoch %d: %w", len(written), token.Lease, token.Epoch, err)
+		}
+		// The declarations, anyone's, within the budget: their List too, since anyone may create them.
+		budget, cancel := budgeted(ctx)
+		defer cancel()
+		declared, err := list(budget, fields.OneTermEqualSelector("spec.epoch", "0"))
+		switch {
+		case err != nil && budget.Err() != nil:
+			klog.FromContext(ctx).Info("Fence-on-acquire did not list the declarations within its budget, half of PostAcquireTimeout; the holder's first write to each raises it",
+				"lease", token.Lease.String(), "epoch", token.Epoch, "kind", "FencedResource")
+			fenceLeft.WithLabelValues(token.Lease.String(), "FencedResource").Set(-1)
+			reportLeft(ctx, c, token, fmt.Sprintf("fence-on-acquire at epoch %d raised the %d FencedResources a holder wrote but could not list the declarations within its budget, "+
+				"half of PostAcquireTimeout; they are not fenced at this epoch until the holder's first write to each raises it", token.Epoch, len(written)))
+			return ctx.Err()
+		case err != nil:
+			return fmt.Errorf("listing the FencedResources declared for lease %s: %w", token.Lease, err)
+		}
+		if err := raiseInTime(ctx, budget, c, token, "FencedResource", len(declared), func(ctx context.Context, i int) error { return raise(ctx, c, &declared[i], token) }); err != nil {
+			return fmt.Errorf("fencing %d FencedResources declared for lease %s at epoch %d: %w", len(declared), token.Lease, token.Epoch, err)
 		}
 		return ctx.Err()
 	}, elector.Fences{FencedResources: true})
 }
 
-// raiseInTime raises n objects, in the order given (the ones a holder wrote first), fenceWorkers at a time,
-// until all are raised or half of the time ctx had left at the start has passed: anyone with create RBAC
-// can declare objects, so the time of an acquisition must not grow with how many exist. It returns the
-// errors of the raises that failed, joined; an object the budget left unraised is not an error.
+// raiseAll raises n objects a holder wrote, fenceWorkers at a time, every one of them: until they are
+// raised, a write of an earlier term at the epoch one of them holds may be admitted on the webhook's copy
+// of the Lease. What a user without the token may add to them is bounded (admission.MaxFreePartBytes), so
+// their number, the holder's own doing, sets the time. It returns the errors of the raises that failed and,
+// if ctx ended first, ctx's error.
+func raiseAll(ctx context.Context, n int, raise func(ctx context.Context, i int) error) error {
+	errs := make([]error, n+1)
+	workqueue.ParallelizeUntil(ctx, fenceWorkers, n, func(i int) { errs[i] = raise(ctx, i) })
+	errs[n] = ctx.Err()
+	return errors.Join(errs...)
+}
+
+// budgeted returns a context that ends once half of the time ctx has left has passed (ctx itself if it
+// has no deadline): the budget of the raises of objects no holder wrote.
+func budgeted(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, time.Now().Add(time.Until(deadline)/2))
+}
+
+// raiseInTime raises n objects no holder wrote, fenceWorkers at a time, until all are raised or budget
+// ends: anyone with create RBAC can declare objects, so the time of an acquisition must not grow with how
+// many exist. It returns the errors of the raises that failed, joined; an object the budget left unraised
+// is not an error.
 //
 // An object left behind is not raised at this epoch: the operator shows it Fenced=False (BehindLease),
-// fencekit_fence_on_acquire_left counts it, and a Warning Event FenceIncomplete on the Lease says how many. The holder's first write to it raises it (every fenced write
-// sets the epoch it presents), and from that write on no earlier holder's write lands on it; until then,
-// a write an earlier holder's request had admitted before this acquisition may still commit on it
-// (docs/design/residuals.md). A write admitted after this acquisition is refused as before: the webhook
-// reads the Lease.
-func raiseInTime(ctx context.Context, c client.Client, token elector.Token, kind string, n int, raise func(ctx context.Context, i int) error) error {
+// fencekit_fence_on_acquire_left counts it, and a Warning Event FenceIncomplete on the Lease says how many.
+// No write is decided on the webhook's copy of the Lease for it (it holds no epoch a holder wrote), and the
+// holder's first write raises it; until then, a write an earlier holder's request had admitted before this
+// acquisition may still commit on it (docs/design/residuals.md).
+func raiseInTime(ctx, budget context.Context, c client.Client, token elector.Token, kind string, n int, raise func(ctx context.Context, i int) error) error {
 	lease := token.Lease.String()
-	budget := ctx
-	if deadline, ok := ctx.Deadline(); ok {
-		var cancel context.CancelFunc
-		budget, cancel = context.WithDeadline(ctx, time.Now().Add(time.Until(deadline)/2))
-		defer cancel()
-	}
 	errs := make([]error, n)
 	done := make([]bool, n)
 	workqueue.ParallelizeUntil(budget, fenceWorkers, n, func(i int) {
@@ -102,14 +142,15 @@ func raiseInTime(ctx context.Context, c client.Client, token elector.Token, kind
 	if left > 0 {
 		klog.FromContext(ctx).Info("Fence-on-acquire left objects behind: its budget, half of PostAcquireTimeout, ran out; the holder's first write to each raises it",
 			"lease", lease, "epoch", token.Epoch, "kind", kind, "objects", n, "left", left)
-		reportLeft(ctx, c, token, kind, n, left)
+		reportLeft(ctx, c, token, fmt.Sprintf("fence-on-acquire at epoch %d raised %d of %d %s no holder wrote within its budget, half of PostAcquireTimeout; "+
+			"the other %d are not fenced at this epoch until the holder's first write to each raises it", token.Epoch, n-left, n, kind, left))
 	}
 	return errors.Join(errs...)
 }
 
 // reportLeft records a Warning Event FenceIncomplete on the Lease: this acquisition left objects unraised.
 // Best effort: the Event is for people, the metric and the objects' status say the same.
-func reportLeft(ctx context.Context, c client.Client, token elector.Token, kind string, n, left int) {
+func reportLeft(ctx context.Context, c client.Client, token elector.Token, note string) {
 	ev := &eventsv1.Event{
 		ObjectMeta:          metav1.ObjectMeta{Namespace: token.Lease.Namespace, GenerateName: token.Lease.Name + "-"},
 		EventTime:           metav1.NowMicro(),
@@ -117,8 +158,7 @@ func reportLeft(ctx context.Context, c client.Client, token elector.Token, kind 
 		Action: "FenceOnAcquire", Reason: "FenceIncomplete", Type: corev1.EventTypeWarning,
 		Regarding: corev1.ObjectReference{APIVersion: coordinationv1.SchemeGroupVersion.String(), Kind: "Lease",
 			Namespace: token.Lease.Namespace, Name: token.Lease.Name},
-		Note: fmt.Sprintf("fence-on-acquire at epoch %d raised %d of %d (%s) within its budget, half of PostAcquireTimeout; "+
-			"the other %d are not fenced at this epoch until the holder's first write to each raises it", token.Epoch, n-left, n, kind, left),
+		Note: note,
 	}
 	if err := c.Create(ctx, ev); err != nil {
 		klog.FromContext(ctx).Error(err, "Recording the FenceIncomplete Event", "lease", token.Lease.String())

@@ -1,11 +1,9 @@
 package fencing
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,10 +31,11 @@ import (
 // miss an object created a moment ago); c writes (a plain client: the elector has not handed out the token
 // yet) and resolves resources with its RESTMapper. The hook needs list on fencingpolicies and on the
 // declared resources. Raising N objects takes 1 + M + N requests (M declared resources); see raiseObject
-// for the record it finds. The raises take at most half of the hook's time, the objects a holder wrote
-// first; those left are reported and raised by the holder's first write to each (raiseInTime). A failed
-// raise fails the acquisition: no user without the token can make one fail, because what such a user may
-// write is bounded (internal/operator/admission).
+// for the record it finds. Every object a holder wrote is raised (raiseAll): what a user without the token
+// may add to one is bounded (admission.MaxFreePartBytes), so their number, the holder's own, sets the time.
+// The others take at most half of the time left, and those left are reported and raised by the holder's
+// first write to each (raiseInTime). A failed raise fails the acquisition: no user without the token can
+// make one fail, because what such a user may write is bounded (internal/operator/admission).
 func FenceObjectsOnAcquire(c client.Client, reader client.Reader) elector.AcquireFence {
 	return elector.DeclaredFence(seal.Key{}, func(ctx context.Context, token elector.Token) error {
 		var policies fencingv1alpha1.FencingPolicyList
@@ -56,14 +55,17 @@ func FenceObjectsOnAcquire(c client.Client, reader client.Reader) elector.Acquir
 				objects = append(objects, found...)
 			}
 		}
-		// The objects a holder wrote (they carry an epoch record) first.
-		slices.SortStableFunc(objects, func(a, b *unstructured.Unstructured) int {
-			_, ra := a.GetAnnotations()[fencingv1alpha1.ObjectEpochAnnotation]
-			_, rb := b.GetAnnotations()[fencingv1alpha1.ObjectEpochAnnotation]
-			return cmp.Compare(boolInt(rb), boolInt(ra))
-		})
-		if err := raiseInTime(ctx, c, token, "object", len(objects), func(ctx context.Context, i int) error { return raiseObject(ctx, c, objects[i], token) }); err != nil {
-			return fmt.Errorf("fencing %d objects declared for lease %s at epoch %d: %w", len(objects), token.Lease, token.Epoch, err)
+		// The objects a holder wrote (they carry an epoch record), all of them: the webhook's copy of the
+		// Lease may admit a write at the epoch such an object records, and only the raise orders it. The
+		// others within the budget.
+		written, others := splitWritten(objects)
+		if err := raiseAll(ctx, len(written), func(ctx context.Context, i int) error { return raiseObject(ctx, c, written[i], token) }); err != nil {
+			return fmt.Errorf("fencing %d objects written under lease %s at epoch %d: %w", len(written), token.Lease, token.Epoch, err)
+		}
+		budget, cancel := budgeted(ctx)
+		defer cancel()
+		if err := raiseInTime(ctx, budget, c, token, "object", len(others), func(ctx context.Context, i int) error { return raiseObject(ctx, c, others[i], token) }); err != nil {
+			return fmt.Errorf("fencing %d objects declared for lease %s at epoch %d: %w", len(others), token.Lease, token.Epoch, err)
 		}
 		return ctx.Err()
 	}, elector.Fences{Objects: true})
@@ -139,11 +141,16 @@ func patchRecord(ctx context.Context, c client.Client, u *unstructured.Unstructu
 	return c.Patch(ctx, u, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(token.FieldManager()))
 }
 
-func boolInt(b bool) int {
-	if b {
-		return 1
+// splitWritten separates the objects a holder wrote (they carry an epoch record) from the others.
+func splitWritten(objects []*unstructured.Unstructured) (written, others []*unstructured.Unstructured) {
+	for _, u := range objects {
+		if _, ok := u.GetAnnotations()[fencingv1alpha1.ObjectEpochAnnotation]; ok {
+			written = append(written, u)
+		} else {
+			others = append(others, u)
+		}
 	}
-	return 0
+	return written, others
 }
 
 // ignoreNotFound treats an object deleted meanwhile as fenced: nothing is left to write.

@@ -116,6 +116,9 @@ func (w *Writer) Update(ctx context.Context, token elector.Token, key types.Name
 		if err := checkBinding(&fr, token); err != nil {
 			return err
 		}
+		if err := checkNotDeleting(&fr, token); err != nil {
+			return err
+		}
 		data := map[string]any{}
 		if !emptyData(fr.Spec.Data) {
 			v, err := decodeExact(fr.Spec.Data.Raw)
@@ -282,6 +285,9 @@ func (w *Writer) Delete(ctx context.Context, token elector.Token, key types.Name
 		if err := checkBinding(&fr, token); err != nil {
 			return err
 		}
+		if fr.DeletionTimestamp != nil {
+			return nil // its deletion was admitted already: it goes once its finalizers are removed
+		}
 		patch, err := json.Marshal(map[string]any{
 			"metadata": map[string]any{"annotations": map[string]string{
 				fencingv1alpha1.WriterAnnotation:        token.Holder,
@@ -328,6 +334,18 @@ func checkBinding(fr *fencingv1alpha1.FencedResource, token elector.Token) error
 			"FencedResource %s is bound to lease %s/%s, not to the token's lease %s", key, fr.Namespace, fr.Spec.LeaseName, token.Lease)
 	}
 	return nil
+}
+
+// checkNotDeleting refuses, before any write, to write the data of a resource being deleted: it goes once
+// its finalizers are removed, and the write with it (the apiserver refuses such a write too).
+func checkNotDeleting(fr *fencingv1alpha1.FencedResource, token elector.Token) error {
+	if fr.DeletionTimestamp == nil {
+		return nil
+	}
+	key := fr.Namespace + "/" + fr.Name
+	return errorf(ReasonInvalid, key, fr.Spec.LeaseName, token.Epoch, 0,
+		"FencedResource %s is being deleted (deletionTimestamp %s, finalizers %q): its data would go with it; wait until it is gone, then create it again",
+		key, fr.DeletionTimestamp.UTC().Format(time.RFC3339), fr.Finalizers)
 }
 
 func stamp(fr *fencingv1alpha1.FencedResource, token elector.Token) {

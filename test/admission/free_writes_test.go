@@ -240,21 +240,19 @@ func TestFreeWritesAreBounded(t *testing.T) {
 			"ConfigMap "+ns+"/app: this write without a fencing token grows the object from", fmt.Sprintf("over the bound of %d bytes", admission.MaxFreeObjectBytes))
 		mustContain(t, fmt.Sprintf("%d long finalizers on a FencedResource without a token", many), mergePatch(t, editor, key, long(many)),
 			func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonInvalid }, "FencedResource "+ns+"/orders", fmt.Sprintf("over the bound of %d bytes", admission.MaxFreeObjectBytes))
-		pad := fmt.Sprintf(`{"metadata":{"annotations":{"example.com/pad":%q}}}`, strings.Repeat("x", 200*1024))
+		pad := fmt.Sprintf(`{"metadata":{"annotations":{"example.com/pad":%q}}}`, strings.Repeat("x", 40*1024))
 		if err := mergePatch(t, editor, key, pad); err != nil {
-			t.Errorf("200 KiB of annotations on a FencedResource without a token (within the bound): %v", err)
+			t.Errorf("40 KiB of annotations on a FencedResource without a token (within the bounds): %v", err)
 		}
-		for i := range 3 {
-			pad := fmt.Sprintf(`{"metadata":{"labels":{%s}}}`, labelPad(i, 200*1024))
-			if err := mergePatch(t, editor, key, pad); err != nil {
-				mustContain(t, "padding a FencedResource's labels past the bound without a token", err,
-					func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonInvalid }, fmt.Sprintf("over the bound of %d bytes", admission.MaxFreeObjectBytes))
-				break
-			}
-			if i == 2 {
-				t.Errorf("labels padded to %d KiB on a FencedResource without a token: admitted", 3*200+200)
-			}
-		}
+		// Metadata and status grow without a token only within MaxFreePartBytes (I3: the raise of the
+		// holder's objects costs in proportion to their size).
+		mustContain(t, "200 KiB more annotations on a FencedResource without a token", mergePatch(t, editor, key,
+			fmt.Sprintf(`{"metadata":{"annotations":{"example.com/pad2":%q}}}`, strings.Repeat("x", 200*1024))),
+			func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonInvalid },
+			"FencedResource "+ns+"/orders: this write without a fencing token grows its metadata and status", fmt.Sprintf("over the bound of %d bytes", admission.MaxFreePartBytes))
+		mustContain(t, "padding a FencedResource's labels past the bound without a token", mergePatch(t, editor, key,
+			fmt.Sprintf(`{"metadata":{"labels":{%s}}}`, labelPad(0, 64*1024))),
+			func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonInvalid }, fmt.Sprintf("over the bound of %d bytes", admission.MaxFreePartBytes))
 		if err := mergePatch(t, editor, key, `{"metadata":{"labels":{"team":"orders"},"annotations":{"example.com/note":"x"}}}`); err != nil {
 			t.Errorf("a label and an annotation on a FencedResource without a token (free): %v", err)
 		}

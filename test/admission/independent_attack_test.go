@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,8 +27,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
@@ -587,4 +591,343 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestIndependentLeaseAnnotationsAtTheLimit: the Lease policy leaves a fenced Lease's other annotations
+// free to anyone with RBAC on Leases: another workload with the fencekit-elector role (update on leases)
+// fills them exactly to the apiserver's 256 KiB bound. The holder's next acquisition writes epoch 10 where
+// 9 stood (one byte more) and is refused by the apiserver's validation: the holder (and every elector) is
+// locked out of the Lease until an admin trims it, without the attacker ever holding it (I2/I3).
+func TestIndependentLeaseAnnotationsAtTheLimit(t *testing.T) {
+	operatortest.Start(t, env)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	const lease = "pad"
+	holder := newWorker(t, ns, "app-operator")
+	intruder := newWorker(t, ns, "intruder")
+	holder.Acquire(t, ns, lease, 9)
+	var l coordinationv1.Lease
+	if err := intruder.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: lease}, &l); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for k, v := range l.Annotations {
+		n += len(k) + len(v)
+	}
+	l.Annotations["example.com/pad"] = strings.Repeat("x", annotationLimit-n-len("example.com/pad"))
+	err := intruder.Client.Update(ctx, &l)
+	t.Logf("another elector-role user fills the Lease's annotations to %d bytes: %v", annotationLimit, err)
+	mustContain(t, "another elector-role user pads the Lease's annotations past 252 KiB", err, nil, "over the bound of 258048")
+
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var cur coordinationv1.Lease
+		if err := holder.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: lease}, &cur); err != nil {
+			return err
+		}
+		testenv.AcquiredBy(&cur, holder.User, holder.Holder, 10, 15*time.Second)
+		return holder.Client.Update(ctx, &cur, testenv.Presenting(10))
+	})
+	if err != nil {
+		t.Errorf("the holder's acquisition at epoch 10 after another elector-role user padded the Lease: %v", err)
+	}
+}
+
+// TestIndependentStatusStormDuringDelete: fencekit's FencedResource webhook matches fencedresources, not
+// fencedresources/status, so a status write is decided by RBAC alone (the operator's ServiceAccount has it,
+// and an admin may grant it to a dashboard or a GitOps tool). Each status write changes the resourceVersion,
+// so a user with patch on fencedresources/status alone, writing status in a loop, makes the holder's DELETE
+// (whose precondition is its marker write's resourceVersion) conflict until its context ends: the armed
+// marker refuses only writes the webhook sees (I2).
+func TestIndependentStatusStormDuringDelete(t *testing.T) {
+	operatortest.Start(t, env)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	holder := newWorker(t, ns, "app-operator")
+	holder.LeaseDuration = 10 * time.Minute
+	grantFencedResources(t, ns, holder.User)
+	env.Grant(t, ns, "fr-status", []rbacv1.PolicyRule{{APIGroups: []string{fencingv1alpha1.GroupVersion.Group},
+		Resources: []string{"fencedresources/status"}, Verbs: []string{"get", "patch", "update"}}}, "status-writer")
+	tok := holder.Acquire(t, ns, "l", 1)
+	key := declare(t, ns, "target", "l")
+	w := fencing.NewWriter(unthrottled(t, holder.User))
+	if _, err := retryRBACValue(t, "the holder's write", func() (*fencingv1alpha1.FencedResource, error) {
+		return w.Set(ctx, tok, key, map[string]any{"v": 1})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sw := unthrottled(t, "status-writer")
+	statusPatch := func(ctx context.Context, i int) error {
+		p := fmt.Sprintf(`{"status":{"observedGeneration":%d}}`, i)
+		return sw.Status().Patch(ctx, &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.Name}},
+			client.RawPatch(types.MergePatchType, []byte(p)))
+	}
+	if err := retryRBAC(t, "the status writer's patch", func() error { return statusPatch(ctx, 1) }); err != nil {
+		t.Fatalf("a status write by a user with RBAC on fencedresources/status only: %v", err)
+	}
+	stormCtx, stop := context.WithCancel(ctx)
+	var storm sync.WaitGroup
+	var writes atomic.Int64
+	for g := range 4 {
+		storm.Go(func() {
+			for i := 0; stormCtx.Err() == nil; i++ {
+				if statusPatch(stormCtx, g*1000000+i+2) == nil {
+					writes.Add(1)
+				}
+			}
+		})
+	}
+	testenv.Eventually(t, "the storm writes status", func() (bool, string) { return writes.Load() > 20, fmt.Sprint(writes.Load()) })
+	dctx, cancel := context.WithTimeout(ctx, fencing.DefaultWriteTimeout)
+	err := w.Delete(dctx, tok, key)
+	cancel()
+	stop()
+	storm.Wait()
+	t.Logf("%d status writes admitted", writes.Load())
+	if err != nil {
+		t.Errorf("the holder's Writer.Delete during a status storm by a user with RBAC on fencedresources/status only (I2): %v", err)
+		if err := w.Delete(ctx, tok, key); err != nil {
+			t.Errorf("the holder's Writer.Delete once the storm stopped (control): %v", err)
+		}
+	}
+}
+
+// TestIndependentFatDeclarationsSlowTheFenceList: fence-on-acquire bounds the time of its raises (half of
+// PostAcquireTimeout), but its List of the bound FencedResources is not bounded: anyone allowed to create
+// FencedResources may declare them with 256 KiB of annotations and as many labels as the 512 KiB bound
+// lets in. The List the acquisition makes then grows with what non-holders created (I3). The test times
+// the fence at the elector's default PostAcquireTimeout and reports the List's share.
+func TestIndependentFatDeclarationsSlowTheFenceList(t *testing.T) {
+	operatortest.Start(t, env)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	const lease, n = "fat", 250
+	holder := newWorker(t, ns, "app-operator")
+	holder.Fences.FencedResources = true
+	env.Grant(t, ns, "fr-all", []rbacv1.PolicyRule{{APIGroups: []string{fencingv1alpha1.GroupVersion.Group},
+		Resources: []string{"fencedresources"}, Verbs: []string{"get", "list", "watch", "patch", "update", "create", "delete"}}}, holder.User, "declarer")
+	tok := holder.Acquire(t, ns, lease, 1)
+	written := declare(t, ns, "written", lease)
+	w := fencing.NewWriter(holder.Client)
+	if _, err := retryRBACValue(t, "the holder's write", func() (*fencingv1alpha1.FencedResource, error) {
+		return w.Set(ctx, tok, written, map[string]any{"v": 1})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	declarer := unthrottled(t, "declarer")
+	prefix := strings.Repeat(strings.Repeat("p", 62)+".", 4)[:252] + "x"
+	labels := map[string]string{}
+	for i := range 300 {
+		labels[fmt.Sprintf("%s/%063d", prefix, i)] = strings.Repeat("v", 63)
+	}
+	fat := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fat", Labels: labels,
+		Annotations: map[string]string{"example.com/pad": strings.Repeat("x", annotationLimit-len("example.com/pad")-4096)}},
+		Spec: fencingv1alpha1.FencedResourceSpec{LeaseName: lease}}
+	err := retryRBAC(t, "a fat declaration", func() error { return declarer.Create(ctx, fat) })
+	mustContain(t, "a declaration of about 470 KB", err, nil, "over the bound of 65536 bytes")
+	// Declarations as large as the bound lets in (metadata and status within 64 KiB, managedFields
+	// included), as many as the test has time for.
+	labels = nil
+	ann := map[string]string{"example.com/pad": strings.Repeat("x", 56*1024)}
+	var failed atomic.Int64
+	workqueue.ParallelizeUntil(ctx, 4, n, func(i int) {
+		fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("fat-%04d", i), Labels: labels, Annotations: ann},
+			Spec: fencingv1alpha1.FencedResourceSpec{LeaseName: lease}}
+		if err := retryRBAC(t, "a fat declaration", func() error { return declarer.Create(ctx, fr) }); err != nil && failed.Add(1) == 1 {
+			t.Errorf("declaring %s: %v", fr.Name, err)
+		}
+	})
+	if failed.Load() > 0 {
+		t.Fatalf("%d declarations failed", failed.Load())
+	}
+	fc, err := fencing.FenceOnAcquireForConfig(holder.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var list fencingv1alpha1.FencedResourceList
+	if err := holder.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{"spec.leaseName": lease}); err != nil {
+		t.Fatal(err)
+	}
+	listTook := time.Since(start)
+	tok2 := holder.Acquire(t, ns, lease, 2)
+	fctx, cancel := context.WithTimeout(ctx, elector.DefaultRenewDeadline)
+	defer cancel()
+	start = time.Now()
+	err = fc.Raise(fctx, tok2)
+	took := time.Since(start)
+	t.Logf("%d declarations (%d bytes each): a List of them took %v; the fence took %v: %v", n, len(ann["example.com/pad"]), listTook, took, err)
+	// The raises are bounded by half of PostAcquireTimeout; allow one more second for the List of the
+	// resources. More than that is time the acquisition spends on what non-holders created.
+	if err != nil || took > elector.DefaultRenewDeadline/2+time.Second {
+		t.Errorf("fence-on-acquire at the default PostAcquireTimeout with %d fat declarations took %v (I3: bounded by %v plus the List): %v",
+			n, took, elector.DefaultRenewDeadline/2, err)
+	}
+	if got := get(t, written); got.Spec.Epoch != 2 {
+		t.Errorf("the holder-written resource at epoch %d after the fence, want 2", got.Spec.Epoch)
+	}
+}
+
+// TestIndependentPaddedHolderObjectsSlowTheObjectFence: non-holders cannot create covered objects, but may
+// pad the holder's own with finalizers up to the 512 KiB bound. FenceObjectsOnAcquire lists every declared
+// object (unbounded) and raises the holder-written ones first, each raise moving the padded object through
+// the webhook twice: with enough of them the acquisition misses the default PostAcquireTimeout, or leaves
+// holder-written objects unraised (I3).
+func TestIndependentPaddedHolderObjectsSlowTheObjectFence(t *testing.T) {
+	operatortest.Start(t, env)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	const n = 150
+	holder := newWorker(t, ns, "app-operator")
+	holder.LeaseDuration = 10 * time.Minute
+	holder.Fences.Objects = true
+	grantObjects(t, ns, holder.User, "editor")
+	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"})
+	tok := holder.Acquire(t, ns, appLease, 1)
+	env.Grant(t, ns, "holder-policies", []rbacv1.PolicyRule{{APIGroups: []string{fencingv1alpha1.GroupVersion.Group},
+		Resources: []string{"fencingpolicies"}, Verbs: []string{"list"}}}, holder.User)
+	fenced := fencing.NewClient(unthrottled(t, holder.User), tokenOf(tok))
+	editor := unthrottled(t, "editor")
+	prefix := strings.Repeat(strings.Repeat("p", 62)+".", 4)[:252] + "x"
+	finalizers := func(n int) string {
+		fins := make([]string, n)
+		for i := range fins {
+			fins[i] = fmt.Sprintf("%s/%063d", prefix, i)
+		}
+		return string(mustJSON(t, map[string]any{"metadata": map[string]any{"finalizers": fins}}))
+	}
+	// 780 finalizers (about 512 KiB) are refused; as many as the bound lets in (the finalizers and the
+	// managedFields entry that lists them) are the padding.
+	if err := retryRBAC(t, "the holder's create", func() error {
+		return fenced.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}, Data: map[string]string{"v": "1"}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	err := retryRBAC(t, "the editor's padding", func() error { return patchConfigMap(t, editor, ns, "probe", finalizers(780)) })
+	mustContain(t, "780 finalizers of 317 bytes on a holder-written ConfigMap", err, nil, "over the bound of 65536 bytes")
+	most := 0
+	for n := 100; n > 0 && most == 0; n -= 5 {
+		if patchConfigMap(t, editor, ns, "probe", finalizers(n)) == nil {
+			most = n
+		}
+	}
+	_ = patchConfigMap(t, env.Client, ns, "probe", `{"metadata":{"finalizers":null}}`)
+	t.Logf("the bound lets in %d finalizers of 317 bytes", most)
+	pad := finalizers(most)
+	var failed atomic.Int64
+	workqueue.ParallelizeUntil(ctx, 4, n, func(i int) {
+		name := fmt.Sprintf("cm-%03d", i)
+		err := retryRBAC(t, "the holder's create", func() error {
+			return fenced.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{"v": "1"}})
+		})
+		if err == nil {
+			err = retryRBAC(t, "the editor's padding", func() error { return patchConfigMap(t, editor, ns, name, pad) })
+		}
+		if err != nil && failed.Add(1) == 1 {
+			t.Errorf("%s: %v", name, err)
+		}
+	})
+	t.Cleanup(func() {
+		for i := range n {
+			_ = patchConfigMap(t, env.Client, ns, fmt.Sprintf("cm-%03d", i), `{"metadata":{"finalizers":null}}`)
+		}
+	})
+	if failed.Load() > 0 {
+		t.Fatalf("%d objects not padded", failed.Load())
+	}
+	fc, err := fencing.FenceObjectsOnAcquireForConfig(holder.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok2 := holder.Acquire(t, ns, appLease, 2)
+	fctx, cancel := context.WithTimeout(ctx, elector.DefaultRenewDeadline)
+	defer cancel()
+	start := time.Now()
+	err = fc.Raise(fctx, tok2)
+	raised := 0
+	for i := range n {
+		if objectEpoch(t, ns, fmt.Sprintf("cm-%03d", i)) == "2" {
+			raised++
+		}
+	}
+	t.Logf("%d holder-written ConfigMaps padded to the bound by a user without the token: the fence took %v (%v); %d raised", n, time.Since(start), err, raised)
+	if err != nil || raised < n {
+		t.Errorf("fence-on-acquire at the default PostAcquireTimeout: %v; %d of %d holder-written objects raised (I3)", err, raised, n)
+	}
+}
+
+// TestIndependentFinalizerTimesTheLoss: a user without the token adds a free finalizer to a FencedResource.
+// The holder deletes it (Writer.Delete returns: the DELETE only set deletionTimestamp), then writes the
+// same key again (Writer.Set): admitted, on the object still being deleted. The user removes its finalizer
+// whenever it likes, and the holder's later write goes with the object: a non-holder chooses when, and
+// whether, the holder's acknowledged data is lost ("nothing is lost").
+func TestIndependentFinalizerTimesTheLoss(t *testing.T) {
+	operatortest.Start(t, env)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	holder := newWorker(t, ns, "app-operator")
+	holder.LeaseDuration = 10 * time.Minute
+	grantFencedResources(t, ns, holder.User, "editor")
+	tok := holder.Acquire(t, ns, "l", 1)
+	key := declare(t, ns, "x", "l")
+	w := fencing.NewWriter(holder.Client)
+	if _, err := retryRBACValue(t, "the holder's write", func() (*fencingv1alpha1.FencedResource, error) {
+		return w.Set(ctx, tok, key, map[string]any{"v": 1})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	editor := env.ClientAs(t, "editor")
+	if err := retryRBAC(t, "the editor's finalizer", func() error {
+		return mergePatch(t, editor, key, `{"metadata":{"finalizers":["example.com/hold"]}}`)
+	}); err != nil {
+		t.Fatalf("a free finalizer: %v", err)
+	}
+	t.Cleanup(func() { _ = mergePatch(t, env.Client, key, `{"metadata":{"finalizers":null}}`) })
+	if err := w.Delete(ctx, tok, key); err != nil {
+		t.Fatalf("the holder's delete: %v", err)
+	}
+	_, err := w.Set(ctx, tok, key, map[string]any{"v": 2})
+	t.Logf("the holder's Writer.Set after its delete, the object held by the editor's finalizer: %v", err)
+	if err != nil { // refused: the holder knows its write did not land, and why
+		if !strings.Contains(err.Error(), "is being deleted") {
+			t.Errorf("the refusal of the holder's write to its object being deleted does not say so: %v", err)
+		}
+		return
+	}
+	if err := mergePatch(t, editor, key, `{"metadata":{"finalizers":null}}`); err != nil {
+		t.Logf("the editor's removal of its finalizer: %v", err)
+	}
+	var fr fencingv1alpha1.FencedResource
+	if err := env.Client.Get(ctx, key, &fr); apierrors.IsNotFound(err) {
+		t.Errorf("the holder's acknowledged write (v=2, admitted after its delete) was lost when a user without the token removed its finalizer")
+	}
+}
+
+// TestIndependentAnyKubeSystemAccountDeletesFencedPods: the rule's "cluster's own controllers"
+// (clusterController) are every kube-system ServiceAccount, so an add-on's ServiceAccount there (a
+// descheduler, a CNI agent, here kube-system:some-addon) with delete on pods deletes a fenced Pod while
+// the Lease is live, without the token. The threat model says any other kube-system ServiceAccount follows
+// the rules of any user but for the writes cluster-controllers.md lists (I1 deletion, if that is not meant).
+func TestIndependentAnyKubeSystemAccountDeletesFencedPods(t *testing.T) {
+	operatortest.Start(t, env)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	const addon = "system:serviceaccount:kube-system:some-addon"
+	holder := newWorker(t, ns, "app-operator")
+	env.Grant(t, ns, "pods", []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"*"}}}, holder.User, addon)
+	grantObjects(t, ns, holder.User, addon)
+	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"}, fencingv1alpha1.FencedObjects{Resource: "pods"},
+		fencingv1alpha1.FencedObjects{Group: "apps", Resource: "deployments"})
+	tok := holder.Acquire(t, ns, appLease, 1)
+	fenced := fencing.NewClient(holder.Client, tokenOf(tok))
+	if err := retryRBAC(t, "the holder's pod", func() error {
+		return fenced.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	a := env.ClientAs(t, addon)
+	err := retryRBAC(t, "the add-on's delete", func() error {
+		return a.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p"}})
+	})
+	mustContain(t, "an add-on's kube-system ServiceAccount deletes a fenced Pod while the Lease is live", err, nil)
 }

@@ -191,7 +191,7 @@ func TestDeclarationsDoNotLockOutAcquisition(t *testing.T) {
 	}
 	t.Logf("led at epoch %d; fence-on-acquire raised %d of %d declarations", tok.Epoch, raised, n)
 	if raised < n {
-		want := fmt.Sprintf("fence-on-acquire at epoch %d raised %d of %d (FencedResource)", tok.Epoch, raised, n)
+		want := fmt.Sprintf("fence-on-acquire at epoch %d raised %d of %d FencedResource no holder wrote", tok.Epoch, raised, n)
 		testenv.Eventually(t, "a FenceIncomplete Event on the Lease", func() (bool, string) {
 			var list eventsv1.EventList
 			if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {

@@ -155,7 +155,7 @@ func TestTemplateDefaults(t *testing.T) {
 		}
 		for _, rule := range w.Rules {
 			if !slices.Equal(rule.APIGroups, []string{"fencing.fencekit.io"}) ||
-				!slices.Equal(rule.Resources, []string{"fencedresources"}) && !slices.Equal(rule.Resources, []string{"fencingpolicies", "fencingpolicies/status"}) {
+				!slices.Equal(rule.Resources, []string{"fencedresources", "fencedresources/*"}) && !slices.Equal(rule.Resources, []string{"fencingpolicies", "fencingpolicies/status"}) {
 				t.Errorf("webhook %s intercepts more than fencekit's own kinds: %+v", w.Name, rule)
 			}
 		}

@@ -209,6 +209,11 @@ func decideFree(r *Request) Verdict {
 			"%s: this write without a fencing token grows the object from %d to %d bytes (managedFields included), over the bound of %d bytes for writes without the token: the holder's next write must keep its room below the apiserver's limit",
 			r.what(), before, after, MaxFreeObjectBytes))
 	}
+	if before, after := freePartBytes(r.Old), freePartBytes(r.New); after > before && after > MaxFreePartBytes {
+		return refuse(r.errAt(FieldObject, fencing.ReasonInvalid, 0, 0,
+			"%s: this write without a fencing token grows its metadata and status from %d to %d bytes (labels, annotations, finalizers and managedFields included), over the bound of %d bytes for writes without the token: every acquisition rewrites the holder's objects, and must not slow down with what others add",
+			r.what(), before, after, MaxFreePartBytes))
+	}
 	if before, after := annotationBytes(r.Old), annotationBytes(r.New); after > before && after > MaxFreeAnnotationBytes {
 		return refuse(r.errAt("metadata.annotations", fencing.ReasonInvalid, 0, 0,
 			"%s: this write without a fencing token grows its annotations from %d to %d bytes, over the bound of %d bytes for writes without the token: the apiserver allows %d, and the holder's next write adds fencekit's own",
@@ -299,12 +304,53 @@ func decideFenced(r *Request, l *Lease, now time.Time) *fencing.Error {
 		}
 		return r.errAt("", fencing.ReasonNotHolder, epoch, l.Epoch, "%s", msg)
 	}
+	if err := r.deleting(l, epoch); err != nil {
+		return err
+	}
 	if r.Class == Object {
 		if err := r.record(l, epoch); err != nil {
 			return err
 		}
 	}
 	return r.marker(l, epoch)
+}
+
+// fencekitKeys are the annotations fencekit writes with the token: the writer, the epoch record, the
+// deletion marker and the hold. They record the write, not the object's content.
+var fencekitKeys = []string{fencingv1alpha1.WriterAnnotation, fencingv1alpha1.ObjectEpochAnnotation,
+	fencingv1alpha1.DeleteAtEpochAnnotation, fencingv1alpha1.HoldAtEpochAnnotation}
+
+// deleting refuses a write with the token that would change the content of an object being deleted
+// (deletionTimestamp set): the object goes once its finalizers are removed, and anyone may remove a
+// finalizer that is not orphan or foregroundDeletion (free), so such a write would be acknowledged and
+// then lost at a time a user without the token chooses. The holder may still remove finalizers, raise
+// the epoch and write fencekit's own annotations (a fence-on-acquire raise, a second delete's marker),
+// and write status: none of that is content the holder expects to keep.
+func (r *Request) deleting(l *Lease, epoch int64) *fencing.Error {
+	if r.Operation != Update || r.Subresource != "" || r.Old == nil || r.New == nil || r.Old.GetDeletionTimestamp() == nil {
+		return nil
+	}
+	old, updated := r.Old.Object, r.New.Object
+	if r.Class == FencedResource {
+		old, updated = withEpoch(old), withEpoch(updated)
+	}
+	free := freeFor(r)
+	var content []Path
+	for _, p := range changedPaths(old, updated) {
+		switch {
+		case free(p), p.under("metadata", "finalizers"), p.under("status"),
+			r.Class == FencedResource && p.under("spec", "epoch"),
+			len(p) == 3 && p.under("metadata", "annotations") && slices.Contains(fencekitKeys, p[2]):
+			continue
+		}
+		content = append(content, p)
+	}
+	if len(content) == 0 {
+		return nil
+	}
+	return r.errAt(content[0].String(), fencing.ReasonInvalid, epoch, l.Epoch,
+		"%s is being deleted (deletionTimestamp %s, finalizers %q): this write changes %s, which would go with it once its finalizers are removed; wait until it is gone, then create it again",
+		r.what(), r.Old.GetDeletionTimestamp().UTC().Format(time.RFC3339), r.Old.GetFinalizers(), listPaths(content, 8))
 }
 
 // liveAt checks that l is a fenced Lease, live at exactly epoch.
@@ -422,8 +468,8 @@ func (r *Request) marker(l *Lease, epoch int64) *fencing.Error {
 // expired. While it has a live holder: break-glass users; the garbage collector (owner references are
 // fenced, so the owners whose absence makes it delete are the holder's); the namespace controller in a
 // terminating namespace; a delete of an object whose deletion was already admitted that leaves it as it is
-// (deletionChange), and the cluster's own
-// controllers deleting Pods (covered objects); and the acquiring user, only if the stored deletion marker is
+// (deletionChange); the cluster controllers that delete Pods in their work (deletesPods) deleting a
+// covered Pod; and the acquiring user, only if the stored deletion marker is
 // the Lease's current epoch and the delete carries the stored resourceVersion as its precondition. A
 // DELETE carries no token, so the holder writes the marker with its token first, then deletes with that
 // write's resourceVersion as the precondition (pkg/fencing's Writer and NewClient do both): a stale
@@ -436,7 +482,7 @@ func decideDelete(r *Request, l *Lease, now time.Time) Verdict {
 		return admit
 	case r.Old != nil && r.Old.GetDeletionTimestamp() != nil && r.deletionChange() == "":
 		return admit
-	case r.Class == Object && r.Kind == "Pod" && r.User.clusterController():
+	case r.Class == Object && r.Kind == "Pod" && r.User.deletesPods():
 		return admit
 	case r.User.is(NamespaceControllerUser) && r.NamespaceTerminating:
 		return admit

@@ -496,3 +496,42 @@ func TestParseLease(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteToAnObjectBeingDeleted: a FencedResource whose deletion was admitted goes once its finalizers
+// are removed, and a user without the token may remove one that is not orphan or foregroundDeletion: the
+// holder's write of data to it would be acknowledged and then lost when that user chooses. The holder may
+// still remove finalizers and raise the epoch.
+func TestWriteToAnObjectBeingDeleted(t *testing.T) {
+	deleting := func(r resource, finalizers ...string) *fencingv1alpha1.FencedResource {
+		fr := r.build()
+		fr.DeletionTimestamp = ptr.To(metav1.NewTime(now.Add(-time.Minute)))
+		fr.Finalizers = finalizers
+		return fr
+	}
+	stored := resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b"}
+	tests := map[string]struct {
+		new  *fencingv1alpha1.FencedResource
+		req  requester
+		want fencing.Reason
+	}{
+		"the holder writes data":              {deleting(resource{epoch: 6, data: `{"v":"b7"}`, writer: "worker-b"}, "example.com/hold"), tok(holderUser, 6), fencing.ReasonInvalid},
+		"the holder removes a finalizer":      {deleting(stored), tok(holderUser, 6), ""},
+		"the holder raises the epoch":         {deleting(resource{epoch: 7, data: `{"v":"b6"}`, writer: "worker-b"}, "example.com/hold"), tok(holderUser, 7), ""},
+		"a user removes its finalizer":        {deleting(stored), otherUser, ""},
+		"a stale holder writes data":          {deleting(resource{epoch: 5, data: `{"v":"b5"}`, writer: "worker-b"}, "example.com/hold"), tok(holderUser, 5), fencing.ReasonStale},
+		"the holder labels it (free content)": {deleting(resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", labels: map[string]string{"a": "b"}}, "example.com/hold"), tok(holderUser, 6), ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			lease := leaseAt("6")
+			if tc.req.FieldManager == elector.FieldManagerFor(7) {
+				lease = leaseAt("7")
+			}
+			err := checkWrite(deleting(stored, "example.com/hold"), tc.new, lease, tc.req)
+			wantReason(t, err, tc.want)
+			if err != nil && tc.want == fencing.ReasonInvalid && !strings.Contains(err.Message, "is being deleted") {
+				t.Errorf("the refusal does not say the object is being deleted: %s", err.Message)
+			}
+		})
+	}
+}

@@ -20,6 +20,23 @@ import (
 // with "etcdserver: request is too large".
 const MaxFreeObjectBytes = 512 * 1024
 
+// MaxFreePartBytes bounds the parts of a fenced object that writes without the token may change, its
+// metadata (labels, annotations, finalizers, managedFields) and its status, serialized (JSON): a write
+// without the token may leave them larger than they were only while they stay within this bound. Every
+// acquisition raises every object a holder wrote (pkg/fencing's fence-on-acquire), and a raise costs the
+// apiserver and the webhook time in proportion to the object's size: without this bound, a user without
+// the token could pad each of the holder's objects to MaxFreeObjectBytes and make the next acquisition
+// miss its deadline (I3). 64 KiB is far above what the cluster's controllers and GitOps tools write there.
+const MaxFreePartBytes = 64 * 1024
+
+// freePartBytes is the size of u's metadata and status (JSON).
+func freePartBytes(u *unstructured.Unstructured) int {
+	if u == nil {
+		return 0
+	}
+	return jsonSize(u.Object["metadata"]) + jsonSize(u.Object["status"])
+}
+
 // MaxFreeAnnotationBytes bounds a fenced object's annotations (the sum of their keys' and values' lengths,
 // as the apiserver counts them) after a write without the token that grows them: the apiserver refuses an
 // object whose annotations pass 256 KiB, so a write without the token must leave room for fencekit's own
@@ -92,7 +109,16 @@ var allowlist = []freeRule{{
 		"fencekit's annotations; fencekit reads no other label or annotation, its Lease (spec.leaseName) is " +
 		"immutable (the CRD's CEL rule), and a create holds no data and epoch 0: declaring is free, writing is fenced. " +
 		"Owner references are fenced, on create too: an owner deletes, and one the creator controls would let it " +
-		"have the garbage collector delete the holder's data. Labels and annotations are bounded by MaxFreeMetadataBytes",
+		"have the garbage collector delete the holder's data. Labels and annotations are bounded by MaxFreePartBytes",
+}, {
+	name: "a FencedResource's status",
+	frees: func(r *Request, p Path) bool {
+		return r.Class == FencedResource && r.Subresource == "status" && p.under("status")
+	},
+	why: "a FencedResource's status is the operator's report on it (its Fenced condition, the epoch it saw): " +
+		"fencekit decides no write on it, and a status write cannot change the data, the epoch, labels or owners. " +
+		"Like every write without the token it waits while the holder's delete or compare-and-swap write is " +
+		"pending (held) and is bounded in size",
 }, {
 	name: "cluster controllers' status",
 	frees: func(r *Request, p Path) bool {

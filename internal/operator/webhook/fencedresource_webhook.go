@@ -14,7 +14,7 @@ import (
 
 // The webhook reads the bound Lease and, for the namespace controller's deletes, the Namespace.
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
-// +kubebuilder:webhook:path=/validate-fencing-fencekit-io-v1alpha1-fencedresource,mutating=false,failurePolicy=fail,sideEffects=None,groups=fencing.fencekit.io,resources=fencedresources,verbs=create;update;delete,versions=v1alpha1,name=vfencedresource-v1alpha1.fencing.fencekit.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-fencing-fencekit-io-v1alpha1-fencedresource,mutating=false,failurePolicy=fail,sideEffects=None,groups=fencing.fencekit.io,resources=fencedresources;fencedresources/*,verbs=create;update;delete,versions=v1alpha1,name=vfencedresource-v1alpha1.fencing.fencekit.io,admissionReviewVersions=v1,timeoutSeconds=5
 
 // FencedResourcesPath is where the FencedResource webhook serves (the path kubebuilder derives for the
 // type, which config/webhook names).

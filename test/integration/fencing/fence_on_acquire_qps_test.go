@@ -122,8 +122,8 @@ func leadWithDefaults(t *testing.T, cfg *rest.Config, ns, lease string, fence el
 
 // fenceAtDefaultQPS leads ns/lease with leadWithDefaults, fenced by the hook newFence builds from
 // defaultQPSConfig(path), and returns the token it led with. The hook must raise the boundResources
-// objects (what names them) with 1 list and one patch each, within the PostAcquire timeout.
-func fenceAtDefaultQPS(t *testing.T, ns, lease, path, what string, newFence func(*rest.Config) (elector.AcquireFence, error)) elector.Token {
+// objects (what names them) with lists lists and one patch each, within the PostAcquire timeout.
+func fenceAtDefaultQPS(t *testing.T, ns, lease, path, what string, lists int, newFence func(*rest.Config) (elector.AcquireFence, error)) elector.Token {
 	t.Helper()
 	cfg, requests := defaultQPSConfig(path)
 	hook, err := newFence(cfg)
@@ -134,8 +134,8 @@ func fenceAtDefaultQPS(t *testing.T, ns, lease, path, what string, newFence func
 	if err != nil {
 		t.Fatalf("fence-on-acquire of %d %s at client-go's default QPS: %v", boundResources, what, err)
 	}
-	if lists, patches := requests.get(http.MethodGet), requests.get(http.MethodPatch); lists != 1 || patches != boundResources {
-		t.Errorf("the fence sent %d GET and %d PATCH requests for %s, want 1 list and %d patches", lists, patches, what, boundResources)
+	if gets, patches := requests.get(http.MethodGet), requests.get(http.MethodPatch); gets != lists || patches != boundResources {
+		t.Errorf("the fence sent %d GET and %d PATCH requests for %s, want %d lists and %d patches", gets, patches, what, lists, boundResources)
 	}
 	return tok
 }
@@ -143,7 +143,8 @@ func fenceAtDefaultQPS(t *testing.T, ns, lease, path, what string, newFence func
 // TestFenceOnAcquireForConfigDefaultQPS: a workload whose rest.Config keeps client-go's default client-side
 // rate limit leads a Lease that 100 FencedResources are bound to, with the elector's defaults. The hook
 // built by FenceOnAcquireForConfig from that config raises all of them within the PostAcquire timeout, so
-// leadership is reported at the new epoch, with 1 list and 100 patches. (FenceOnAcquire with a client built
+// leadership is reported at the new epoch, with 2 lists (the resources a holder wrote, then the
+// declarations) and 100 patches. (FenceOnAcquire with a client built
 // from the same config needs about 18 s: the elector abandons it at 10 s and never reports leadership.)
 func TestFenceOnAcquireForConfigDefaultQPS(t *testing.T) {
 	ns := env.Namespace(t)
@@ -151,7 +152,7 @@ func TestFenceOnAcquireForConfigDefaultQPS(t *testing.T) {
 	for i := range boundResources {
 		env.Declare(t, ns, fmt.Sprintf("bulk-%03d", i), lease)
 	}
-	tok := fenceAtDefaultQPS(t, ns, lease, "/fencedresources", "FencedResources", fencing.FenceOnAcquireForConfig)
+	tok := fenceAtDefaultQPS(t, ns, lease, "/fencedresources", "FencedResources", 2, fencing.FenceOnAcquireForConfig)
 
 	var list fencingv1alpha1.FencedResourceList
 	if err := env.Client.List(t.Context(), &list, client.InNamespace(ns)); err != nil {
@@ -190,7 +191,7 @@ func TestFenceObjectsOnAcquireForConfigDefaultQPS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tok := fenceAtDefaultQPS(t, ns, lease, "/namespaces/"+ns+"/configmaps", "ConfigMaps", fencing.FenceObjectsOnAcquireForConfig)
+	tok := fenceAtDefaultQPS(t, ns, lease, "/namespaces/"+ns+"/configmaps", "ConfigMaps", 1, fencing.FenceObjectsOnAcquireForConfig)
 
 	var list corev1.ConfigMapList
 	if err := env.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{"fenced": "yes"}); err != nil {

@@ -139,6 +139,11 @@ var Table = []Case{
 	{Name: "another elector acquires, declaring", Target: Lease, Actor: OtherElector, Token: FutureToken, Patch: acquire(true)},
 	{Name: "another elector acquires, dropping the declaration", Target: Lease, Actor: OtherElector, Token: FutureToken, Patch: acquire(false),
 		Want: LeasePolicy},
+	{Name: "another elector annotates the Lease", Target: Lease, Actor: OtherElector, Token: NoToken, Patch: padLease(1024),
+		Why: "other metadata is anyone's with RBAC on Leases"},
+	{Name: "another elector pads the Lease's annotations past the bound", Target: Lease, Actor: OtherElector, Token: NoToken,
+		Patch: padLease(258048 + 1), Want: LeasePolicy,
+		Why: "labels and annotations other than fencekit's stay within 252 KiB: the next acquisition keeps its room (I2)"},
 	{Name: "the holder adds an owner to its Lease", Target: Lease, Actor: HolderUser, Token: CurrentToken, Patch: owners(ghost),
 		Want: LeasePolicy, Why: "an owner would let the garbage collector delete the Lease resources are bound to"},
 }
@@ -309,6 +314,27 @@ func renew(stored map[string]any) map[string]any {
 func holderIs(h string) func(map[string]any) map[string]any {
 	return func(stored map[string]any) map[string]any {
 		return map[string]any{"spec": map[string]any{"holderIdentity": h, "renewTime": nextRenewTime(stored)}}
+	}
+}
+
+// padLease adds annotation example.com/pad, sized so that the Lease's labels and annotations other than
+// fencekit's take n bytes.
+func padLease(n int) func(map[string]any) map[string]any {
+	return func(stored map[string]any) map[string]any {
+		md, _ := stored["metadata"].(map[string]any)
+		have := 0
+		for _, field := range []string{"labels", "annotations"} {
+			m, _ := md[field].(map[string]any)
+			for k, v := range m {
+				if field == "annotations" && (k == elector.EpochAnnotation || k == elector.AcquirerAnnotation || k == elector.FencesAnnotation) {
+					continue
+				}
+				s, _ := v.(string)
+				have += len(k) + len(s)
+			}
+		}
+		const key = "example.com/pad"
+		return map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: strings.Repeat("x", n-have-len(key))}}}
 	}
 }
 
