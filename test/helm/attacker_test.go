@@ -524,6 +524,13 @@ func TestAttackerUncheckedNamespaces(t *testing.T) {
 	_, release := installRBAC(t)
 	ctx := t.Context()
 	want := "FencedResources and FencingPolicies cannot be created or updated in namespaces that fencekit's admission webhook does not check: " + release + ", kube-system"
+	// A new policy takes effect within about a second; until then the request reaches the webhooks.
+	testenv.Eventually(t, "the unchecked-namespaces policy in effect", func() (bool, string) {
+		probe := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "kube-system"},
+			Spec: fencingv1alpha1.FencedResourceSpec{LeaseName: "fencekit-manager"}}
+		err := env.Client.Create(ctx, probe, client.DryRunAll)
+		return err != nil && strings.Contains(err.Error(), want), fmt.Sprint(err)
+	})
 	for _, namespace := range []string{release, "kube-system"} {
 		fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Name: "unchecked", Namespace: namespace},
 			Spec: fencingv1alpha1.FencedResourceSpec{LeaseName: "fencekit-manager"}}

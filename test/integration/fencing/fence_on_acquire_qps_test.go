@@ -122,8 +122,8 @@ func leadWithDefaults(t *testing.T, cfg *rest.Config, ns, lease string, fence el
 
 // fenceAtDefaultQPS leads ns/lease with leadWithDefaults, fenced by the hook newFence builds from
 // defaultQPSConfig(path), and returns the token it led with. The hook must raise the boundResources
-// objects (what names them) with lists lists and one patch each, within the PostAcquire timeout.
-func fenceAtDefaultQPS(t *testing.T, ns, lease, path, what string, lists int, newFence func(*rest.Config) (elector.AcquireFence, error)) elector.Token {
+// objects (what names them) with wantLists lists and one patch each, within the PostAcquire timeout.
+func fenceAtDefaultQPS(t *testing.T, ns, lease, path, what string, wantLists int, newFence func(*rest.Config) (elector.AcquireFence, error)) elector.Token {
 	t.Helper()
 	cfg, requests := defaultQPSConfig(path)
 	hook, err := newFence(cfg)
@@ -134,8 +134,8 @@ func fenceAtDefaultQPS(t *testing.T, ns, lease, path, what string, lists int, ne
 	if err != nil {
 		t.Fatalf("fence-on-acquire of %d %s at client-go's default QPS: %v", boundResources, what, err)
 	}
-	if gets, patches := requests.get(http.MethodGet), requests.get(http.MethodPatch); gets != lists || patches != boundResources {
-		t.Errorf("the fence sent %d GET and %d PATCH requests for %s, want %d lists and %d patches", gets, patches, what, lists, boundResources)
+	if gets, patches := requests.get(http.MethodGet), requests.get(http.MethodPatch); gets != wantLists || patches != boundResources {
+		t.Errorf("the fence sent %d GET and %d PATCH requests for %s, want %d lists and %d patches", gets, patches, what, wantLists, boundResources)
 	}
 	return tok
 }
