@@ -34,10 +34,11 @@ const fenceWorkers = 16
 // by the apiserver, even if the new holder never writes.
 //
 // The resources are listed straight from the apiserver (c should not read from a cache that could miss a
-// just-created resource) by the CRD's selectable field spec.leaseName, and each is raised with one patch,
-// at most 16 at a time: fencing N resources takes 1 + N requests, and Kubernetes has no request that
-// writes several objects. c's client-side rate limit applies to them: client-go's default (5 QPS, burst
-// 10, what a rest.Config with QPS unset gives) lets (1 + N - 10) / 5 seconds pass before the last one is
+// just-created resource) by the CRD's selectable fields spec.leaseName and spec.epoch (the ones a holder
+// wrote, then the declarations), and each is raised with one patch, at most 16 at a time: fencing N
+// resources takes 2 + N requests, and Kubernetes has no request that writes several objects. c's
+// client-side rate limit applies to them: client-go's default (5 QPS, burst 10, what a rest.Config with
+// QPS unset gives) lets (2 + N - 10) / 5 seconds pass before the last one is
 // sent, and fits about 55 resources in the elector's default PostAcquireTimeout of 10 s, not 100 (18 s
 // measured). Build the hook with FenceOnAcquireForConfig from a rest.Config instead: its client has no
 // client-side limit (the apiserver's priority and fairness still applies), and 100 resources take well
@@ -169,7 +170,7 @@ func reportLeft(ctx context.Context, c client.Client, token elector.Token, note 
 // (cfg's cluster and credentials) WITHOUT client-side rate limiting. It is the way to fence from a
 // rest.Config as rest.InClusterConfig or clientcmd.BuildConfigFromFlags return it, whose QPS limit (5 QPS,
 // burst 10 when unset) would hold 100 resources for about 18 s, past the elector's default
-// PostAcquireTimeout. The fence is a bounded burst, once per acquisition: 1 + N requests, at most 16 in
+// PostAcquireTimeout. The fence is a bounded burst, once per acquisition: 2 + N requests, at most 16 in
 // flight; the apiserver's API Priority and Fairness still applies to it. cfg's QPS, Burst and RateLimiter
 // are ignored for the fence, and cfg itself is not changed.
 func FenceOnAcquireForConfig(cfg *rest.Config) (elector.AcquireFence, error) {
