@@ -82,9 +82,10 @@ type Config struct {
 	// Default: nothing runs, nothing is declared, every fenced write reads the Lease from etcd.
 	PostAcquire AcquireFence
 	// PostAcquireTimeout bounds PostAcquire. Default: RenewDeadline. pkg/fencing's fences send 2 + N
-	// requests for N bound resources (1 + M + N for N objects of M declared resources): build them with fencing.FenceOnAcquireForConfig (or
-	// FenceObjectsOnAcquireForConfig), whose client has no client-side rate limit; a client that keeps
-	// client-go's default of 5 QPS needs about 18 s for 100 resources, past the default 10 s.
+	// requests for N bound resources (1 + M + N for N objects of M declared resources): build them with
+	// fencing.FenceOnAcquireForConfig (or FenceObjectsOnAcquireForConfig), whose client has no
+	// client-side rate limit; a client that keeps client-go's default of 5 QPS needs about 18 s for 100
+	// resources, past the default 10 s.
 	PostAcquireTimeout time.Duration
 
 	// OnStartedLeading runs in its own goroutine when leadership starts. ctx is the leadership context: it
