@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
@@ -247,13 +250,40 @@ func (c *fencedClient) DeleteAllOf(_ context.Context, obj client.Object, _ ...cl
 func (c *fencedClient) Status() client.SubResourceWriter { return c.SubResource("status") }
 
 func (c *fencedClient) SubResource(name string) client.SubResourceClient {
-	return &fencedSubResource{SubResourceClient: c.Client.SubResource(name), parent: c.Client, token: c.token}
+	return &fencedSubResource{SubResourceClient: c.Client.SubResource(name), name: name, parent: c.Client, token: c.token}
 }
 
 type fencedSubResource struct {
 	client.SubResourceClient
+	name   string
 	parent client.Client // the object's client, for the hold
 	token  TokenFunc
+}
+
+// notDeleting refuses a scale write to an object being deleted: it would go with the object once its
+// finalizers are removed (anyone may remove most), and the apiserver's rule cannot see the deletion
+// through a Scale, which carries none of the object's metadata. Other writes to such an object are
+// refused by the rule itself.
+func (s *fencedSubResource) notDeleting(ctx context.Context, obj client.Object, t elector.Token) error {
+	if s.name != "scale" {
+		return nil
+	}
+	gvk, err := apiutil.GVKForObject(obj, s.parent.Scheme())
+	if err != nil {
+		return err
+	}
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(gvk)
+	if err := s.parent.Get(ctx, client.ObjectKeyFromObject(obj), m); err != nil {
+		return err
+	}
+	if m.DeletionTimestamp == nil {
+		return nil
+	}
+	key := m.Namespace + "/" + m.Name
+	return errorf(ReasonInvalid, key, t.Lease.Name, t.Epoch, 0,
+		"%s %s is being deleted (deletionTimestamp %s, finalizers %q): a scale write would go with it once its finalizers are removed; wait until it is gone, then create it again",
+		gvk.Kind, key, m.DeletionTimestamp.UTC().Format(time.RFC3339), m.Finalizers)
 }
 
 func (s *fencedSubResource) holdOnConflict(ctx context.Context, obj client.Object, err error) error {
@@ -265,34 +295,40 @@ func (s *fencedSubResource) current(verb string, obj any) (elector.Token, error)
 }
 
 // write checks that the token is current for verb, then runs do with the token as the field owner.
-func (s *fencedSubResource) write(verb string, obj any, do func(owner client.FieldOwner) error) error {
+func (s *fencedSubResource) write(verb string, obj any, do func(t elector.Token, owner client.FieldOwner) error) error {
 	t, err := s.current(verb, obj)
 	if err != nil {
 		return err
 	}
-	return do(client.FieldOwner(t.FieldManager()))
+	return do(t, client.FieldOwner(t.FieldManager()))
 }
 
 func (s *fencedSubResource) Create(ctx context.Context, obj, sub client.Object, opts ...client.SubResourceCreateOption) error {
-	return s.write("creating a subresource of", obj, func(owner client.FieldOwner) error {
+	return s.write("creating a subresource of", obj, func(_ elector.Token, owner client.FieldOwner) error {
 		return s.SubResourceClient.Create(ctx, obj, sub, append(opts, owner)...)
 	})
 }
 
 func (s *fencedSubResource) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	return s.write("updating a subresource of", obj, func(owner client.FieldOwner) error {
+	return s.write("updating a subresource of", obj, func(t elector.Token, owner client.FieldOwner) error {
+		if err := s.notDeleting(ctx, obj, t); err != nil {
+			return err
+		}
 		return s.holdOnConflict(ctx, obj, s.SubResourceClient.Update(ctx, obj, append(opts, owner)...))
 	})
 }
 
 func (s *fencedSubResource) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	return s.write("patching a subresource of", obj, func(owner client.FieldOwner) error {
+	return s.write("patching a subresource of", obj, func(t elector.Token, owner client.FieldOwner) error {
+		if err := s.notDeleting(ctx, obj, t); err != nil {
+			return err
+		}
 		return s.holdOnConflict(ctx, obj, s.SubResourceClient.Patch(ctx, obj, patch, append(opts, owner)...))
 	})
 }
 
 func (s *fencedSubResource) Apply(ctx context.Context, ac runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
-	return s.write("applying a subresource of", ac, func(owner client.FieldOwner) error {
+	return s.write("applying a subresource of", ac, func(_ elector.Token, owner client.FieldOwner) error {
 		return s.SubResourceClient.Apply(ctx, ac, append(opts, owner, client.ForceOwnership)...)
 	})
 }

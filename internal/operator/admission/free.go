@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/fencekit/fencekit/pkg/elector"
 )
 
 // MaxFreeObjectBytes bounds a fenced object after a write without the token that grows it: its whole
@@ -20,21 +22,59 @@ import (
 // with "etcdserver: request is too large".
 const MaxFreeObjectBytes = 512 * 1024
 
-// MaxFreePartBytes bounds the parts of a fenced object that writes without the token may change, its
-// metadata (labels, annotations, finalizers, managedFields) and its status, serialized (JSON): a write
-// without the token may leave them larger than they were only while they stay within this bound. Every
+// MaxFreePartBytes and MaxFreePartEntries bound what writes without the token may add to a fenced object
+// besides its content: its labels, annotations, finalizers, owner references, status and the managedFields
+// entries of field managers other than the holder's epoch managers (fencing.fencekit.io/epoch=N), in bytes
+// (JSON) and in entries (labels, annotations, finalizers, owner references, managedFields entries). A write
+// without the token may leave either larger than it was only while it stays within its bound. Every
 // acquisition raises every object a holder wrote (pkg/fencing's fence-on-acquire), and a raise costs the
-// apiserver and the webhook time in proportion to the object's size: without this bound, a user without
-// the token could pad each of the holder's objects to MaxFreeObjectBytes and make the next acquisition
-// miss its deadline (I3). 64 KiB is far above what the cluster's controllers and GitOps tools write there.
-const MaxFreePartBytes = 64 * 1024
+// apiserver time in proportion to the object's size and to the number of fields it tracks: without these
+// bounds, a user without the token could pad each of the holder's objects (with bytes, or with thousands of
+// tiny finalizers or labels) and make the next acquisition miss its deadline (I3). The holder's own
+// managedFields entries are not counted (its labels, annotations and finalizers are). The cluster's
+// own controllers are not held to them (they write status, not padding); the bound on the whole object
+// still applies to them.
+const (
+	MaxFreePartBytes   = 64 * 1024
+	MaxFreePartEntries = 128
+)
 
-// freePartBytes is the size of u's metadata and status (JSON).
-func freePartBytes(u *unstructured.Unstructured) int {
+// part is the measure of what writes without the token may add to an object.
+type part struct{ bytes, entries int }
+
+// freePart measures u's labels, annotations, finalizers, owner references, status and the managedFields
+// entries of managers other than epoch managers.
+func freePart(u *unstructured.Unstructured) part {
 	if u == nil {
-		return 0
+		return part{}
 	}
-	return jsonSize(u.Object["metadata"]) + jsonSize(u.Object["status"])
+	var p part
+	md, _ := u.Object["metadata"].(map[string]any)
+	for _, k := range []string{"labels", "annotations", "finalizers", "ownerReferences"} {
+		switch v := md[k].(type) {
+		case map[string]any:
+			p.entries += len(v)
+			p.bytes += jsonSize(v)
+		case []any:
+			p.entries += len(v)
+			p.bytes += jsonSize(v)
+		}
+	}
+	if mf, ok := md["managedFields"].([]any); ok {
+		for _, e := range mf {
+			if m, ok := e.(map[string]any); ok {
+				if manager, _ := m["manager"].(string); strings.HasPrefix(manager, elector.FieldManagerPrefix) {
+					continue
+				}
+			}
+			p.entries++
+			p.bytes += jsonSize(e)
+		}
+	}
+	if status, ok := u.Object["status"]; ok {
+		p.bytes += jsonSize(status)
+	}
+	return p
 }
 
 // MaxFreeAnnotationBytes bounds a fenced object's annotations (the sum of their keys' and values' lengths,
