@@ -249,7 +249,7 @@ func TestFreeWritesAreBounded(t *testing.T) {
 		mustContain(t, "200 KiB more annotations on a FencedResource without a token", mergePatch(t, editor, key,
 			fmt.Sprintf(`{"metadata":{"annotations":{"example.com/pad2":%q}}}`, strings.Repeat("x", 200*1024))),
 			func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonInvalid },
-			"FencedResource "+ns+"/orders: this write without a fencing token grows its metadata and status", fmt.Sprintf("over the bound of %d bytes", admission.MaxFreePartBytes))
+			"FencedResource "+ns+"/orders: this write without a fencing token grows its labels, annotations", fmt.Sprintf("over the bound of %d bytes", admission.MaxFreePartBytes))
 		mustContain(t, "padding a FencedResource's labels past the bound without a token", mergePatch(t, editor, key,
 			fmt.Sprintf(`{"metadata":{"labels":{%s}}}`, labelPad(0, 64*1024))),
 			func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonInvalid }, fmt.Sprintf("over the bound of %d bytes", admission.MaxFreePartBytes))
