@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -59,9 +60,17 @@ func FenceOnAcquire(c client.Client) elector.AcquireFence {
 			err := c.List(ctx, &list, client.InNamespace(token.Lease.Namespace), client.MatchingFieldsSelector{Selector: fields.AndSelectors(bound, epoch)})
 			return list.Items, err
 		}
-		// The resources a holder wrote (above epoch 0), all of them: the webhook's copy of the Lease may
-		// admit a write at the epoch such a resource holds, and only the raise orders it (copyEligible in
-		// internal/operator/admission). A declaration (epoch 0) is never decided on the copy.
+		// The declarations (epoch 0) first, within the budget: anyone may create them. Then the resources a
+		// holder wrote (above epoch 0), all of them: the webhook's copy of the Lease may admit a write at
+		// the epoch such a resource holds, and only the raise orders it (copyEligible in
+		// internal/operator/admission); a declaration is never decided on the copy. In this order a
+		// declaration that a write of an earlier term raises between the two Lists is in the second.
+		budget, cancel := budgeted(ctx)
+		defer cancel()
+		declared, derr := list(budget, fields.OneTermEqualSelector("spec.epoch", "0"))
+		if derr != nil && budget.Err() == nil {
+			return fmt.Errorf("listing the FencedResources declared for lease %s: %w", token.Lease, derr)
+		}
 		written, err := list(ctx, fields.OneTermNotEqualSelector("spec.epoch", "0"))
 		if err != nil {
 			return fmt.Errorf("listing the FencedResources written under lease %s: %w", token.Lease, err)
@@ -69,21 +78,19 @@ func FenceOnAcquire(c client.Client) elector.AcquireFence {
 		if err := raiseAll(ctx, len(written), func(ctx context.Context, i int) error { return raise(ctx, c, &written[i], token) }); err != nil {
 			return fmt.Errorf("fencing %d FencedResources written under lease %s at epoch %d: %w", len(written), token.Lease, token.Epoch, err)
 		}
-		// The declarations, anyone's, within the budget: their List too, since anyone may create them.
-		budget, cancel := budgeted(ctx)
-		defer cancel()
-		declared, err := list(budget, fields.OneTermEqualSelector("spec.epoch", "0"))
-		switch {
-		case err != nil && budget.Err() != nil:
+		if derr != nil {
 			klog.FromContext(ctx).Info("Fence-on-acquire did not list the declarations within its budget, half of PostAcquireTimeout; the holder's first write to each raises it",
 				"lease", token.Lease.String(), "epoch", token.Epoch, "kind", "FencedResource")
 			fenceLeft.WithLabelValues(token.Lease.String(), "FencedResource").Set(-1)
 			reportLeft(ctx, c, token, fmt.Sprintf("fence-on-acquire at epoch %d raised the %d FencedResources a holder wrote but could not list the declarations within its budget, "+
 				"half of PostAcquireTimeout; they are not fenced at this epoch until the holder's first write to each raises it", token.Epoch, len(written)))
 			return ctx.Err()
-		case err != nil:
-			return fmt.Errorf("listing the FencedResources declared for lease %s: %w", token.Lease, err)
 		}
+		raised := make(map[string]bool, len(written))
+		for _, fr := range written {
+			raised[fr.Name] = true
+		}
+		declared = slices.DeleteFunc(declared, func(fr fencingv1alpha1.FencedResource) bool { return raised[fr.Name] })
 		if err := raiseInTime(ctx, budget, c, token, "FencedResource", len(declared), func(ctx context.Context, i int) error { return raise(ctx, c, &declared[i], token) }); err != nil {
 			return fmt.Errorf("fencing %d FencedResources declared for lease %s at epoch %d: %w", len(declared), token.Lease, token.Epoch, err)
 		}
@@ -120,9 +127,10 @@ func budgeted(ctx context.Context) (context.Context, context.CancelFunc) {
 //
 // An object left behind is not raised at this epoch: the operator shows it Fenced=False (BehindLease),
 // fencekit_fence_on_acquire_left counts it, and a Warning Event FenceIncomplete on the Lease says how many.
-// No write is decided on the webhook's copy of the Lease for it (it holds no epoch a holder wrote), and the
-// holder's first write raises it; until then, a write an earlier holder's request had admitted before this
-// acquisition may still commit on it (docs/design/residuals.md).
+// While it holds no epoch no write is decided on the webhook's copy of the Lease for it, and the holder's
+// first write raises it; until then, a write an earlier holder's request had admitted before this
+// acquisition may still commit on it, and then the copy, if it lags, may admit that holder's next writes
+// too (docs/design/residuals.md).
 func raiseInTime(ctx, budget context.Context, c client.Client, token elector.Token, kind string, n int, raise func(ctx context.Context, i int) error) error {
 	lease := token.Lease.String()
 	errs := make([]error, n)
