@@ -337,8 +337,10 @@ var fencekitKeys = []string{fencingv1alpha1.WriterAnnotation, fencingv1alpha1.Ob
 func (r *Request) deleting(l *Lease, epoch int64) *fencing.Error {
 	// A subresource of another kind (a Scale) carries none of the object's metadata, and the operator may
 	// not read every declared object: pkg/fencing's NewClient checks those writes itself before it sends
-	// them (docs/design/residuals.md).
-	if r.Operation == Delete || r.Subresource == "status" || r.foreign() || r.Old == nil || r.New == nil || r.Old.GetDeletionTimestamp() == nil {
+	// them (docs/design/residuals.md). One that carries the object (pods/ephemeralcontainers,
+	// pods/resize) is checked here.
+	if r.Operation == Delete || r.Old == nil || r.New == nil || r.Old.GetDeletionTimestamp() == nil ||
+		(r.foreign() && r.Old.GetKind() != r.Kind) {
 		return nil
 	}
 	old, updated := r.Old.Object, r.New.Object
@@ -349,7 +351,7 @@ func (r *Request) deleting(l *Lease, epoch int64) *fencing.Error {
 	var content []Path
 	for _, p := range changedPaths(old, updated) {
 		switch {
-		case free(p), p.under("metadata", "finalizers"), p.under("status"),
+		case free(p), p.under("metadata", "finalizers"), p.under("status") && r.Subresource == "status",
 			r.Class == FencedResource && p.under("spec", "epoch"),
 			len(p) == 3 && p.under("metadata", "annotations") && slices.Contains(fencekitKeys, p[2]):
 			continue
