@@ -35,8 +35,8 @@ const fenceWorkers = 16
 // by the apiserver, even if the new holder never writes.
 //
 // The resources are listed straight from the apiserver (c should not read from a cache that could miss a
-// just-created resource) by the CRD's selectable fields spec.leaseName and spec.epoch (the ones a holder
-// wrote, then the declarations), and each is raised with one patch, at most 16 at a time: fencing N
+// just-created resource) by the CRD's selectable fields spec.leaseName and spec.epoch (the declarations,
+// then the ones a holder wrote), and each is raised with one patch, at most 16 at a time: fencing N
 // resources takes 2 + N requests, and Kubernetes has no request that writes several objects. c's
 // client-side rate limit applies to them: client-go's default (5 QPS, burst 10, what a rest.Config with
 // QPS unset gives) lets (2 + N - 10) / 5 seconds pass before the last one is
