@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -263,27 +264,75 @@ type fencedSubResource struct {
 // notDeleting refuses a scale write to an object being deleted: it would go with the object once its
 // finalizers are removed (anyone may remove most), and the apiserver's rule cannot see the deletion
 // through a Scale, which carries none of the object's metadata. Other writes to such an object are
-// refused by the rule itself.
-func (s *fencedSubResource) notDeleting(ctx context.Context, obj client.Object, t elector.Token) error {
+// refused by the rule itself. It returns the resourceVersion it read ("" for another subresource): the
+// write names it as its precondition (preconditioned), so a read from a cache that has not yet seen the
+// deletion makes the write fail with a conflict rather than go through.
+func (s *fencedSubResource) notDeleting(ctx context.Context, gvk schema.GroupVersionKind, key client.ObjectKey, t elector.Token) (string, error) {
 	if s.name != "scale" {
-		return nil
-	}
-	gvk, err := apiutil.GVKForObject(obj, s.parent.Scheme())
-	if err != nil {
-		return err
+		return "", nil
 	}
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(gvk)
-	if err := s.parent.Get(ctx, client.ObjectKeyFromObject(obj), m); err != nil {
-		return err
+	if err := s.parent.Get(ctx, key, m); err != nil {
+		return "", err
 	}
 	if m.DeletionTimestamp == nil {
-		return nil
+		return m.ResourceVersion, nil
 	}
-	key := m.Namespace + "/" + m.Name
-	return errorf(ReasonInvalid, key, t.Lease.Name, t.Epoch, 0,
+	name := m.Namespace + "/" + m.Name
+	return "", errorf(ReasonInvalid, name, t.Lease.Name, t.Epoch, 0,
 		"%s %s is being deleted (deletionTimestamp %s, finalizers %q): a scale write would go with it once its finalizers are removed; wait until it is gone, then create it again",
-		gvk.Kind, key, m.DeletionTimestamp.UTC().Format(time.RFC3339), m.Finalizers)
+		gvk.Kind, name, m.DeletionTimestamp.UTC().Format(time.RFC3339), m.Finalizers)
+}
+
+// objectGVK is obj's kind, as the parent client's scheme knows it.
+func (s *fencedSubResource) objectGVK(obj client.Object) (schema.GroupVersionKind, error) {
+	return apiutil.GVKForObject(obj, s.parent.Scheme())
+}
+
+// precondition sets rv as the resourceVersion the write is made at, in the body's metadata (a Scale's is
+// its object's): a write whose caller named another one is refused as a conflict, since notDeleting's
+// read, not the caller's, says the object is not being deleted.
+func precondition(body metav1.Object, rv string) error {
+	switch got := body.GetResourceVersion(); got {
+	case "":
+		body.SetResourceVersion(rv)
+	case rv:
+	default:
+		return apierrors.NewConflict(schema.GroupResource{Resource: "scale"}, body.GetName(),
+			fmt.Errorf("the scale names resourceVersion %s, and the object read to check it is not being deleted is at %s: read again and retry", got, rv))
+	}
+	return nil
+}
+
+// preconditioned is a patch that names resourceVersion rv as its precondition: in the object it patches,
+// for a JSON merge, strategic merge or apply patch, and by replacing it, for a JSON patch (RFC 6902),
+// which the apiserver then applies only to the object at rv.
+type preconditioned struct {
+	client.Patch
+	rv string
+}
+
+func (p preconditioned) Data(obj client.Object) ([]byte, error) {
+	data, err := p.Patch.Data(obj)
+	if err != nil {
+		return nil, err
+	}
+	if p.Type() == types.JSONPatchType {
+		var ops []any
+		if err := json.Unmarshal(data, &ops); err != nil {
+			return nil, fmt.Errorf("reading the JSON patch: %w", err)
+		}
+		return json.Marshal(append(ops, map[string]any{"op": "replace", "path": "/metadata/resourceVersion", "value": p.rv}))
+	}
+	u := &unstructured.Unstructured{}
+	if err := json.Unmarshal(data, &u.Object); err != nil {
+		return nil, fmt.Errorf("reading the %s patch: %w", p.Type(), err)
+	}
+	if err := precondition(u, p.rv); err != nil {
+		return nil, err
+	}
+	return json.Marshal(u.Object)
 }
 
 func (s *fencedSubResource) holdOnConflict(ctx context.Context, obj client.Object, err error) error {
@@ -311,8 +360,22 @@ func (s *fencedSubResource) Create(ctx context.Context, obj, sub client.Object, 
 
 func (s *fencedSubResource) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
 	return s.write("updating a subresource of", obj, func(t elector.Token, owner client.FieldOwner) error {
-		if err := s.notDeleting(ctx, obj, t); err != nil {
+		gvk, err := s.objectGVK(obj)
+		if err != nil {
 			return err
+		}
+		rv, err := s.notDeleting(ctx, gvk, client.ObjectKeyFromObject(obj), t)
+		if err != nil {
+			return err
+		}
+		if rv != "" {
+			body := (&client.SubResourceUpdateOptions{}).ApplyOptions(opts).SubResourceBody
+			if body == nil {
+				body = obj
+			}
+			if err := precondition(body, rv); err != nil {
+				return err
+			}
 		}
 		return s.holdOnConflict(ctx, obj, s.SubResourceClient.Update(ctx, obj, append(opts, owner)...))
 	})
@@ -320,17 +383,58 @@ func (s *fencedSubResource) Update(ctx context.Context, obj client.Object, opts 
 
 func (s *fencedSubResource) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 	return s.write("patching a subresource of", obj, func(t elector.Token, owner client.FieldOwner) error {
-		if err := s.notDeleting(ctx, obj, t); err != nil {
+		gvk, err := s.objectGVK(obj)
+		if err != nil {
 			return err
+		}
+		rv, err := s.notDeleting(ctx, gvk, client.ObjectKeyFromObject(obj), t)
+		if err != nil {
+			return err
+		}
+		if rv != "" {
+			patch = preconditioned{Patch: patch, rv: rv}
 		}
 		return s.holdOnConflict(ctx, obj, s.SubResourceClient.Patch(ctx, obj, patch, append(opts, owner)...))
 	})
 }
 
 func (s *fencedSubResource) Apply(ctx context.Context, ac runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
-	return s.write("applying a subresource of", ac, func(_ elector.Token, owner client.FieldOwner) error {
+	return s.write("applying a subresource of", ac, func(t elector.Token, owner client.FieldOwner) error {
+		if s.name == "scale" {
+			body, err := s.preconditionedApply(ctx, ac, (&client.SubResourceApplyOptions{}).ApplyOpts(opts).SubResourceBody, t)
+			if err != nil {
+				return err
+			}
+			opts = append(opts, &client.SubResourceApplyOptions{SubResourceBody: body})
+		}
 		return s.SubResourceClient.Apply(ctx, ac, append(opts, owner, client.ForceOwnership)...)
 	})
+}
+
+// preconditionedApply checks that the object of ac is not being deleted (notDeleting) and returns the
+// scale to apply (body, or ac when there is none) naming the resourceVersion read as its precondition.
+func (s *fencedSubResource) preconditionedApply(ctx context.Context, ac, body runtime.ApplyConfiguration, t elector.Token) (runtime.ApplyConfiguration, error) {
+	object, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ac)
+	if err != nil {
+		return nil, fmt.Errorf("reading the apply configuration: %w", err)
+	}
+	o := &unstructured.Unstructured{Object: object}
+	rv, err := s.notDeleting(ctx, o.GroupVersionKind(), client.ObjectKeyFromObject(o), t)
+	if err != nil {
+		return nil, err
+	}
+	if body == nil {
+		body = ac
+	}
+	scale, err := runtime.DefaultUnstructuredConverter.ToUnstructured(body)
+	if err != nil {
+		return nil, fmt.Errorf("reading the scale to apply: %w", err)
+	}
+	u := &unstructured.Unstructured{Object: scale}
+	if err := precondition(u, rv); err != nil {
+		return nil, err
+	}
+	return client.ApplyConfigurationFromUnstructured(u), nil
 }
 
 // stampedPatch adds the epoch record to a merge patch's data, and removes a deletion marker.

@@ -43,8 +43,9 @@ import (
 // merge patch from it adds 1,400 paths under metadata.finalizers (free) to that entry, growing the object
 // toward etcd's request limit. Were it admitted, the holder's next server-side apply would fail with a 500
 // ("etcdserver: request is too large": the apiserver retries an oversized update or patch without
-// managedFields, never an apply). The bound on the whole object refuses it, and the holder's apply of
-// 150 KB goes through.
+// managedFields, never an apply). It is refused (the finalizers it lists are not on the object; the
+// bound on the whole object refuses padding with fields the object has: TestFreeWritesAreBounded), and
+// the holder's apply of 150 KB goes through.
 func TestManagedFieldsPaddingLocksOutApply(t *testing.T) {
 	operatortest.Start(t, env)
 	ctx := t.Context()
@@ -97,9 +98,11 @@ func TestManagedFieldsPaddingLocksOutApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = gitops.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}, client.RawPatch(types.MergePatchType, patch))
+	// The finalizers listed are not on the object: refused for that before any bound is measured
+	// (TestFreeWritesAreBounded pads with fields the object has).
 	mustContain(t, "1.4 MB of managedFields paths in the GitOps tool's entry, without a token", err,
-		func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonInvalid },
-		"ConfigMap "+ns+"/app: this write without a fencing token grows the object from", "over the bound of 524288 bytes")
+		func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonTokenMissing },
+		"ConfigMap "+ns+"/app: this write changes metadata.managedFields: it gives ownership of a field the object does not have, under metadata.finalizers")
 
 	big := strings.Repeat("y", 150*1000)
 	if err := fenced.Apply(ctx, corev1ac.ConfigMap("app", ns).WithData(map[string]string{"b": "2", "big": big})); err != nil {

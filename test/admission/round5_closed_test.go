@@ -4,13 +4,16 @@ package admission_test
 // test asserts the invariant it tried to break (it fails when the attack works).
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -20,10 +23,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/operator/admission"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 	"github.com/fencekit/fencekit/test/util/operatortest"
@@ -457,4 +463,411 @@ func round5Acquire(t *testing.T, w worker, ns, name string, epoch int64, fences 
 		}
 		return w.Client.Update(t.Context(), &cur, testenv.Presenting(e))
 	})
+}
+
+// round5Conditions is a status patch with n Pod conditions of 6-character types.
+func round5Conditions(t *testing.T, n int) string {
+	conds := make([]map[string]any, n)
+	for i := range conds {
+		conds[i] = map[string]any{"type": fmt.Sprintf("c%05d", i), "status": "True"}
+	}
+	return string(mustJSON(t, map[string]any{"status": map[string]any{"conditions": conds}}))
+}
+
+// TestRound5KubeletPadsItsPodsStatus: a kubelet (a compromised node, or any credential in system:nodes;
+// NodeRestriction lets it write the status of the Pods bound to its node) pads the status of each of 60
+// holder-written Pods on its node: with thousands of tiny conditions, or one condition carrying a message
+// of about 480 KiB. The cluster's controllers are held to MaxFreePartEntries and MaxFreePartBytes like
+// anyone without the token (the elements of status's lists count as entries): both are refused, naming the
+// bound. Then each Pod is padded as far as the bounds let in, and the fence at the default
+// PostAcquireTimeout raises every holder-written Pod (I3: the time of an acquisition may not grow with
+// what non-holders write).
+func TestRound5KubeletPadsItsPodsStatus(t *testing.T) {
+	operatortest.Start(t, env)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	const n, node = 60, "n1"
+	holder := newWorker(t, ns, "app-operator")
+	holder.LeaseDuration = 10 * time.Minute
+	holder.Fences.Objects = true
+	kubelet := "system:node:" + node
+	env.Grant(t, ns, "pods", []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods", "pods/status"}, Verbs: []string{"*"}}}, holder.User, kubelet)
+	grantObjects(t, ns, holder.User)
+	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"}, fencingv1alpha1.FencedObjects{Resource: "pods"})
+	tok := holder.Acquire(t, ns, appLease, 1)
+	env.Grant(t, ns, "holder-policies", []rbacv1.PolicyRule{{APIGroups: []string{fencingv1alpha1.GroupVersion.Group},
+		Resources: []string{"fencingpolicies"}, Verbs: []string{"list"}}}, holder.User)
+	fenced := fencing.NewClient(unthrottled(t, holder.User), tokenOf(tok))
+	_, cfg, err := env.UserClient(kubelet, "system:nodes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
+	kc, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("p-%03d", i)},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}
+		if err := retryRBAC(t, "the holder's pod", func() error { return fenced.Create(ctx, pod) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status := func(name, patch string) error {
+		return kc.Status().Patch(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, client.RawPatch(types.MergePatchType, []byte(patch)))
+	}
+	longMessage := func(size int) string {
+		return string(mustJSON(t, map[string]any{"status": map[string]any{"conditions": []map[string]any{{"type": "c00000", "status": "True",
+			"message": strings.Repeat("m", size)}}}}))
+	}
+	// What the earlier rule let in is refused now, with the bound named.
+	_ = retryRBAC(t, "the kubelet's status", func() error {
+		err := status("p-000", round5Conditions(t, 2550))
+		if err != nil && !strings.Contains(err.Error(), "over the bound") {
+			return err
+		}
+		return nil
+	})
+	if err := status("p-000", round5Conditions(t, 2550)); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("over the bound of %d bytes", admission.MaxFreePartBytes)) {
+		t.Errorf("the kubelet's 2550 tiny conditions: %.300v, want a refusal naming the bound of %d bytes", err, admission.MaxFreePartBytes)
+	}
+	if err := status("p-000", round5Conditions(t, admission.MaxFreePartEntries+1)); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("over the bound of %d for writes without the token", admission.MaxFreePartEntries)) {
+		t.Errorf("the kubelet's %d tiny conditions: %.300v, want a refusal naming the bound of %d entries", admission.MaxFreePartEntries+1, err, admission.MaxFreePartEntries)
+	}
+	if err := status("p-000", longMessage(480*1024)); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("over the bound of %d bytes", admission.MaxFreePartBytes)) {
+		t.Errorf("the kubelet's condition of a 480 KiB message: %.300v, want a refusal naming the bound of %d bytes", err, admission.MaxFreePartBytes)
+	}
+	// The most each bound lets in.
+	most := func(what string, patch func(k int) string, from, step int) string {
+		for k := from; k > 0; k -= step {
+			if err := status("p-000", patch(k)); err == nil {
+				t.Logf("%s: %d admitted", what, k)
+				return patch(k)
+			}
+		}
+		t.Fatalf("%s: nothing admitted", what)
+		return ""
+	}
+	tiny := most("tiny conditions", func(k int) string { return round5Conditions(t, k) }, admission.MaxFreePartEntries, 4)
+	long := most("message bytes", longMessage, admission.MaxFreePartBytes, 1024)
+	pad := func(patch string) {
+		var failed atomic.Int64
+		workqueue.ParallelizeUntil(ctx, 4, n, func(i int) {
+			name := fmt.Sprintf("p-%03d", i)
+			if err := status(name, `{"status":{"conditions":null}}`); err != nil && failed.Add(1) == 1 {
+				t.Errorf("%s: %v", name, err)
+			}
+			if err := status(name, patch); err != nil && failed.Add(1) == 1 {
+				t.Errorf("%s: %.300v", name, err)
+			}
+		})
+		if failed.Load() > 0 {
+			t.Fatalf("%d pods not padded", failed.Load())
+		}
+	}
+	fc, err := fencing.FenceObjectsOnAcquireForConfig(holder.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fence := func(what string, epoch int64) {
+		tok := holder.Acquire(t, ns, appLease, epoch)
+		fctx, cancel := context.WithTimeout(ctx, elector.DefaultRenewDeadline)
+		defer cancel()
+		start := time.Now()
+		err := fc.Raise(fctx, tok)
+		took := time.Since(start)
+		raised := 0
+		for i := range n {
+			p := testenv.Read[corev1.Pod](t, env.Client, ns, fmt.Sprintf("p-%03d", i))
+			if p.Annotations[fencingv1alpha1.ObjectEpochAnnotation] == fmt.Sprint(epoch) {
+				raised++
+			}
+		}
+		t.Logf("%s: the fence at epoch %d took %v; %d of %d holder-written Pods raised; error: %v", what, epoch, took, raised, n, err)
+		if err != nil || raised < n {
+			t.Errorf("fence-on-acquire at the default PostAcquireTimeout (%v), %s: %d of %d holder-written Pods raised (I3): %.300v",
+				elector.DefaultRenewDeadline, what, raised, n, err)
+		}
+	}
+	pad(`{"status":{"conditions":[{"type":"Ready","status":"True"}]}}`)
+	fence("each Pod's status with one condition (control)", 2)
+	pad(long)
+	fence("each Pod's status padded by the kubelet with one condition of the longest message the bound lets in", 3)
+	pad(tiny)
+	fence("each Pod's status padded by the kubelet with as many tiny conditions as the bound lets in", 4)
+}
+
+// TestRound5ManyEpochsLockOutControllerStatus: every write of the holder at a new epoch that sets a field
+// of its own adds a managedFields entry of another manager (fencing.fencekit.io/epoch=N, operation Update;
+// here a template annotation per epoch, kept by the entry that set it), and the
+// apiserver keeps at most 10 Update entries, merging the oldest into "ancient-changes". After the holder
+// has written its Deployment at 11 epochs (11 acquisitions), the Deployment controller's first status write
+// (free for it: allowlist.md, "status.* through the status subresource") makes the apiserver merge another
+// of the holder's entries into "ancient-changes", and is refused for that: the cluster's controller can no
+// longer report the holder's Deployment. Control: the same write after one epoch. Not one of I1 to I4: a
+// regression of the managedFields rule against the allowlist's entry (as
+// TestRound4HolderSizedMetadataLocksOutControllerStatus).
+func TestRound5ManyEpochsLockOutControllerStatus(t *testing.T) {
+	operatortest.Start(t, env)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	const controller = "system:serviceaccount:kube-system:deployment-controller"
+	holder := newWorker(t, ns, "app-operator")
+	grantObjects(t, ns, holder.User, controller)
+	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Group: "apps", Resource: "deployments"},
+		fencingv1alpha1.FencedObjects{Resource: "configmaps", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "fenced"}}})
+	kcm := env.ClientAs(t, controller)
+	mk := func(name string) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "x"}},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}}}
+	}
+	tok := holder.Acquire(t, ns, appLease, 1)
+	for _, name := range []string{"control", "app"} {
+		fenced := fencing.NewClient(holder.Client, tokenOf(tok))
+		if err := retryRBAC(t, "the holder's Deployment", func() error { return fenced.Create(ctx, mk(name)) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status := func(name string) error {
+		d := testenv.Read[appsv1.Deployment](t, env.Client, ns, name)
+		d.Status.ObservedGeneration, d.Status.Replicas = d.Generation, 1
+		return kcm.Status().Update(ctx, d)
+	}
+	err := retryRBAC(t, "the controller's status", func() error { return status("control") })
+	t.Logf("control: the Deployment controller's first status write after one epoch: %v", err)
+	for e := int64(2); e <= 12; e++ {
+		tok = holder.Acquire(t, ns, appLease, e)
+		fenced := fencing.NewClient(holder.Client, tokenOf(tok))
+		patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"example.com/epoch-%d":"x"}}}}}`, e)
+		if err := fenced.Patch(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			t.Fatalf("the holder's write at epoch %d: %v", e, err)
+		}
+	}
+	d := testenv.Read[appsv1.Deployment](t, env.Client, ns, "app")
+	var managers []string
+	for _, m := range d.ManagedFields {
+		managers = append(managers, m.Manager+"/"+string(m.Operation))
+	}
+	t.Logf("after 12 epochs the Deployment's entries are %v", managers)
+	err = status("app")
+	t.Logf("the Deployment controller's first status write after 12 epochs: %.400v", err)
+	if err != nil {
+		t.Errorf("the Deployment controller's first status write to the holder's Deployment, after the holder wrote it at 12 epochs, was refused: %.400v", err)
+	}
+}
+
+// TestRound5HolderFinalizerFreeAfterManyEpochs: a finalizer the holder set stays the holder's: a user
+// without the token may not remove it, since the holder's (epoch manager's) managedFields entry owns it
+// (allowlist.md, "finalizers ... but one the holder's entry owns"). The apiserver keeps at most 10 Update
+// entries and merges the oldest into "ancient-changes", a manager the rule does not know as the holder's.
+// The holder creates a ConfigMap with its cleanup finalizer at epoch 1, then writes one key of its own at
+// each of 11 later epochs; another user then removes the cleanup finalizer. Control: the same removal on a
+// ConfigMap written at one epoch only.
+func TestRound5HolderFinalizerFreeAfterManyEpochs(t *testing.T) {
+	operatortest.Start(t, env)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	holder := newWorker(t, ns, "app-operator")
+	grantObjects(t, ns, holder.User, "editor")
+	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"})
+	editor := env.ClientAs(t, "editor")
+	tok := holder.Acquire(t, ns, appLease, 1)
+	fenced := fencing.NewClient(holder.Client, tokenOf(tok))
+	for _, name := range []string{"control", "cm"} {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Finalizers: []string{"example.com/cleanup"}}, Data: map[string]string{"v": "1"}}
+		if err := retryRBAC(t, "the holder's create", func() error { return fenced.Create(ctx, cm) }); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = patchConfigMap(t, env.Client, ns, name, `{"metadata":{"finalizers":null}}`) })
+	}
+	err := retryRBAC(t, "the editor's removal", func() error { return patchConfigMap(t, editor, ns, "control", `{"metadata":{"finalizers":null}}`) })
+	t.Logf("control: another user removes the holder's cleanup finalizer after one epoch: %.300v", err)
+	for e := int64(2); e <= 12; e++ {
+		tok = holder.Acquire(t, ns, appLease, e)
+		fenced := fencing.NewClient(holder.Client, tokenOf(tok))
+		if err := fenced.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm"}},
+			client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"data":{"k-%d":"x"}}`, e)))); err != nil {
+			t.Fatalf("the holder's write at epoch %d: %v", e, err)
+		}
+	}
+	var managers []string
+	for _, m := range readConfigMap(t, ns, "cm").ManagedFields {
+		managers = append(managers, m.Manager)
+	}
+	t.Logf("after 12 epochs the entries are %v", managers)
+	err = patchConfigMap(t, editor, ns, "cm", `{"metadata":{"finalizers":null}}`)
+	got := readConfigMap(t, ns, "cm")
+	t.Logf("another user removes the holder's cleanup finalizer after 12 epochs: %.300v (finalizers now %q)", err, got.Finalizers)
+	if err == nil {
+		t.Errorf("a user without the token removed the holder's cleanup finalizer once the apiserver had merged the holder's entry into ancient-changes (finalizers now %q)", got.Finalizers)
+	}
+}
+
+// TestRound5ScaleCheckReadsACache: NewClient's SubResource("scale") reads the object's metadata through
+// the client it wraps ("reads go to c unchanged"), and a controller-runtime manager's client reads from
+// its cache. The holder, with NewClient over a cached client (as a manager gives it), deletes its
+// Deployment (held by another user's free finalizer) and at once scales it: the check reads the cache,
+// which has not yet seen the deletion, and the scale is sent and admitted. The other user removes its
+// finalizer: the acknowledged scale is gone with the Deployment ("nothing is lost").
+func TestRound5ScaleCheckReadsACache(t *testing.T) {
+	operatortest.Start(t, env)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	holder := newWorker(t, ns, "app-operator")
+	grantObjects(t, ns, holder.User, "editor")
+	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Group: "apps", Resource: "deployments"},
+		fencingv1alpha1.FencedObjects{Resource: "configmaps", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "fenced"}}})
+	tok := holder.Acquire(t, ns, appLease, 1)
+	informers, err := cache.New(holder.Config, cache.Options{Scheme: env.Client.Scheme(), DefaultNamespaces: map[string]cache.Config{ns: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = informers.Start(ctx) }()
+	cached, err := client.New(holder.Config, client.Options{Scheme: env.Client.Scheme(), Cache: &client.CacheOptions{Reader: informers}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fenced := fencing.NewClient(cached, tokenOf(tok))
+	editor := env.ClientAs(t, "editor")
+	const n = 10
+	admitted := 0
+	for i := range n {
+		name := fmt.Sprintf("app-%d", i)
+		dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "x"}},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}}}
+		if err := retryRBAC(t, "the holder's Deployment", func() error { return fenced.Create(ctx, dep) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := retryRBAC(t, "the editor's finalizer", func() error {
+			return editor.Patch(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
+				client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":["example.com/hold"]}}`)))
+		}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = env.Client.Patch(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
+				client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+		})
+		// The cache has seen the Deployment with the finalizer (the manager's client has been reading it).
+		testenv.Eventually(t, "the cache shows the finalizer", func() (bool, string) {
+			m := &metav1.PartialObjectMetadata{}
+			m.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
+			err := cached.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, m)
+			return err == nil && len(m.Finalizers) == 1, testenv.ErrString(err)
+		})
+		cur := testenv.Read[appsv1.Deployment](t, env.Client, ns, name)
+		if err := fenced.Delete(ctx, cur); err != nil {
+			t.Fatalf("the holder's delete: %v", err)
+		}
+		// Each write kind in turn: an update of the Scale, a JSON merge patch, a JSON patch.
+		scale := &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: autoscalingv1.ScaleSpec{Replicas: 5}}
+		target := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		var err error
+		switch i % 3 {
+		case 0:
+			err = fenced.SubResource("scale").Update(ctx, target, client.WithSubResourceBody(scale))
+		case 1:
+			err = fenced.SubResource("scale").Patch(ctx, target, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":5}}`)), client.WithSubResourceBody(scale))
+		default:
+			err = fenced.SubResource("scale").Patch(ctx, target, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"replace","path":"/spec/replicas","value":5}]`)), client.WithSubResourceBody(scale))
+		}
+		stored := testenv.Read[appsv1.Deployment](t, env.Client, ns, name)
+		t.Logf("%s: the holder's scale to 5 right after its delete: %v (stored: deletionTimestamp %v, replicas %d)", name, err, stored.DeletionTimestamp, *stored.Spec.Replicas)
+		if err == nil && stored.DeletionTimestamp != nil && *stored.Spec.Replicas == 5 {
+			admitted++
+			if err := editor.Patch(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
+				client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))); err != nil {
+				t.Logf("the editor's removal of its finalizer: %v", err)
+			}
+			testenv.Eventually(t, name+" is gone", func() (bool, string) {
+				err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &appsv1.Deployment{})
+				return apierrors.IsNotFound(err), testenv.ErrString(err)
+			})
+		}
+	}
+	if admitted > 0 {
+		t.Errorf("%d of %d scale writes of NewClient over a cached client, right after the holder's own delete, were admitted on a Deployment being deleted: they go with it once another user removes its finalizer (nothing is lost)", admitted, n)
+	}
+}
+
+// round5PadEntry is a merge patch that keeps cm's managedFields and adds one entry of another manager
+// owning fields set.
+func round5PadEntry(t *testing.T, cm *corev1.ConfigMap, set map[string]any) string {
+	t.Helper()
+	mf := append([]metav1.ManagedFieldsEntry(nil), cm.ManagedFields...)
+	mf = append(mf, metav1.ManagedFieldsEntry{Manager: "pad", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
+		Time: &metav1.Time{Time: time.Now()}, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(string(mustJSON(t, set)))})
+	return string(mustJSON(t, map[string]any{"metadata": map[string]any{"managedFields": mf}}))
+}
+
+// round5TinyOwned is a fieldsV1 set owning n fictitious finalizers, each "v:<i>" (a JSON number).
+func round5TinyOwned(n int) map[string]any {
+	fins := make(map[string]any, n)
+	for i := range n {
+		fins[fmt.Sprintf("v:%d", i)] = map[string]any{}
+	}
+	return map[string]any{"f:metadata": map[string]any{"f:finalizers": fins}}
+}
+
+// round5OneOwned is a fieldsV1 set owning one fictitious finalizer of about size bytes.
+func round5OneOwned(size int) map[string]any {
+	v := strconv.Quote(strings.Repeat("p", size))
+	return map[string]any{"f:metadata": map[string]any{"f:finalizers": map[string]any{"v:" + v: map[string]any{}}}}
+}
+
+// TestRound5FictitiousOwnedFieldsSlowTheObjectFence: a user without the token sends metadata.managedFields
+// itself, adding one entry that owns thousands of finalizers the object does not have ("v:0", "v:1", ...:
+// about 11 bytes each, within 64 KiB). The apiserver keeps what a write sends there, and every later write
+// of the object, fence-on-acquire's raise too, works through every field listed: padded so, 150
+// holder-written ConfigMaps took the fence twice the time of the same bytes in one field (3.8 s against
+// 7.9 s), past PostAcquireTimeout under load (I3). No entry may gain a field the object does not have:
+// the thousands and the one are refused, naming the field; an entry owning a finalizer the object has is
+// admitted (control).
+func TestRound5FictitiousOwnedFieldsSlowTheObjectFence(t *testing.T) {
+	operatortest.Start(t, env)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	holder := newWorker(t, ns, "app-operator")
+	grantObjects(t, ns, holder.User, "editor")
+	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"})
+	tok := holder.Acquire(t, ns, appLease, 1)
+	fenced := fencing.NewClient(holder.Client, tokenOf(tok))
+	editor := env.ClientAs(t, "editor")
+	if err := retryRBAC(t, "the holder's create", func() error {
+		return fenced.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}, Data: map[string]string{"v": "1"}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := retryRBAC(t, "the editor's finalizer", func() error {
+		return patchConfigMap(t, editor, ns, "probe", `{"metadata":{"finalizers":["example.com/x"]}}`)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = patchConfigMap(t, env.Client, ns, "probe", `{"metadata":{"finalizers":null}}`) })
+	for what, set := range map[string]map[string]any{
+		"5000 fictitious finalizers":            round5TinyOwned(5000),
+		"one fictitious finalizer of 100 bytes": round5OneOwned(100),
+	} {
+		cm := readConfigMap(t, ns, "probe")
+		err := patchConfigMap(t, editor, ns, "probe", round5PadEntry(t, cm, set))
+		t.Logf("an entry owning %s: %.300v", what, err)
+		if err == nil || !strings.Contains(err.Error(), "a field the object does not have") {
+			t.Errorf("an editor's managedFields entry owning %s: %.300v, want a refusal naming a field the object does not have", what, err)
+		}
+		for _, e := range readConfigMap(t, ns, "probe").ManagedFields {
+			if e.Manager == "pad" {
+				t.Errorf("after the entry owning %s, the stored object has an entry of manager pad: %s", what, e.FieldsV1.GetRawString())
+			}
+		}
+	}
+	cm := readConfigMap(t, ns, "probe")
+	if err := patchConfigMap(t, editor, ns, "probe", round5PadEntry(t, cm,
+		map[string]any{"f:metadata": map[string]any{"f:finalizers": map[string]any{`v:"example.com/x"`: map[string]any{}}}})); err != nil {
+		t.Errorf("an editor's entry owning the finalizer the object has (control): %v", err)
+	}
 }

@@ -25,15 +25,16 @@ const MaxFreeObjectBytes = 512 * 1024
 // MaxFreePartBytes and MaxFreePartEntries bound what writes without the token may add to a fenced object
 // besides its content: its labels, annotations, finalizers, owner references, status and the managedFields
 // entries of field managers other than the holder's epoch managers (fencing.fencekit.io/epoch=N), in bytes
-// (JSON) and in entries (labels, annotations, finalizers, owner references, managedFields entries). A write
-// without the token may leave either larger than it was only while it stays within its bound. Every
-// acquisition raises every object a holder wrote (pkg/fencing's fence-on-acquire), and a raise costs the
-// apiserver time in proportion to the object's size and to the number of fields it tracks: without these
-// bounds, a user without the token could pad each of the holder's objects (with bytes, or with thousands of
-// tiny finalizers or labels) and make the next acquisition miss its deadline (I3). The holder's own
-// managedFields entries are not counted (its labels, annotations and finalizers are). The cluster's
-// own controllers are not held to them (they write status, not padding); the bound on the whole object
-// still applies to them.
+// (JSON) and in entries (labels, annotations, finalizers, owner references, the elements of every list in
+// status, managedFields entries). A write without the token, the cluster's own controllers' included, may
+// leave either larger than it was only while it stays within its bound. Every acquisition raises every
+// object a holder wrote (pkg/fencing's fence-on-acquire), and a raise costs the apiserver time in
+// proportion to the object's size and to the number of fields it tracks: without these bounds, a user
+// without the token (or a kubelet, on its own node's Pods) could pad each of the holder's objects (with
+// bytes, or with thousands of tiny finalizers, labels or conditions) and make the next acquisition miss
+// its deadline (I3). The holder's own managedFields entries are not counted (its labels, annotations and
+// finalizers are); of the apiserver's "ancient-changes" bucket, which receives the holder's oldest entries
+// with others', only what it owns of metadata and status, where padding can be, is counted.
 const (
 	MaxFreePartBytes   = 64 * 1024
 	MaxFreePartEntries = 128
@@ -62,19 +63,53 @@ func freePart(u *unstructured.Unstructured) part {
 	}
 	if mf, ok := md["managedFields"].([]any); ok {
 		for _, e := range mf {
-			if m, ok := e.(map[string]any); ok {
-				if manager, _ := m["manager"].(string); strings.HasPrefix(manager, elector.FieldManagerPrefix) {
-					continue
-				}
+			m, _ := e.(map[string]any)
+			manager, _ := m["manager"].(string)
+			switch {
+			case strings.HasPrefix(manager, elector.FieldManagerPrefix):
+				continue
+			case manager == AncientChanges:
+				p.bytes += paddable(m["fieldsV1"])
+			default:
+				p.bytes += jsonSize(e)
 			}
 			p.entries++
-			p.bytes += jsonSize(e)
 		}
 	}
 	if status, ok := u.Object["status"]; ok {
 		p.bytes += jsonSize(status)
+		p.entries += listElements(status)
 	}
 	return p
+}
+
+// paddable is the size of what a fieldsV1 set owns of metadata's labels, annotations, finalizers and
+// owner references and of status.
+func paddable(fields any) int {
+	f, _ := fields.(map[string]any)
+	n := jsonSize(f["f:status"])
+	md, _ := f["f:metadata"].(map[string]any)
+	for _, k := range []string{"f:labels", "f:annotations", "f:finalizers", "f:ownerReferences"} {
+		n += jsonSize(md[k])
+	}
+	return n
+}
+
+// listElements counts the elements of every list in v, nested ones included.
+func listElements(v any) int {
+	n := 0
+	switch v := v.(type) {
+	case map[string]any:
+		for _, e := range v {
+			n += listElements(e)
+		}
+	case []any:
+		n += len(v)
+		for _, e := range v {
+			n += listElements(e)
+		}
+	}
+	return n
 }
 
 // MaxFreeAnnotationBytes bounds a fenced object's annotations (the sum of their keys' and values' lengths,

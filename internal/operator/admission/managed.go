@@ -5,11 +5,13 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+	"sigs.k8s.io/structured-merge-diff/v6/value"
 
 	"github.com/fencekit/fencekit/pkg/elector"
 )
@@ -35,6 +37,20 @@ func (e entry) String() string {
 
 // epochManager reports whether the entry is a fenced writer's: its manager is a token.
 func (e entry) epochManager() bool { return strings.HasPrefix(e.manager, elector.FieldManagerPrefix) }
+
+// AncientChanges is the manager the apiserver merges an object's oldest Update entries into once it has
+// more than ten of them (k8s.io/apiserver's fieldmanager, "ancient-changes"): one per API version.
+const AncientChanges = "ancient-changes"
+
+// ancient reports whether the entry is the apiserver's bucket of merged Update entries.
+func (e entry) ancient() bool {
+	return e.manager == AncientChanges && e.operation == "Update" && e.subresource == ""
+}
+
+// holders reports whether the entry may own what a holder wrote: an epoch manager's, or the bucket the
+// apiserver merges old entries into, which receives a holder's entries once ten others are newer (a
+// holder's writes at eleven epochs are enough). The rule keeps both as it keeps the holder's.
+func (e entry) holders() bool { return e.epochManager() || e.ancient() }
 
 // entries reads u's metadata.managedFields. An entry that cannot be read is an error: the rule cannot
 // say what it owns, so it refuses (fail closed).
@@ -73,6 +89,50 @@ func entries(u *unstructured.Unstructured) (map[string]entry, error) {
 	return out, nil
 }
 
+// undoMerges returns after as it was before the apiserver merged entries into its "ancient-changes"
+// buckets: an Update entry of before that after lacks, and whose fields the bucket of its API version
+// holds, is put back, and the bucket keeps only what it held before and gained otherwise. The apiserver
+// merges after admission sees nothing of the writer: on any write once an object has more than ten
+// Update entries, the writer's own included. Whatever such a merge moves stays with a holder's entry
+// (holders), so the write is judged on what the writer changed; an entry merged whose fields the bucket
+// does not hold is judged as removed.
+func undoMerges(before, after map[string]entry) map[string]entry {
+	var out map[string]entry
+	for id, a := range after {
+		if !a.ancient() {
+			continue
+		}
+		merged := fieldpath.NewSet()
+		for bid, b := range before {
+			if _, kept := after[bid]; kept || b.ancient() || b.operation != "Update" || b.apiVersion != a.apiVersion || b.fields.Empty() || !b.fields.Difference(a.fields).Empty() {
+				continue
+			}
+			if out == nil {
+				out = maps.Clone(after)
+			}
+			out[bid] = b
+			merged = merged.Union(b.fields)
+		}
+		if merged.Empty() {
+			continue
+		}
+		held := fieldpath.NewSet()
+		if b, ok := before[id]; ok {
+			held = b.fields
+		}
+		a.fields = a.fields.Difference(merged.Difference(held))
+		if _, existed := before[id]; !existed && a.fields.Empty() {
+			delete(out, id)
+		} else {
+			out[id] = a
+		}
+	}
+	if out == nil {
+		return after
+	}
+	return out
+}
+
 // asPath is a field path as the allowlist reads it: its field names, up to the first list element (a
 // finalizer, an owner reference), which stands for the whole list.
 func asPath(p fieldpath.Path) Path {
@@ -97,10 +157,16 @@ type ownershipChange struct {
 // within the paths free says the write may change. In particular:
 //   - no entry may gain or lose a field outside them (the holder's next server-side apply prunes a field
 //     only its own Apply entry owns: moving ownership of data away from another manager deletes data);
-//   - an epoch manager's entry (a holder's) may not gain anything, not even a free field;
-//   - an added entry may not be an epoch manager's;
-//   - an epoch manager's entry may not lose anything, not even a free field, but to the cluster's own
+//   - a holder's entry (an epoch manager's, or the apiserver's "ancient-changes" bucket that receives the
+//     oldest: holders) may not gain anything, not even a free field;
+//   - an added entry may not be a holder's;
+//   - no entry may gain a field the object does not have: the apiserver keeps what a write sends in
+//     managedFields, and every later write of the object, a raise too, works through every field listed;
+//   - a holder's entry may not lose anything, not even a free field, but to the cluster's own
 //     controllers (controller): what the holder wrote is the holder's, a finalizer it set (its cleanup) too.
+//
+// The apiserver's own merges into "ancient-changes" are undone first (undoMerges): they move ownership
+// between a holder's entries, whoever's write set them off.
 //
 // How much the entries hold is bounded with the rest of the object (MaxFreeObjectBytes).
 func ownershipChanges(old, updated *unstructured.Unstructured, free func(Path) bool, controller bool) (changes []ownershipChange, err error) {
@@ -112,6 +178,7 @@ func ownershipChanges(old, updated *unstructured.Unstructured, free func(Path) b
 	if err != nil {
 		return nil, fmt.Errorf("reading the written object's managedFields: %w", err)
 	}
+	after = undoMerges(before, after)
 	outside := func(e entry, s *fieldpath.Set, why string) {
 		s.Iterate(func(p fieldpath.Path) {
 			if ap := asPath(p); len(ap) > 0 && !free(ap) {
@@ -123,24 +190,29 @@ func ownershipChanges(old, updated *unstructured.Unstructured, free func(Path) b
 		b, existed := before[id]
 		if !existed {
 			b = entry{fields: fieldpath.NewSet()}
-			if a.epochManager() {
+			if a.holders() {
 				changes = append(changes, ownershipChange{entry: a, why: "adds an entry for a fenced writer"})
 			}
 		}
 		gained, lost := a.fields.Difference(b.fields), b.fields.Difference(a.fields)
-		if a.epochManager() && !gained.Empty() {
+		if a.holders() && !gained.Empty() {
 			changes = append(changes, ownershipChange{entry: a, path: firstPath(gained), why: "gives a fenced writer's entry ownership of"})
 		}
 		outside(a, gained, "gives ownership of")
+		gained.Iterate(func(p fieldpath.Path) {
+			if updated != nil && !has(updated.Object, p) {
+				changes = append(changes, ownershipChange{entry: a, path: asPath(p), why: "gives ownership of a field the object does not have, under"})
+			}
+		})
 		outside(a, lost, "takes ownership of")
-		if a.epochManager() && !lost.Empty() && !controller {
+		if a.holders() && !lost.Empty() && !controller {
 			changes = append(changes, ownershipChange{entry: a, path: firstPath(lost), why: "takes from a fenced writer's entry ownership of"})
 		}
 	}
 	for id, b := range before {
 		if _, kept := after[id]; !kept {
 			outside(b, b.fields, "removes the entry that owns")
-			if b.epochManager() && !b.fields.Empty() && !controller {
+			if b.holders() && !b.fields.Empty() && !controller {
 				changes = append(changes, ownershipChange{entry: b, path: firstPath(b.fields), why: "removes the fenced writer's entry that owns"})
 			}
 		}
@@ -156,6 +228,56 @@ func ownershipChanges(old, updated *unstructured.Unstructured, free func(Path) b
 		return cmp.Compare(x.entry.id(), y.entry.id())
 	})
 	return changes, nil
+}
+
+// has reports whether obj holds the field at p: a map's key, a list's element by its key fields (k:),
+// its value (v:) or its index (i:).
+func has(obj map[string]any, p fieldpath.Path) bool {
+	var cur any = obj
+	for _, pe := range p {
+		switch {
+		case pe.FieldName != nil:
+			m, ok := cur.(map[string]any)
+			if !ok {
+				return false
+			}
+			if cur, ok = m[*pe.FieldName]; !ok {
+				return false
+			}
+		case pe.Index != nil:
+			l, ok := cur.([]any)
+			if !ok || *pe.Index < 0 || *pe.Index >= len(l) {
+				return false
+			}
+			cur = l[*pe.Index]
+		default:
+			l, _ := cur.([]any)
+			i := slices.IndexFunc(l, func(e any) bool { return matches(e, pe) })
+			if i < 0 {
+				return false
+			}
+			cur = l[i]
+		}
+	}
+	return true
+}
+
+// matches reports whether list element e is the one pe names by its key fields or its value.
+func matches(e any, pe fieldpath.PathElement) bool {
+	if pe.Value != nil {
+		return value.Equals(value.NewValueInterface(e), *pe.Value)
+	}
+	m, ok := e.(map[string]any)
+	if !ok || pe.Key == nil {
+		return false
+	}
+	for _, f := range *pe.Key {
+		v, ok := m[f.Name]
+		if !ok || !value.Equals(value.NewValueInterface(v), f.Value) {
+			return false
+		}
+	}
+	return true
 }
 
 func firstPath(s *fieldpath.Set) Path {

@@ -1,9 +1,12 @@
 package admission
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
 // withManaged is ConfigMap ns/app whose managedFields are the given entries.
@@ -46,6 +49,47 @@ func TestOwnershipChangesNameTheMostSpecificField(t *testing.T) {
 		}
 		if got := changes[0].path.String(); got != "data.b" {
 			t.Fatalf("the first change names %q (%s in the entry of %s), want data.b", got, changes[0].why, changes[0].entry)
+		}
+	}
+}
+
+// has finds a field by the path a managedFields entry names it with, whatever form the object's numbers
+// were decoded to, and finds no field the object does not hold.
+func TestHas(t *testing.T) {
+	doc := `{"metadata":{"finalizers":["example.com/a"],"labels":{"app":"x"}},
+		"spec":{"containers":[{"name":"c","ports":[{"containerPort":80,"protocol":"TCP"}]}]},
+		"status":{"conditions":[{"type":"Ready","status":"True"}]}}`
+	var plain map[string]any
+	if err := json.Unmarshal([]byte(doc), &plain); err != nil {
+		t.Fatal(err)
+	}
+	typed, _, err := unstructured.UnstructuredJSONScheme.Decode([]byte(`{"apiVersion":"v1","kind":"Pod",`+doc[1:]), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range []map[string]any{plain, typed.(*unstructured.Unstructured).Object} {
+		for fields, want := range map[string]bool{
+			`{"f:metadata":{"f:labels":{"f:app":{}}}}`:                                                                            true,
+			`{"f:metadata":{"f:labels":{"f:team":{}}}}`:                                                                           false,
+			`{"f:metadata":{"f:finalizers":{"v:\"example.com/a\"":{}}}}`:                                                          true,
+			`{"f:metadata":{"f:finalizers":{"v:\"example.com/b\"":{}}}}`:                                                          false,
+			`{"f:metadata":{"f:finalizers":{"v:0":{}}}}`:                                                                          false,
+			`{"f:status":{"f:conditions":{"k:{\"type\":\"Ready\"}":{"f:status":{}}}}}`:                                            true,
+			`{"f:status":{"f:conditions":{"k:{\"type\":\"c00001\"}":{"f:status":{}}}}}`:                                           false,
+			`{"f:spec":{"f:containers":{"k:{\"name\":\"c\"}":{"f:ports":{"k:{\"containerPort\":80,\"protocol\":\"TCP\"}":{}}}}}}`: true,
+			`{"f:spec":{"f:containers":{"k:{\"name\":\"c\"}":{"f:ports":{"k:{\"containerPort\":81,\"protocol\":\"TCP\"}":{}}}}}}`: false,
+			`{"f:spec":{"f:containers":{"i:0":{"f:name":{}}}}}`:                                                                   true,
+			`{"f:spec":{"f:containers":{"i:1":{"f:name":{}}}}}`:                                                                   false,
+		} {
+			set := fieldpath.NewSet()
+			if err := set.FromJSON(strings.NewReader(fields)); err != nil {
+				t.Fatalf("%s: %v", fields, err)
+			}
+			set.Leaves().Iterate(func(p fieldpath.Path) {
+				if got := has(obj, p); got != want {
+					t.Errorf("has(%s) = %v, want %v", p, got, want)
+				}
+			})
 		}
 	}
 }

@@ -92,6 +92,14 @@ var Table = []Case{
 		Patch: addFinalizer("orphan")},
 	{Name: "an editor moves ownership of a ConfigMap's data", Target: ConfigMap, Actor: Editor, Token: NoToken, Patch: stealOwnership,
 		Want: fencing.ReasonTokenMissing},
+	{Name: "the apiserver merges the holder's entry into ancient-changes on an editor's write", Target: ConfigMap, Actor: Editor, Token: NoToken,
+		Patch: mergeIntoAncient(true), Why: "past ten Update entries the apiserver merges the oldest, whoever's write sets it off"},
+	{Name: "an editor hands the holder's entry to ancient-changes without its finalizer", Target: ConfigMap, Actor: Editor, Token: NoToken,
+		Setup: holderFinalizer("example.com/cleanup"), Patch: mergeIntoAncient(false), Want: fencing.ReasonTokenMissing,
+		Why: "ancient-changes keeps what the holder wrote: only what the apiserver merges whole is its"},
+	{Name: "an editor lists finalizers a ConfigMap does not have in managedFields", Target: ConfigMap, Actor: Editor, Token: NoToken,
+		Patch: fictitious, Want: fencing.ReasonTokenMissing,
+		Why: "the apiserver keeps them, and every later write, the raise too, works through each: thousands fit in the byte bound"},
 	{Name: "an editor annotates a ConfigMap", Target: ConfigMap, Actor: Editor, Token: NoToken, Patch: annotate("example.com/note", "x"),
 		Want: fencing.ReasonTokenMissing, Why: "all of a covered object is the holder's, annotations too"},
 	{Name: "an editor labels a ConfigMap out of the selector", Target: ConfigMap, Actor: Editor, Token: NoToken, Patch: label("app", nil),
@@ -125,6 +133,9 @@ var Table = []Case{
 		Patch: annotate("deployment.kubernetes.io/revision", "2"), Want: fencing.ReasonTokenMissing},
 	{Name: "an editor writes status", Target: Deployment, Actor: Editor, Token: NoToken, Subresource: "status", Patch: status(7),
 		Want: fencing.ReasonTokenMissing},
+	{Name: "the Deployment controller pads status with conditions", Target: Deployment, Actor: DeploymentCtrl, Token: NoToken, Subresource: "status",
+		Patch: conditions(admission.MaxFreePartEntries + 1), Want: fencing.ReasonInvalid,
+		Why: "the cluster's controllers are held to the bounds too: a kubelet could pad its node's Pods with tiny conditions"},
 	{Name: "the holder scales", Target: Deployment, Actor: HolderUser, Token: CurrentToken, Patch: replicas(2)},
 	{Name: "a stale holder scales", Target: Deployment, Actor: HolderUser, Token: StaleToken, Patch: replicas(2), Want: fencing.ReasonStale},
 
@@ -253,6 +264,103 @@ func owners(refs ...map[string]any) func(map[string]any) map[string]any {
 		}
 		return map[string]any{"metadata": map[string]any{"ownerReferences": list}}
 	}
+}
+
+// conditions sets status.conditions to n conditions of distinct types.
+func conditions(n int) func(map[string]any) map[string]any {
+	return func(map[string]any) map[string]any {
+		list := make([]any, n)
+		for i := range list {
+			list[i] = map[string]any{"type": fmt.Sprintf("c%04d", i), "status": "True"}
+		}
+		return map[string]any{"status": map[string]any{"conditions": list}}
+	}
+}
+
+// mergeIntoAncient rewrites managedFields as the apiserver does when it merges an entry into its
+// ancient-changes bucket: every epoch manager's Update entry goes into one "ancient-changes" entry of its
+// API version, whole (whole) or without the finalizers it owns, with one free finalizer added by the
+// write.
+func mergeIntoAncient(whole bool) func(map[string]any) map[string]any {
+	return func(stored map[string]any) map[string]any {
+		md, _ := stored["metadata"].(map[string]any)
+		list, _ := md["managedFields"].([]any)
+		var out []any
+		bucket := map[string]any{}
+		for _, raw := range list {
+			e, _ := raw.(map[string]any)
+			manager, _ := e["manager"].(string)
+			if !strings.HasPrefix(manager, elector.FieldManagerPrefix) || e["operation"] != "Update" {
+				out = append(out, e)
+				continue
+			}
+			f, _ := e["fieldsV1"].(map[string]any)
+			for k, v := range f {
+				if k == "f:metadata" && !whole {
+					m := map[string]any{}
+					for mk, mv := range v.(map[string]any) {
+						if mk != "f:finalizers" {
+							m[mk] = mv
+						}
+					}
+					v = m
+				}
+				bucket[k] = mergeFields(bucket[k], v)
+			}
+		}
+		out = append(out, map[string]any{"manager": admission.AncientChanges, "operation": "Update", "apiVersion": stored["apiVersion"],
+			"fieldsType": "FieldsV1", "fieldsV1": bucket})
+		fins, _ := md["finalizers"].([]any)
+		return map[string]any{"metadata": map[string]any{"managedFields": out, "finalizers": append(append([]any(nil), fins...), "example.com/other")}}
+	}
+}
+
+// fictitious keeps the stored managedFields and adds an entry owning a finalizer the object does not have.
+func fictitious(stored map[string]any) map[string]any {
+	md, _ := stored["metadata"].(map[string]any)
+	list, _ := md["managedFields"].([]any)
+	out := append(append([]any(nil), list...), map[string]any{"manager": "pad", "operation": "Update", "apiVersion": stored["apiVersion"],
+		"fieldsType": "FieldsV1", "fieldsV1": map[string]any{"f:metadata": map[string]any{"f:finalizers": map[string]any{`v:"example.com/ghost"`: map[string]any{}}}}})
+	return map[string]any{"metadata": map[string]any{"managedFields": out}}
+}
+
+// holderFinalizer adds finalizer name, owned by the holder's Update entry, as the apiserver records the
+// holder's write of it.
+func holderFinalizer(name string) func(map[string]any) map[string]any {
+	return func(stored map[string]any) map[string]any {
+		md, _ := stored["metadata"].(map[string]any)
+		list, _ := md["managedFields"].([]any)
+		out := make([]any, 0, len(list))
+		owned := map[string]any{"f:metadata": map[string]any{"f:finalizers": map[string]any{"v:\"" + name + "\"": map[string]any{}, ".": map[string]any{}}}}
+		for _, raw := range list {
+			e, _ := raw.(map[string]any)
+			if manager, _ := e["manager"].(string); strings.HasPrefix(manager, elector.FieldManagerPrefix) && e["operation"] == "Update" {
+				c := map[string]any{}
+				for k, v := range e {
+					c[k] = v
+				}
+				c["fieldsV1"] = mergeFields(e["fieldsV1"], owned)
+				e = c
+			}
+			out = append(out, e)
+		}
+		fins, _ := md["finalizers"].([]any)
+		return map[string]any{"metadata": map[string]any{"managedFields": out, "finalizers": append(append([]any(nil), fins...), name)}}
+	}
+}
+
+// mergeFields is the union of two fieldsV1 trees.
+func mergeFields(a, b any) any {
+	am, _ := a.(map[string]any)
+	bm, _ := b.(map[string]any)
+	out := map[string]any{}
+	for k, v := range am {
+		out[k] = v
+	}
+	for k, v := range bm {
+		out[k] = mergeFields(out[k], v)
+	}
+	return out
 }
 
 // marker is the deletion marker at the current epoch, as the stored record says it.
