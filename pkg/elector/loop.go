@@ -2,7 +2,10 @@ package elector
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -10,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 )
 
@@ -324,6 +328,14 @@ func (r *runner) renew(ctx context.Context, sent, stepAt time.Time) {
 	applyRenewal(l, sent, cfg.LeaseDuration)
 	rctx, cancel := context.WithTimeout(ctx, stepAt.Sub(sent))
 	res, err := r.leases.Update(rctx, l, metav1.UpdateOptions{FieldManager: r.term.token.FieldManager()})
+	if apierrors.IsConflict(err) {
+		// Another write of the Lease came between (a label, an annotation: anyone's with RBAC on Leases).
+		// Renew on the term instead of the resourceVersion: the apiserver applies the patch to the Lease as
+		// it is, retrying its own conflicts, only while it names this holder at this epoch.
+		if got, perr := r.renewOnTerm(rctx, l); perr == nil {
+			res, err = got, nil
+		}
+	}
 	cancel()
 	switch {
 	case err == nil:
@@ -357,6 +369,28 @@ func (r *runner) renew(ctx context.Context, sent, stepAt time.Time) {
 		r.log.Error(err, "Cannot renew the Lease; retrying", "epoch", r.term.token.Epoch, "stepDownIn", stepAt.Sub(r.e.clock.Now()))
 		r.nextRenew = r.e.clock.Now().Add(r.e.retryPause())
 	}
+}
+
+// renewOnTerm writes l's renewal (renewTime, leaseDurationSeconds) with a JSON patch that tests the
+// holder and the epoch first: it is applied to the Lease as stored whatever else changed, and refused if
+// another holder or another epoch is there. The conflict a write of another field causes an update cannot
+// recur, so a storm of such writes cannot make the renewal miss RenewDeadline.
+func (r *runner) renewOnTerm(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/spec/holderIdentity", "value": r.cfg().Identity},
+		{"op": "test", "path": "/metadata/annotations/" + jsonPointerEscape(EpochAnnotation), "value": strconv.FormatInt(r.term.token.Epoch, 10)},
+		{"op": "add", "path": "/spec/renewTime", "value": l.Spec.RenewTime},
+		{"op": "add", "path": "/spec/leaseDurationSeconds", "value": l.Spec.LeaseDurationSeconds},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r.leases.Patch(ctx, l.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: r.term.token.FieldManager()})
+}
+
+// jsonPointerEscape escapes a key for a JSON pointer (RFC 6901).
+func jsonPointerEscape(key string) string {
+	return strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
 }
 
 // reread reads the Lease after a conflict and records what it saw; nil if absent or unreadable. The read is

@@ -1,23 +1,29 @@
 package admission_test
 
-// Round 4 of the independent attacker: the five attacks that worked against 79f4e45, each closed since.
+// Round 4 of the independent attacker: the six attacks that worked against 79f4e45, each closed since.
 // Each test asserts the invariant it tried to break (it fails when the attack works).
 
 import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -337,5 +343,93 @@ func TestRound4HolderSizedMetadataLocksOutControllerStatus(t *testing.T) {
 	err := retryRBAC(t, "the Deployment controller's status", func() error { return c.Status().Update(ctx, got) })
 	if err != nil {
 		t.Errorf("the Deployment controller's status write on the holder's Deployment: %v", err)
+	}
+}
+
+// TestRound4LeaseLabelsSlowEveryRenewal: a user with update on leases (the elector role, a GitOps tool)
+// rewrites a free annotation of a fenced Lease, padded with as many labels as the Lease policy lets in
+// (64), from eight goroutines without client-side rate limiting. The elector's renewal, a compare-and-swap
+// on its last write, loses to one of those writes again and again; were it only retried so, the holder
+// would lose leadership without anyone acquiring the Lease (seen once in CI with three goroutines: I2, "nothing a
+// non-holder writes may lock the holder out"). After a lost compare-and-swap the renewal is a JSON patch
+// that tests the holder and the epoch, which such writes cannot make fail. The same storm on the unpadded
+// Lease is the control.
+func TestRound4LeaseLabelsSlowEveryRenewal(t *testing.T) {
+	operatortest.Start(t, env)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	const lease = "slow"
+	holder := newWorker(t, ns, "app-operator")
+	intruder := newWorker(t, ns, "intruder")
+	cs, err := kubernetes.NewForConfig(holder.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	led := make(chan elector.Token, 1)
+	var stopped atomic.Int64
+	e, err := elector.New(elector.Config{Client: cs, Namespace: ns, Name: lease, Identity: holder.Holder,
+		OnStartedLeading: func(ctx context.Context, tok elector.Token) {
+			led <- tok
+			<-ctx.Done()
+		},
+		OnStoppedLeading: func() { stopped.Add(1) }}, elector.WithMetricsRegisterer(prometheus.NewRegistry()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = e.Run(runCtx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	select {
+	case <-led:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the elector did not lead")
+	}
+	key := types.NamespacedName{Namespace: ns, Name: lease}
+	ic := unthrottled(t, intruder.User)
+	edit := func(ctx context.Context, change func(*coordinationv1.Lease)) error {
+		return retry.RetryOnConflict(wait.Backoff{Steps: 1000, Duration: time.Millisecond}, func() error {
+			var l coordinationv1.Lease
+			if err := ic.Get(ctx, key, &l); err != nil {
+				return err
+			}
+			change(&l)
+			return ic.Update(ctx, &l)
+		})
+	}
+	storm := func(what string, d time.Duration) {
+		sctx, stop := context.WithTimeout(ctx, d)
+		defer stop()
+		var writes atomic.Int64
+		var g sync.WaitGroup
+		for n := range 8 {
+			g.Go(func() {
+				for i := 0; sctx.Err() == nil; i++ {
+					if edit(sctx, func(l *coordinationv1.Lease) { l.Annotations["example.com/t"] = fmt.Sprintf("%d-%d", n, i) }) == nil {
+						writes.Add(1)
+					}
+				}
+			})
+		}
+		g.Wait()
+		t.Logf("%s: %d writes of a free annotation in %v; the elector leads: %v, stopped leading %d times", what, writes.Load(), d, e.IsLeader(), stopped.Load())
+	}
+	storm("the unpadded Lease (control)", 10*time.Second)
+	if !e.IsLeader() || stopped.Load() > 0 {
+		t.Fatalf("the elector lost leadership to a storm of free writes on the unpadded Lease (control)")
+	}
+	// As many as the bound lets in.
+	if err := edit(ctx, func(l *coordinationv1.Lease) {
+		for i := 0; len(l.Labels)+len(l.Annotations) < 64; i++ {
+			l.Labels[fmt.Sprintf("%x", i)] = ""
+		}
+	}); err != nil {
+		t.Fatalf("the intruder's labels up to the bound: %v", err)
+	}
+	storm("the Lease with 64 labels and annotations", 20*time.Second)
+	if !e.IsLeader() || stopped.Load() > 0 {
+		l := env.ReadLease(t, ns, lease)
+		t.Errorf("the holder lost leadership to free writes on a Lease padded with short labels (I2); the Lease names holder %q at epoch %s",
+			ptr.Deref(l.Spec.HolderIdentity, ""), l.Annotations[elector.EpochAnnotation])
 	}
 }
