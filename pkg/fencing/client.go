@@ -40,12 +40,18 @@ type TokenFunc func() elector.Token
 //   - Create, Update, Patch and Apply send the token as the request's field manager
 //     (fencing.fencekit.io/epoch=N, replacing any field owner the caller gave) and set the object's epoch
 //     record (annotation fencing.fencekit.io/epoch=N) in what they send: Patch adds it to a JSON merge or
-//     strategic merge patch, Apply forces ownership (a new epoch is a new field manager). A JSON patch
-//     (RFC 6902) cannot be stamped without knowing the stored annotations and is refused;
+//     strategic merge patch; Apply, and Patch with an apply patch (client.Apply), force ownership (a new
+//     epoch is a new field manager, so without force every apply would conflict with the fields the
+//     previous epoch's manager applied). A JSON patch (RFC 6902) cannot be stamped without knowing the
+//     stored annotations and is refused;
 //   - the status and other subresource writers send the token the same way;
 //   - Delete first writes the deletion marker (annotation fencing.fencekit.io/delete-at-epoch=N) with the
 //     token, then deletes with that write's resourceVersion and UID as preconditions, as Writer.Delete
 //     does; DeleteAllOf is refused (no marker can be written on objects it has not read).
+//
+// A write that names the resourceVersion it read and loses that compare-and-swap (a conflict) first sets
+// the holder's hold (see holdOnConflict). A dry run (client.DryRunAll) stores nothing: no hold, and a
+// dry-run Delete sends its marker write as a dry run too.
 //
 // The apiserver decides: a stale token is refused there (IsStale), never retried with another epoch.
 func NewClient(c client.Client, token TokenFunc) client.Client {
@@ -109,9 +115,12 @@ func (c *fencedClient) Create(ctx context.Context, obj client.Object, opts ...cl
 
 // Update writes obj with the token. If it carries a resourceVersion and loses to another write (a
 // conflict), the object is held for the holder first (hold) and the conflict returned: read again and
-// retry (retry.RetryOnConflict), and writes without the token cannot come between.
+// retry (retry.RetryOnConflict), and writes without the token cannot come between. A dry run holds
+// nothing.
 func (c *fencedClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
 	held := isHeld(obj)
+	cas := obj.GetResourceVersion() != ""
+	dryRun := len((&client.UpdateOptions{}).ApplyOptions(opts).DryRun) > 0
 	owner, err := c.stamp("updating", obj)
 	if err != nil {
 		return err
@@ -120,7 +129,7 @@ func (c *fencedClient) Update(ctx context.Context, obj client.Object, opts ...cl
 	if held {
 		return err // held already, as the object read shows: another hold would be one more write to lose to
 	}
-	return c.holdOnConflict(ctx, obj, err)
+	return c.holdOnConflict(ctx, obj, armsHold(err, cas, dryRun), err)
 }
 
 // isHeld reports whether obj, as read, carries a hold.
@@ -129,18 +138,64 @@ func isHeld(obj client.Object) bool {
 	return ok
 }
 
-// holdOnConflict returns err; if it is a conflict, it first sets the hold (annotation
-// fencing.fencekit.io/hold-at-epoch) on obj with the token, best effort: while the hold is the Lease's
-// current epoch, fencekit refuses writes without the token to obj, so a loop of free writes (a label, a
-// finalizer) cannot starve the holder's next read-and-write, which removes the hold.
-func (c *fencedClient) holdOnConflict(ctx context.Context, obj client.Object, err error) error {
-	if !apierrors.IsConflict(err) {
+// holdOnConflict returns err; if arm (armsHold: the write lost a resourceVersion compare-and-swap), it
+// first sets the hold (annotation fencing.fencekit.io/hold-at-epoch) on obj with the token, best effort:
+// while the hold is the Lease's current epoch, fencekit refuses writes without the token to obj, so a loop
+// of free writes (a label, a finalizer) cannot starve the holder's next read-and-write, which removes the
+// hold.
+func (c *fencedClient) holdOnConflict(ctx context.Context, obj client.Object, arm bool, err error) error {
+	if !arm {
 		return err
 	}
 	if t, terr := c.current("holding", obj); terr == nil {
 		hold(ctx, c.Client, obj, t)
 	}
 	return err
+}
+
+// armsHold reports whether a write that returned err earns the holder's hold: it lost a resourceVersion
+// compare-and-swap (cas: it named the resourceVersion it read, and err is a conflict), so the holder will
+// read again and retry, and a free write could make that retry lose too. Not for:
+//   - a dry run (dryRun): it stores nothing, and its hold would be stored for real, refusing every write
+//     without the token (the cluster's controllers' included) until the holder's next write;
+//   - server-side apply's field-manager conflict (409 "Apply failed with N conflicts"): no other write
+//     came between, and retrying the same apply conflicts the same way, so the hold would stay armed.
+func armsHold(err error, cas, dryRun bool) bool {
+	return cas && !dryRun && apierrors.IsConflict(err) &&
+		!apierrors.HasStatusCause(err, metav1.CauseTypeFieldManagerConflict)
+}
+
+// namesResourceVersion reports whether a patch of type pt with data names a resourceVersion for the
+// apiserver to check, making it a compare-and-swap: metadata.resourceVersion in a JSON merge or strategic
+// merge patch (client.MergeFromWithOptimisticLock), an add or replace of /metadata/resourceVersion in a
+// JSON patch. An apply patch never counts: its conflicts are field managers' (armsHold).
+func namesResourceVersion(pt types.PatchType, data []byte) bool {
+	switch pt {
+	case types.MergePatchType, types.StrategicMergePatchType:
+		var p struct {
+			Metadata struct {
+				ResourceVersion string `json:"resourceVersion"`
+			} `json:"metadata"`
+		}
+		return json.Unmarshal(data, &p) == nil && p.Metadata.ResourceVersion != ""
+	case types.JSONPatchType:
+		var ops []struct{ Op, Path string }
+		if json.Unmarshal(data, &ops) != nil {
+			return false
+		}
+		for _, op := range ops {
+			if (op.Op == "add" || op.Op == "replace") && op.Path == "/metadata/resourceVersion" {
+				return true
+			}
+		}
+	case types.ApplyPatchType, types.ApplyCBORPatchType:
+	}
+	return false
+}
+
+// isApplyPatch reports whether pt is a server-side apply patch, whose field manager owns what it sets.
+func isApplyPatch(pt types.PatchType) bool {
+	return pt == types.ApplyPatchType || pt == types.ApplyCBORPatchType
 }
 
 // hold sets the holder's hold on obj with token t's epoch (see fencingv1alpha1.HoldAtEpochAnnotation), as a
@@ -171,6 +226,10 @@ func isFencedResource(obj client.Object) bool {
 	return gvk.Group == fencingv1alpha1.GroupVersion.Group && gvk.Kind == "FencedResource"
 }
 
+// Patch sends patch with the token, stamped with the epoch record. An apply patch forces ownership, as
+// Apply does: the token's field manager is new at each epoch, and the fields it applies are the holder's.
+// A patch that names a resourceVersion and loses that compare-and-swap holds the object first, as Update
+// does; an apply patch or a dry run never holds it (armsHold).
 func (c *fencedClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 	t, err := c.current("patching", obj)
 	if err != nil {
@@ -181,7 +240,17 @@ func (c *fencedClient) Patch(ctx context.Context, obj client.Object, patch clien
 		return fmt.Errorf("patching %s: %w", describeObj(obj), err)
 	}
 	stampObject(obj, t) // for an apply patch, whose data is the object itself
-	return c.holdOnConflict(ctx, obj, c.Client.Patch(ctx, obj, p, append(opts, client.FieldOwner(t.FieldManager()))...))
+	data, err := p.Data(obj)
+	if err != nil {
+		return fmt.Errorf("patching %s: encoding the %s patch: %w", describeObj(obj), p.Type(), err)
+	}
+	opts = append(opts, client.FieldOwner(t.FieldManager()))
+	if isApplyPatch(p.Type()) {
+		opts = append(opts, client.ForceOwnership)
+	}
+	dryRun := len((&client.PatchOptions{}).ApplyOptions(opts).DryRun) > 0
+	err = c.Client.Patch(ctx, obj, client.RawPatch(p.Type(), data), opts...)
+	return c.holdOnConflict(ctx, obj, armsHold(err, !isApplyPatch(p.Type()) && namesResourceVersion(p.Type(), data), dryRun), err)
 }
 
 func (c *fencedClient) Apply(ctx context.Context, ac runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
@@ -211,6 +280,17 @@ func applyConfigurationToUnstructured(ac runtime.ApplyConfiguration, t elector.T
 	return u, nil
 }
 
+// Delete writes the deletion marker with the token, then deletes obj with that write's resourceVersion
+// and UID as preconditions; if the DELETE fails, it removes the marker (disarm).
+//
+// A dry run (client.DryRunAll) sends the marker write as a dry run too, then the DELETE as a dry run, and
+// removes nothing: it stores nothing, yet asks the apiserver about both steps. The alternatives are not
+// sound: a marker written for real arms it (every write without the token is refused) for a DELETE that
+// never comes, and a dry run that skipped the DELETE would report success for a delete nothing checked
+// (RBAC, preconditions, the admission rule). The price: the DELETE's admission reads the stored object,
+// which a dry run leaves without the marker, so under a live Lease the dry-run delete of an object a
+// policy covers is refused for the missing marker (IsTokenMissing) where the real one would be admitted.
+// A dry run's refusal may thus be spurious; its success is not.
 func (c *fencedClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
 	t, err := c.current("deleting", obj)
 	if err != nil {
@@ -224,24 +304,45 @@ func (c *fencedClient) Delete(ctx context.Context, obj client.Object, opts ...cl
 	if err != nil {
 		return err
 	}
+	markerOpts := []client.PatchOption{client.FieldOwner(t.FieldManager())}
+	dryRun := len((&client.DeleteOptions{}).ApplyOptions(opts).DryRun) > 0
+	if dryRun {
+		markerOpts = append(markerOpts, client.DryRunAll)
+	}
 	// A write that lands between the marker and the DELETE (a free one: another user's finalizer) makes the
 	// precondition fail with a conflict: write the marker again and retry, as Writer.Delete does, until the
 	// context ends (DefaultWriteTimeout if it has no deadline).
-	ctx, cancel := bounded(ctx)
+	bctx, cancel := bounded(ctx)
 	defer cancel()
-	err = retryConflicts(ctx, func() error {
-		if err := c.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, marker), client.FieldOwner(t.FieldManager())); err != nil {
+	err = retryConflicts(bctx, func() error {
+		if err := c.Client.Patch(bctx, obj, client.RawPatch(types.MergePatchType, marker), markerOpts...); err != nil {
 			return err
 		}
 		rv, uid := obj.GetResourceVersion(), obj.GetUID()
-		return c.Client.Delete(ctx, obj, append(opts, client.Preconditions{ResourceVersion: &rv, UID: &uid})...)
+		return c.Client.Delete(bctx, obj, append(opts, client.Preconditions{ResourceVersion: &rv, UID: &uid})...)
 	}, nil)
-	if err != nil && !apierrors.IsNotFound(err) {
-		// The marker authorises this delete only: remove it (best effort; the next write must anyway).
-		disarm := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, fencingv1alpha1.DeleteAtEpochAnnotation)
-		_ = c.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(disarm)), client.FieldOwner(t.FieldManager()))
+	switch {
+	case err == nil || apierrors.IsNotFound(err):
+	case dryRun:
+		if IsTokenMissing(err) {
+			return fmt.Errorf("deleting %s at epoch %d as a dry run: the DELETE is decided on the stored deletion marker %s, which a dry run does not write: %w",
+				describeObj(obj), t.Epoch, fencingv1alpha1.DeleteAtEpochAnnotation, err)
+		}
+	default:
+		c.disarm(ctx, obj, t)
 	}
 	return err
+}
+
+// disarm removes the deletion marker of a Delete whose DELETE failed, best effort (the holder's next write
+// removes it anyway): a marker authorises one delete, and while it is the Lease's current epoch every write
+// without the token to obj is refused. It runs under ctx's values but not its end (cleanupContext): a
+// DELETE that failed because ctx ended must not leave the marker armed.
+func (c *fencedClient) disarm(ctx context.Context, obj client.Object, t elector.Token) {
+	ctx, cancel := cleanupContext(ctx)
+	defer cancel()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, fencingv1alpha1.DeleteAtEpochAnnotation)
+	_ = c.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)), client.FieldOwner(t.FieldManager()))
 }
 
 func (c *fencedClient) DeleteAllOf(_ context.Context, obj client.Object, _ ...client.DeleteAllOfOption) error {
@@ -335,8 +436,8 @@ func (p preconditioned) Data(obj client.Object) ([]byte, error) {
 	return json.Marshal(u.Object)
 }
 
-func (s *fencedSubResource) holdOnConflict(ctx context.Context, obj client.Object, err error) error {
-	return (&fencedClient{Client: s.parent, token: s.token}).holdOnConflict(ctx, obj, err)
+func (s *fencedSubResource) holdOnConflict(ctx context.Context, obj client.Object, arm bool, err error) error {
+	return (&fencedClient{Client: s.parent, token: s.token}).holdOnConflict(ctx, obj, arm, err)
 }
 
 func (s *fencedSubResource) current(verb string, obj any) (elector.Token, error) {
@@ -368,16 +469,19 @@ func (s *fencedSubResource) Update(ctx context.Context, obj client.Object, opts 
 		if err != nil {
 			return err
 		}
+		o := (&client.SubResourceUpdateOptions{}).ApplyOptions(opts)
+		body := o.SubResourceBody
+		if body == nil {
+			body = obj
+		}
 		if rv != "" {
-			body := (&client.SubResourceUpdateOptions{}).ApplyOptions(opts).SubResourceBody
-			if body == nil {
-				body = obj
-			}
 			if err := precondition(body, rv); err != nil {
 				return err
 			}
 		}
-		return s.holdOnConflict(ctx, obj, s.SubResourceClient.Update(ctx, obj, append(opts, owner)...))
+		cas := body.GetResourceVersion() != ""
+		err = s.SubResourceClient.Update(ctx, obj, append(opts, owner)...)
+		return s.holdOnConflict(ctx, obj, armsHold(err, cas, len(o.DryRun) > 0), err)
 	})
 }
 
@@ -394,7 +498,19 @@ func (s *fencedSubResource) Patch(ctx context.Context, obj client.Object, patch 
 		if rv != "" {
 			patch = preconditioned{Patch: patch, rv: rv}
 		}
-		return s.holdOnConflict(ctx, obj, s.SubResourceClient.Patch(ctx, obj, patch, append(opts, owner)...))
+		opts = append(opts, owner)
+		if isApplyPatch(patch.Type()) {
+			opts = append(opts, client.ForceOwnership) // as Patch and Apply do
+		}
+		dryRun := len((&client.SubResourcePatchOptions{}).ApplyOptions(opts).DryRun) > 0
+		data, err := patch.Data(obj)
+		if err != nil {
+			// A conflict here is the caller's resourceVersion against the one notDeleting read: a lost
+			// compare-and-swap.
+			return s.holdOnConflict(ctx, obj, armsHold(err, true, dryRun), err)
+		}
+		err = s.SubResourceClient.Patch(ctx, obj, client.RawPatch(patch.Type(), data), opts...)
+		return s.holdOnConflict(ctx, obj, armsHold(err, !isApplyPatch(patch.Type()) && namesResourceVersion(patch.Type(), data), dryRun), err)
 	})
 }
 

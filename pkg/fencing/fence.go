@@ -75,6 +75,11 @@ func FenceOnAcquire(c client.Client) elector.AcquireFence {
 		if err != nil {
 			return fmt.Errorf("listing the FencedResources written under lease %s: %w", token.Lease, err)
 		}
+		// A resource above epoch 0 without data was raised, never written (a declaration an earlier budget
+		// reached): the webhook never decides a write to it on its copy (copyEligible), so it is raised
+		// with the declarations, within the budget; otherwise what anyone declares would become, one
+		// acquisition at a time, what every acquisition must raise in full.
+		written, raisedOnly := splitData(written)
 		if err := raiseAll(ctx, len(written), func(ctx context.Context, i int) error { return raise(ctx, c, &written[i], token) }); err != nil {
 			return fmt.Errorf("fencing %d FencedResources written under lease %s at epoch %d: %w", len(written), token.Lease, token.Epoch, err)
 		}
@@ -90,7 +95,7 @@ func FenceOnAcquire(c client.Client) elector.AcquireFence {
 		for _, fr := range written {
 			raised[fr.Name] = true
 		}
-		declared = slices.DeleteFunc(declared, func(fr fencingv1alpha1.FencedResource) bool { return raised[fr.Name] })
+		declared = append(slices.DeleteFunc(declared, func(fr fencingv1alpha1.FencedResource) bool { return raised[fr.Name] }), raisedOnly...)
 		if err := raiseInTime(ctx, budget, c, token, "FencedResource", len(declared), func(ctx context.Context, i int) error { return raise(ctx, c, &declared[i], token) }); err != nil {
 			return fmt.Errorf("fencing %d FencedResources declared for lease %s at epoch %d: %w", len(declared), token.Lease, token.Epoch, err)
 		}
@@ -220,6 +225,19 @@ func newClient(cfg *rest.Config, what string) (client.Client, error) {
 	return c, nil
 }
 
+// splitData separates the resources a holder wrote (they hold data: only a write with the token sets
+// it) from those a raise alone brought above epoch 0.
+func splitData(frs []fencingv1alpha1.FencedResource) (written, raisedOnly []fencingv1alpha1.FencedResource) {
+	for _, fr := range frs {
+		if emptyData(fr.Spec.Data) {
+			raisedOnly = append(raisedOnly, fr)
+		} else {
+			written = append(written, fr)
+		}
+	}
+	return written, raisedOnly
+}
+
 // raise sets fr's epoch (and writer) to the token's with one JSON merge patch that presents the token as
 // its field manager, leaving data as it is. The patch carries no resourceVersion: the apiserver itself
 // refuses it if the resource has moved past the epoch (the CRD rule) or the token is not the Lease's current
@@ -242,7 +260,8 @@ func raise(ctx context.Context, c client.Client, fr *fencingv1alpha1.FencedResou
 	if err := checkBinding(fr, token); err != nil {
 		return err
 	}
-	// A hold of an earlier term goes with the raise (one of this term is armed only by the holder).
+	// A hold of an earlier term goes with the raise (one of this term is armed only by the holder), and so
+	// does a deletion marker (epochPatch removes it).
 	err := c.Patch(ctx, fr, epochPatch(token, map[string]any{fencingv1alpha1.HoldAtEpochAnnotation: nil}), client.FieldOwner(token.FieldManager()))
 	if apierrors.IsNotFound(err) {
 		return nil // deleted meanwhile: nothing left to fence

@@ -67,6 +67,13 @@ func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, DefaultWriteTimeout)
 }
 
+// cleanupContext is the context of the write that undoes part of a failed call (a Delete's marker
+// removal): ctx's values without its cancellation or deadline, since the call may have failed because ctx
+// ended, bounded by DefaultWriteTimeout of its own.
+func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), DefaultWriteTimeout)
+}
+
 // NewWriter returns a Writer that writes with c. Each call is bounded by its context's deadline, or by
 // DefaultWriteTimeout when it has none. The client's user must be the one the elector acquired
 // the Lease as (the same credentials): fencekit admits a write only from the acquiring user.
@@ -318,8 +325,12 @@ func (w *Writer) Delete(ctx context.Context, token elector.Token, key types.Name
 }
 
 // disarm removes the deletion marker of a Delete that failed, best effort: a marker authorises one delete,
-// and the holder's next write removes it anyway (the admission rule requires it).
+// and the holder's next write removes it anyway (the admission rule requires it). It runs under ctx's
+// values but not its end (cleanupContext): a Delete that failed because ctx ended must not leave the
+// marker armed, refusing every write without the token.
 func (w *Writer) disarm(ctx context.Context, token elector.Token, key types.NamespacedName) {
+	ctx, cancel := cleanupContext(ctx)
+	defer cancel()
 	fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, fencingv1alpha1.DeleteAtEpochAnnotation)
 	_ = w.client.Patch(ctx, fr, client.RawPatch(types.MergePatchType, []byte(patch)), client.FieldOwner(token.FieldManager()))
@@ -361,11 +372,13 @@ func stamp(fr *fencingv1alpha1.FencedResource, token elector.Token) {
 }
 
 // epochPatch is the merge patch of a fenced write that sets nothing but a FencedResource's epoch and
-// writer to token's, and annotations besides (a value nil removes one): fence-on-acquire's raise, the hold,
-// and Set's first write to a resource without the writer annotation. It carries no resourceVersion, so it
-// cannot conflict; the apiserver decides whether the epoch may be written.
+// writer to token's, removes its deletion marker (like every fenced write but a Delete's marker write: a
+// marker authorises one delete, and one of an earlier epoch left by a Delete that did not happen must not
+// outlive the write), and sets annotations besides (a value nil removes one): fence-on-acquire's raise,
+// the hold, and Set's first write to a resource without the writer annotation. It carries no
+// resourceVersion, so it cannot conflict; the apiserver decides whether the epoch may be written.
 func epochPatch(token elector.Token, annotations map[string]any) client.Patch {
-	ann := map[string]any{fencingv1alpha1.WriterAnnotation: token.Holder}
+	ann := map[string]any{fencingv1alpha1.WriterAnnotation: token.Holder, fencingv1alpha1.DeleteAtEpochAnnotation: nil}
 	for k, v := range annotations {
 		ann[k] = v
 	}

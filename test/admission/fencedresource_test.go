@@ -495,8 +495,8 @@ func grantFencedResources(t *testing.T, ns string, users ...string) {
 }
 
 // TestDeleteUnderLiveLease: a DELETE carries no token, so while the Lease is live the holder's user must
-// first write the deletion marker at the current epoch. A stale replica of the same user, whose marker is
-// from its own (past) epoch or absent, is refused; the live holder's Writer.Delete is admitted.
+// first write the deletion marker at the current epoch. A stale replica of the same user, whose marker
+// the new holder's raise removed, or absent, is refused; the live holder's Writer.Delete is admitted.
 func TestDeleteUnderLiveLease(t *testing.T) {
 	operatortest.Start(t, env)
 	ctx := t.Context()
@@ -521,9 +521,13 @@ func TestDeleteUnderLiveLease(t *testing.T) {
 		err := r1.Client.Delete(ctx, fr(key), client.DryRunAll)
 		return fencing.IsFenced(err), fmt.Sprint(err)
 	})
+	// replica-2's raise removed replica-1's marker: the bare DELETE carries no token.
+	if m := get(t, key).Annotations[fencingv1alpha1.DeleteAtEpochAnnotation]; m != "" {
+		t.Errorf("after replica-2's fence the resource still carries replica-1's marker %s=%q", fencingv1alpha1.DeleteAtEpochAnnotation, m)
+	}
 	err := r1.Client.Delete(ctx, fr(key))
-	wantRefused(t, err, fencing.IsStale, fmt.Sprintf(
-		`FencedResource %s/orders: stale deletion marker fencing.fencekit.io/delete-at-epoch="1": lease orders-writer is at epoch 2, held by replica-2`, ns))
+	wantRefused(t, err, fencing.IsTokenMissing, fmt.Sprintf(
+		"FencedResource %s/orders is bound to lease orders-writer, held by replica-2 at epoch 2: a DELETE carries no fencing token", ns))
 	err = r1.Client.Delete(ctx, fr(fresh))
 	wantRefused(t, err, fencing.IsTokenMissing, fmt.Sprintf(
 		"FencedResource %s/fresh is bound to lease orders-writer, held by replica-2 at epoch 2: a DELETE carries no fencing token, so the holder first writes the annotation fencing.fencekit.io/delete-at-epoch=2 with its token", ns))

@@ -192,6 +192,10 @@ func TestCopyDecides(t *testing.T) {
 			func(r *admission.Request) { r.CoverageRecorded = false }, admission.NeedQuorum},
 		"the holder's ConfigMap write, policy changed before this term": {holderWrite(cases.ConfigMap, data), elector.Fences{Objects: true},
 			func(r *admission.Request) { r.CoverageEpoch = cases.Current - 1 }, admission.Decided},
+		// A declaration an earlier acquisition raised (epoch, no data): fence-on-acquire raises it only
+		// within its budget, so the copy must not decide a write at the epoch it holds.
+		"the holder's first write to a raised declaration": {holderWrite(cases.FencedResource, data), elector.Fences{FencedResources: true},
+			func(r *admission.Request) { unstructured.RemoveNestedField(r.Old.Object, "spec", "data") }, admission.NeedQuorum},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

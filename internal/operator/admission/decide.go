@@ -98,8 +98,9 @@ func Decide(r *Request, l *Lease, now time.Time) Verdict {
 	return Verdict{Err: err}
 }
 
-// held returns the annotation and epoch of the stored object's deletion marker or hold, whichever it
-// carries (the marker first). While it is the Lease's current epoch the holder is in the middle of a write
+// held returns the annotation and epoch of the stored object's deletion marker or hold, whichever holds
+// the later epoch (the marker if both hold the same): a marker a holder left at an earlier epoch does not
+// hide the current holder's hold. While it is the Lease's current epoch the holder is in the middle of a write
 // that carries the resourceVersion it read: its DELETE after the marker write (decideDelete), or the
 // compare-and-swap write it retries after losing one (the hold). A write without the token in between
 // would change the resourceVersion and make that write fail with a conflict, as often as anyone cares to
@@ -110,19 +111,21 @@ func (r *Request) held() (key string, epoch int64, held bool) {
 	if r.Operation != Update || r.Old == nil || r.Old.GetDeletionTimestamp() != nil {
 		return "", 0, false
 	}
-	for _, key := range []string{fencingv1alpha1.DeleteAtEpochAnnotation, fencingv1alpha1.HoldAtEpochAnnotation} {
-		if raw, ok := annotationOK(r.Old, key); ok {
-			if epoch, err := elector.ParseEpoch(raw); err == nil {
-				return key, epoch, true
+	for _, k := range []string{fencingv1alpha1.DeleteAtEpochAnnotation, fencingv1alpha1.HoldAtEpochAnnotation} {
+		if raw, ok := annotationOK(r.Old, k); ok {
+			if e, err := elector.ParseEpoch(raw); err == nil && e > epoch {
+				key, epoch, held = k, e, true
 			}
 		}
 	}
-	return "", 0, false
+	return key, epoch, held
 }
 
 // copyEligible reports whether the webhook's copy of the Lease may decide r at all: an update of the object
 // itself (no subresource: a Scale or a status carries no record to hold against) that presents the epoch
-// the object already holds (it raises nothing), to an object a policy covers both before and after the
+// the object already holds (it raises nothing), a FencedResource holding data (one a holder wrote:
+// fence-on-acquire raises every such resource, but a declaration only within its budget, even once an
+// earlier raise brought it above epoch 0), to an object a policy covers both before and after the
 // write (a write that changes coverage, a label in or out of a selector, is decided on a quorum read:
 // fence-on-acquire raises only the objects the selectors matched when it listed them), whose covering
 // policy has its coverage recorded (copyMayAdmit then requires the copy's epoch above it: a policy created
@@ -148,7 +151,8 @@ func copyEligible(r *Request) bool {
 		return err == nil && stored == presented && r.CoveredBefore && r.CoveredAfter && r.CoverageRecorded
 	}
 	stored, _, _ := unstructured.NestedInt64(r.Old.Object, "spec", "epoch")
-	return stored == presented
+	data, _, _ := unstructured.NestedFieldNoCopy(r.Old.Object, "spec", "data")
+	return stored == presented && data != nil
 }
 
 // copyMayAdmit reports whether the copy l may admit r: r is eligible, and the copy shows the Lease fenced,

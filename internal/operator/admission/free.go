@@ -131,6 +131,11 @@ func annotationBytes(u *unstructured.Unstructured) int {
 	return n
 }
 
+// LastAppliedAnnotation is kubectl's record of a client-side apply (kubectl apply without --server-side):
+// the next apply deletes what it lists and the new configuration does not, so it is ownership, as
+// managedFields are for a server-side apply.
+const LastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+
 // freeRule is one entry of the allowlist: a field a write may change without presenting the token, for
 // whom, and the reason a stale or non-holder writer cannot use it to change data, ownership, coverage or
 // the holder's next write.
@@ -172,7 +177,7 @@ var allowlist = []freeRule{{
 		case p.under("metadata", "labels"), p.under("spec", "leaseName"):
 			return true
 		case p.under("metadata", "annotations"):
-			return len(p) < 3 || !strings.HasPrefix(p[2], "fencing.fencekit.io/")
+			return len(p) < 3 || !strings.HasPrefix(p[2], "fencing.fencekit.io/") && p[2] != LastAppliedAnnotation
 		case r.Operation == Create:
 			epoch, _, _ := unstructured.NestedInt64(r.New.Object, "spec", "epoch")
 			return p.under("metadata", "name") || p.under("metadata", "generateName") || p.under("metadata", "namespace") ||
@@ -181,7 +186,8 @@ var allowlist = []freeRule{{
 		return false
 	},
 	why: "a FencedResource's data is spec.data, its epoch spec.epoch, its writer and deletion marker " +
-		"fencekit's annotations; fencekit reads no other label or annotation, its Lease (spec.leaseName) is " +
+		"fencekit's annotations; fencekit reads no other label or annotation (but kubectl's last-applied " +
+		"configuration, which decides what the holder's client-side apply deletes), its Lease (spec.leaseName) is " +
 		"immutable (the CRD's CEL rule), and a create holds no data and epoch 0: declaring is free, writing is fenced. " +
 		"Owner references are fenced, on create too: an owner deletes, and one the creator controls would let it " +
 		"have the garbage collector delete the holder's data. Labels and annotations are bounded by MaxFreePartBytes",

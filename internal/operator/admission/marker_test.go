@@ -24,6 +24,13 @@ func TestArmedMarker(t *testing.T) {
 		}
 		return &unstructured.Unstructured{Object: map[string]any{"metadata": meta}}
 	}
+	held := func(u *unstructured.Unstructured, epoch string) *unstructured.Unstructured {
+		c := u.DeepCopy()
+		a := c.GetAnnotations()
+		a["fencing.fencekit.io/hold-at-epoch"] = epoch
+		c.SetAnnotations(a)
+		return c
+	}
 	labelled := func(u *unstructured.Unstructured) *unstructured.Unstructured {
 		c := u.DeepCopy()
 		c.SetLabels(map[string]string{"x": "y"})
@@ -39,6 +46,9 @@ func TestArmedMarker(t *testing.T) {
 		"a label on a FencedResource whose marker is armed": {old: object("3", false), updated: labelled(object("3", false)), class: FencedResource, user: "editor", lease: live, want: fencing.ReasonTokenMissing},
 		"a label after the Lease expired":                   {old: object("3", false), updated: labelled(object("3", false)), class: FencedResource, user: "editor", lease: expired},
 		"a label under a stale marker":                      {old: object("2", false), updated: labelled(object("2", false)), class: FencedResource, user: "editor", lease: live},
+		// A marker an earlier holder left (on an object a raise left behind) does not hide the current
+		// holder's hold.
+		"a label under a stale marker and the holder's hold": {old: held(object("2", false), "3"), updated: labelled(held(object("2", false), "3")), class: FencedResource, user: "editor", lease: live, want: fencing.ReasonTokenMissing},
 		"the garbage collector removes foregroundDeletion from an object being deleted": {
 			old: object("3", true, "foregroundDeletion"), updated: object("3", true), class: Object, user: GarbageCollectorUser, lease: live},
 	} {

@@ -11,9 +11,20 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 )
 
+// carriesObject reports whether a write through subresource sends the object itself, labels included:
+// the object (""), its status, and a Pod's ephemeral containers and resize.
+func carriesObject(subresource string) bool {
+	switch subresource {
+	case "", "status", "ephemeralcontainers", "resize":
+		return true
+	}
+	return false
+}
+
 // Covered reports whether a policy of policies covers an object of group and resource (written through
 // subresource, "" for the object itself) whose labels are labels. A Scale, an Eviction or a Binding carries
-// no labels of the object: every policy naming the resource covers it, whatever its selector. An invalid
+// no labels of the object: every policy naming the resource covers it, whatever its selector; a
+// subresource that carries the object itself (carriesObject) is judged by its labels. An invalid
 // selector covers everything (fail closed; the policy's admission refuses it anyway).
 //
 // The webhook asks it twice, with the labels before and after the write: an object is fenced if it is
@@ -21,7 +32,7 @@ import (
 // one in) without the token; and only a write that leaves coverage as it was may be admitted on the copy
 // of the Lease (copyEligible).
 func Covered(policies []fencingv1alpha1.FencingPolicy, group, resource, subresource string, labelSet map[string]string) bool {
-	foreign := subresource != "" && subresource != "status"
+	foreign := !carriesObject(subresource)
 	for _, p := range policies {
 		for _, entry := range p.Spec.Resources {
 			if entry.Group != group || entry.Resource != resource {
@@ -55,8 +66,16 @@ var refusedControllers = map[schema.GroupResource]string{
 		"endpointslicemirroring-controller) are refused: Services stop routing to new Pods",
 	{Group: "", Resource: "endpoints"}:               "the endpoints controller (kube-system:endpoint-controller) is refused: Services stop routing to new Pods",
 	{Group: "apps", Resource: "controllerrevisions"}: "the StatefulSet and DaemonSet controllers are refused recording revisions: their rollouts stall",
-	{Group: "", Resource: "persistentvolumeclaims"}: "the StatefulSet controller is refused creating the claims of volumeClaimTemplates " +
+	{Group: "", Resource: "persistentvolumeclaims"}: "the StatefulSet controller is refused creating the claims of volumeClaimTemplates, " +
+		"and the ephemeral volume controller (kube-system:ephemeral-volume-controller) the claims of Pods' ephemeral volumes " +
 		"(the volume binder's binding is admitted)",
+	{Group: "batch", Resource: "jobs"}: "the CronJob controller (kube-system:cronjob-controller) is refused creating the Jobs of CronJobs " +
+		"and deleting them past their history limits: scheduled runs do not start (the Job controller's status writes are admitted)",
+	{Group: "resource.k8s.io", Resource: "resourceclaims"}: "the resource claim controller (kube-system:resource-claim-controller) is refused " +
+		"creating the claims of Pods' resourceClaimTemplates: those Pods do not start",
+	{Group: "policy", Resource: "poddisruptionbudgets"}: "evictions of the Pods a covered budget selects are refused: the apiserver's " +
+		"eviction handler updates the budget's status under its own credential, without the token (kubectl drain stalls; " +
+		"the disruption controller's status writes are admitted)",
 	{Group: "", Resource: "secrets"}: "Secrets written by controllers other than the token controller (for example a " +
 		"cert-manager or sealed-secrets controller) are refused; ServiceAccount token Secrets are filled",
 }
