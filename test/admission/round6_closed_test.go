@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -552,4 +554,149 @@ func round6ControllersRefused(t *testing.T, key types.NamespacedName) *metav1.Co
 		return cond != nil && cond.ObservedGeneration == got.Generation, fmt.Sprint(cond)
 	})
 	return cond
+}
+
+// TestRound6HoldLocksOutControllerStatus: attack on "nothing a non-holder writes locks the cluster's own
+// controllers out of their normal writes", by a user with RBAC on the objects only. The user adds a free
+// finalizer to the holder's Deployment between the holder's read and its compare-and-swap Update through
+// NewClient. The Update loses (409) and NewClient arms the hold (hold-at-epoch at the current epoch) with
+// the token, so that the holder's retry wins. While the hold stands, every write without the token is
+// refused, the Deployment controller's status writes included; it stands until the holder's next write to
+// that object. A holder that does not write that object again (its retry found nothing left to do, it
+// moved on) leaves the Deployment controller locked out for as long as the Lease is live. The Deployment
+// controller's status update after the conflict must be admitted.
+func TestRound6HoldLocksOutControllerStatus(t *testing.T) {
+	operatortest.Start(t, env)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	hc, read := deploymentHolder(t, testenv.Deployment(ns, "app"), "editor", admission.DeploymentControllerUser)
+	stale := read()
+	editor := env.ClientAs(t, "editor")
+	if err := retryRBAC(t, "the editor's finalizer", func() error {
+		return editor.Patch(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}},
+			client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":["example.com/x"]}}`)))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.Patch(context.Background(), &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}},
+			client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+	})
+	stale.Spec.Replicas = ptr.To(int32(2))
+	err := hc.Update(ctx, stale)
+	t.Logf("the holder's Update with the resourceVersion it read before the finalizer: %v; stored annotations %v", err, read().Annotations)
+	if !apierrors.IsConflict(err) {
+		t.Fatalf("want the holder's update to lose its compare-and-swap, got %v", err)
+	}
+	dc := env.ClientAs(t, admission.DeploymentControllerUser)
+	for i, wait := range []time.Duration{0, 3 * time.Second} {
+		time.Sleep(wait)
+		d := read()
+		d.Status.ObservedGeneration = d.Generation
+		d.Status.Replicas = int32(i + 1)
+		err := retryRBAC(t, "the Deployment controller's status update", func() error { return dc.Status().Update(ctx, d) })
+		t.Logf("the Deployment controller's status update %s after the holder's conflict: %v", wait, err)
+		if err != nil {
+			t.Errorf("the Deployment controller's status update, %s after a user's free finalizer made the holder's update lose and arm its hold: %v", wait, err)
+		}
+	}
+}
+
+// TestRound6FinalizerRemovalUnderAStormDuringDeletion: attack on I2 (headroom), by a user with RBAC on
+// labels only. held() holds nothing on an object being deleted, but a FencedResource's labels stay free
+// while it is being deleted (finalizers can no longer be added, labels can). The holder deleted its
+// FencedResource, which its own finalizer (its cleanup) keeps; it now removes that finalizer with
+// NewClient's compare-and-swap Update (read, remove, update; again on a conflict, which arms the hold), for
+// up to 5 s, while a user relabels the resource from two goroutines (logged: a race, won or lost by the
+// holder's request rate). Asserted: with the holder's hold armed, as NewClient arms it after a lost
+// compare-and-swap, a relabel without the token must wait (I2: the holder's next write of any kind).
+func TestRound6FinalizerRemovalUnderAStormDuringDeletion(t *testing.T) {
+	operatortest.Start(t, env)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	holder := newWorker(t, ns, "app-operator")
+	holder.LeaseDuration = 10 * time.Minute
+	grantFencedResources(t, ns, holder.User, "relabeller")
+	tok := holder.Acquire(t, ns, "l", 1)
+	w := fencing.NewWriter(holder.Client)
+	relabeller := unthrottled(t, "relabeller")
+	removeFinalizer := func(hc client.Client, key types.NamespacedName) (time.Duration, int, error) {
+		fenced := fencing.NewClient(hc, tokenOf(tok))
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		start, tries := time.Now(), 0
+		for {
+			tries++
+			var fr fencingv1alpha1.FencedResource
+			err := hc.Get(rctx, key, &fr)
+			if err == nil {
+				fr.Finalizers = nil
+				err = fenced.Update(rctx, &fr)
+			}
+			if err == nil || !apierrors.IsConflict(err) || rctx.Err() != nil {
+				return time.Since(start), tries, err
+			}
+		}
+	}
+	for _, c := range []struct {
+		name    string
+		storm   bool
+		holder  client.Client
+		limited string
+	}{
+		{"control", false, holder.Client, "client-go's default limiter (5 QPS, burst 10)"},
+		{"target", true, holder.Client, "client-go's default limiter (5 QPS, burst 10)"},
+		{"target-unthrottled", true, unthrottled(t, holder.User), "no client-side limiter"},
+	} {
+		name := c.name
+		key := declare(t, ns, name, "l")
+		if _, err := retryRBACValue(t, "the holder's write", func() (*fencingv1alpha1.FencedResource, error) {
+			return w.Set(ctx, tok, key, map[string]any{"v": 1})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := mergePatch(t, holder.Client, key, `{"metadata":{"finalizers":["example.com/cleanup"]}}`, testenv.Presenting(1)); err != nil {
+			t.Fatalf("the holder's finalizer: %v", err)
+		}
+		if err := w.Delete(ctx, tok, key); err != nil {
+			t.Fatalf("the holder's delete: %v", err)
+		}
+		var stop func()
+		admitted := &atomic.Int64{}
+		if c.storm {
+			admitted, stop = stormAtLeast(t, 2, 20, func(ctx context.Context, g, i int) error {
+				return relabeller.Patch(ctx, &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
+					client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"labels":{"g%d":"%d"}}}`, g, i))))
+			})
+		}
+		before := admitted.Load()
+		took, tries, err := removeFinalizer(c.holder, key)
+		during := admitted.Load() - before
+		if stop != nil {
+			stop()
+		}
+		t.Logf("%s (being deleted; the holder's client has %s): the holder's removal of its finalizer took %s and %d tries, %d relabels admitted meanwhile: %v",
+			name, c.limited, took.Round(time.Millisecond), tries, during, round6Short(err))
+	}
+	// The invariant itself, deterministically: the holder's hold armed on its FencedResource being deleted
+	// (as NewClient arms it after losing a compare-and-swap), a relabel without the token must wait.
+	key := declare(t, ns, "held", "l")
+	if _, err := w.Set(ctx, tok, key, map[string]any{"v": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := mergePatch(t, holder.Client, key, `{"metadata":{"finalizers":["example.com/cleanup"]}}`, testenv.Presenting(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Delete(ctx, tok, key); err != nil {
+		t.Fatal(err)
+	}
+	if err := mergePatch(t, holder.Client, key, `{"metadata":{"annotations":{"fencing.fencekit.io/hold-at-epoch":"1"}}}`, testenv.Presenting(1)); err != nil {
+		t.Fatalf("the holder arms its hold on its FencedResource being deleted: %v", err)
+	}
+	err := mergePatch(t, relabeller, key, `{"metadata":{"labels":{"x":"1"}}}`)
+	t.Logf("held (being deleted, annotations %v): a relabel without the token: %v", get(t, key).Annotations, err)
+	if err == nil {
+		t.Errorf("a relabel without the token was admitted on the holder's FencedResource being deleted while its hold (the Lease's epoch) was armed: the holder's compare-and-swap removal of its finalizer can be starved (I2)")
+	}
+	_ = mergePatch(t, holder.Client, key, `{"metadata":{"finalizers":null}}`, testenv.Presenting(1))
 }

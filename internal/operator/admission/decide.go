@@ -67,7 +67,7 @@ func Decide(r *Request, l *Lease, now time.Time) Verdict {
 		return decideDelete(r, l, now)
 	}
 	if !r.presents() {
-		if key, epoch, held := r.held(); held {
+		if key, epoch, held := r.held(); held && !r.User.clusterController() {
 			switch {
 			case l == nil || l.Source == Copy:
 				return Verdict{Need: NeedQuorum}
@@ -105,13 +105,21 @@ func Decide(r *Request, l *Lease, now time.Time) Verdict {
 // compare-and-swap write it retries after losing one (the hold). A write without the token in between
 // would change the resourceVersion and make that write fail with a conflict, as often as anyone cares to
 // write (a label, a finalizer: free); so such writes wait until the holder has written, and the holder's
-// next write removes a marker or hold it no longer needs. An object being deleted holds nothing: no DELETE
-// of the holder's is pending, and the garbage collector must finish it.
+// next write removes a marker or hold it no longer needs. On an object being deleted only the hold holds:
+// no DELETE of the holder's is pending, but its compare-and-swap removal of its finalizer may be, and
+// free writes (labels) may go on there. The cluster's own controllers are
+// not held (Decide): a holder that armed a hold and never wrote again would lock them out for the rest of
+// its term, and what they may write without the token is narrow (status, a binding, the garbage
+// collector's finalizers); the holder's write that loses to one of theirs is retried.
 func (r *Request) held() (key string, epoch int64, held bool) {
-	if r.Operation != Update || r.Old == nil || r.Old.GetDeletionTimestamp() != nil {
+	if r.Operation != Update || r.Old == nil {
 		return "", 0, false
 	}
-	for _, k := range []string{fencingv1alpha1.DeleteAtEpochAnnotation, fencingv1alpha1.HoldAtEpochAnnotation} {
+	keys := []string{fencingv1alpha1.DeleteAtEpochAnnotation, fencingv1alpha1.HoldAtEpochAnnotation}
+	if r.Old.GetDeletionTimestamp() != nil {
+		keys = keys[1:] // the holder's DELETE is done; its compare-and-swap writes (a finalizer's removal) may not be
+	}
+	for _, k := range keys {
 		if raw, ok := annotationOK(r.Old, k); ok {
 			if e, err := elector.ParseEpoch(raw); err == nil && e > epoch {
 				key, epoch, held = k, e, true

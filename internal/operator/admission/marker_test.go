@@ -9,9 +9,10 @@ import (
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
 
-// A write without the token to an object whose deletion marker is the Lease's current epoch waits (the
-// holder's DELETE is pending); a stale marker, an expired Lease, or an object already being deleted (no
-// DELETE pending: the garbage collector removes foregroundDeletion) hold nothing.
+// A write without the token to an object whose deletion marker or hold is the Lease's current epoch waits
+// (the holder's DELETE or compare-and-swap write is pending); a stale marker, an expired Lease, or a marker
+// on an object already being deleted (no DELETE pending) hold nothing; a hold holds there too; the
+// cluster's controllers (the garbage collector removing foregroundDeletion) are not held.
 func TestArmedMarker(t *testing.T) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	live := &Lease{Epoch: 3, Holder: "h", Acquirer: "u", Fenced: true, Duration: 15 * time.Second, RenewTime: now, Source: Quorum}
@@ -48,7 +49,11 @@ func TestArmedMarker(t *testing.T) {
 		"a label under a stale marker":                      {old: object("2", false), updated: labelled(object("2", false)), class: FencedResource, user: "editor", lease: live},
 		// A marker an earlier holder left (on an object a raise left behind) does not hide the current
 		// holder's hold.
-		"a label under a stale marker and the holder's hold": {old: held(object("2", false), "3"), updated: labelled(held(object("2", false), "3")), class: FencedResource, user: "editor", lease: live, want: fencing.ReasonTokenMissing},
+		"a label under a stale marker and the holder's hold":                  {old: held(object("2", false), "3"), updated: labelled(held(object("2", false), "3")), class: FencedResource, user: "editor", lease: live, want: fencing.ReasonTokenMissing},
+		"an editor's finalizer under the holder's hold":                       {old: held(object("", false), "3"), updated: held(object("", false, "example.com/x"), "3"), class: Object, user: "editor", lease: live, want: fencing.ReasonTokenMissing},
+		"the Deployment controller's finalizer under the holder's hold":       {old: held(object("", false), "3"), updated: held(object("", false, "example.com/x"), "3"), class: Object, user: DeploymentControllerUser, lease: live},
+		"a label on a FencedResource being deleted under the holder's hold":   {old: held(object("", true, "example.com/cleanup"), "3"), updated: labelled(held(object("", true, "example.com/cleanup"), "3")), class: FencedResource, user: "editor", lease: live, want: fencing.ReasonTokenMissing},
+		"a label on a FencedResource being deleted under the holder's marker": {old: object("3", true, "example.com/cleanup"), updated: labelled(object("3", true, "example.com/cleanup")), class: FencedResource, user: "editor", lease: live},
 		"the garbage collector removes foregroundDeletion from an object being deleted": {
 			old: object("3", true, "foregroundDeletion"), updated: object("3", true), class: Object, user: GarbageCollectorUser, lease: live},
 	} {
