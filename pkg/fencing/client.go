@@ -250,7 +250,7 @@ func (c *fencedClient) Patch(ctx context.Context, obj client.Object, patch clien
 	}
 	dryRun := len((&client.PatchOptions{}).ApplyOptions(opts).DryRun) > 0
 	err = c.Client.Patch(ctx, obj, client.RawPatch(p.Type(), data), opts...)
-	return c.holdOnConflict(ctx, obj, armsHold(err, !isApplyPatch(p.Type()) && namesResourceVersion(p.Type(), data), dryRun), err)
+	return c.holdOnConflict(ctx, obj, armsHold(err, namesResourceVersion(p.Type(), data), dryRun), err)
 }
 
 func (c *fencedClient) Apply(ctx context.Context, ac runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
@@ -510,7 +510,7 @@ func (s *fencedSubResource) Patch(ctx context.Context, obj client.Object, patch 
 			return s.holdOnConflict(ctx, obj, armsHold(err, true, dryRun), err)
 		}
 		err = s.SubResourceClient.Patch(ctx, obj, client.RawPatch(patch.Type(), data), opts...)
-		return s.holdOnConflict(ctx, obj, armsHold(err, !isApplyPatch(patch.Type()) && namesResourceVersion(patch.Type(), data), dryRun), err)
+		return s.holdOnConflict(ctx, obj, armsHold(err, namesResourceVersion(patch.Type(), data), dryRun), err)
 	})
 }
 
