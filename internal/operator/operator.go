@@ -241,13 +241,15 @@ func setupWebhook(mgr manager.Manager, opts Options, aliases admission.Aliases) 
 	if err := mgr.Add(leases); err != nil {
 		return err
 	}
-	if err := webhook.SetupWithManager(mgr, webhook.WithLeaseCache(leases)); err != nil {
+	if err := webhook.SetupWithManager(mgr, webhook.WithLeaseCache(leases), webhook.WithNamespaceCache(mgr.GetClient())); err != nil {
 		return fmt.Errorf("setting up the FencedResource webhook: %w", err)
 	}
 	if err := webhook.SetupPolicyWebhookWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the FencingPolicy webhook: %w", err)
 	}
-	webhook.SetupObjectsWithManager(mgr, aliases, webhook.WithLeaseCache(leases))
+	if err := webhook.SetupObjectsWithManager(mgr, aliases, webhook.WithLeaseCache(leases), webhook.WithNamespaceCache(mgr.GetClient())); err != nil {
+		return fmt.Errorf("setting up the object webhook: %w", err)
+	}
 	started := mgr.GetWebhookServer().StartedChecker()
 	return mgr.AddReadyzCheck("webhook", func(req *http.Request) error {
 		if certsReady != nil {

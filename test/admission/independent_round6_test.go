@@ -2,8 +2,7 @@ package admission_test
 
 // Round 6 of the independent attacker: the attacks on the rule after round 5 that the code withstood.
 // Each test asserts the invariant it tried to break (it fails when the attack works). The attacks that
-// worked are in round6_closed_test.go once closed, and open_holes_round6_test.go (build tag openholes)
-// while open.
+// worked are in round6_closed_test.go and round6_late_closed_test.go.
 
 import (
 	"fmt"

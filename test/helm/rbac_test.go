@@ -193,6 +193,10 @@ func TestChartRBAC(t *testing.T) {
 			{verb: "list", group: "admissionregistration.k8s.io", resource: "validatingwebhookconfigurations"},
 			{verb: "update", group: "admissionregistration.k8s.io", resource: "validatingwebhookconfigurations", name: vwcName},
 			{verb: "get", resource: "namespaces", name: user},
+			{verb: "list", resource: "namespaces"},
+			{verb: "watch", resource: "namespaces"},
+			{verb: "get", resource: "pods", namespace: user, name: "web-0"},
+			{verb: "get", group: "apps", resource: "deployments", namespace: user, name: "web"},
 		}, nil)
 	})
 
@@ -223,8 +227,9 @@ func TestChartRBAC(t *testing.T) {
 			{verb: "create", resource: "pods", namespace: release},
 			{verb: "create", group: "rbac.authorization.k8s.io", resource: "clusterrolebindings"},
 			{verb: "impersonate", resource: "users"},
-			{verb: "list", resource: "namespaces"},
 			{verb: "delete", resource: "namespaces", name: user},
+			{verb: "list", resource: "pods", namespace: user},
+			{verb: "update", group: "apps", resource: "deployments", namespace: user, name: "web"},
 		})
 		// And for real, through the impersonated client.
 		c := op.client(t)

@@ -56,6 +56,18 @@ func TestClusterControllers(t *testing.T) {
 	podStatus := func(phase string) *unstructured.Unstructured {
 		return obj("Pod", map[string]any{"status": map[string]any{"phase": phase}})
 	}
+	budget := func(allowed int64, disrupted map[string]any, maxUnavailable int64) *unstructured.Unstructured {
+		status := map[string]any{"disruptionsAllowed": allowed}
+		if disrupted != nil {
+			status["disruptedPods"] = disrupted
+		}
+		return obj("PodDisruptionBudget", map[string]any{"spec": map[string]any{"maxUnavailable": maxUnavailable}, "status": status})
+	}
+	withCondition := func(u *unstructured.Unstructured, kind string) *unstructured.Unstructured {
+		_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"type": kind, "status": "False", "reason": "InsufficientPods"}}, "status", "conditions")
+		return u
+	}
+	const at = "2026-12-03T12:00:00Z"
 	const addon = "system:serviceaccount:kube-system:some-addon"
 	tests := map[string]struct {
 		user     string
@@ -63,37 +75,47 @@ func TestClusterControllers(t *testing.T) {
 		old, new *unstructured.Unstructured
 		want     fencing.Reason
 	}{
-		"the volume binder binds a claim":                  {admission.VolumeBinderUser, admission.Update, claim("", nil), claim("pv-1", bound), ""},
-		"kube-controller-manager (one credential) binds":   {admission.ControllerManagerUser, admission.Update, claim("", nil), claim("pv-1", bound), ""},
-		"the volume binder rebinds a bound claim":          {admission.VolumeBinderUser, admission.Update, claim("pv-1", bound), claim("pv-2", bound), fencing.ReasonTokenMissing},
-		"the volume binder changes the claim's class":      {admission.VolumeBinderUser, admission.Update, claim("", nil), obj("PersistentVolumeClaim", map[string]any{"spec": map[string]any{"storageClassName": "fast"}}), fencing.ReasonTokenMissing},
-		"another kube-system controller binds a claim":     {admission.ReplicaSetCtrlUser, admission.Update, claim("", nil), claim("pv-1", bound), fencing.ReasonTokenMissing},
-		"a user binds a claim":                             {"jane", admission.Update, claim("", nil), claim("pv-1", bound), fencing.ReasonTokenMissing},
-		"the token controller fills a token Secret":        {admission.TokenControllerUser, admission.Update, secret("kubernetes.io/service-account-token", ""), secret("kubernetes.io/service-account-token", "dG9r"), ""},
-		"kube-controller-manager fills a token Secret":     {admission.ControllerManagerUser, admission.Update, secret("kubernetes.io/service-account-token", ""), secret("kubernetes.io/service-account-token", "dG9r"), ""},
-		"the token controller writes an Opaque Secret":     {admission.TokenControllerUser, admission.Update, secret("Opaque", ""), secret("Opaque", "dG9r"), fencing.ReasonTokenMissing},
-		"a user fills a token Secret":                      {"jane", admission.Update, secret("kubernetes.io/service-account-token", ""), secret("kubernetes.io/service-account-token", "dG9r"), fencing.ReasonTokenMissing},
-		"the TTL controller deletes a finished Job":        {admission.TTLControllerUser, admission.Delete, job(true, "Complete"), nil, ""},
-		"the TTL controller deletes a failed Job":          {admission.TTLControllerUser, admission.Delete, job(true, "Failed"), nil, ""},
-		"the TTL controller deletes a running Job":         {admission.TTLControllerUser, admission.Delete, job(true, ""), nil, fencing.ReasonNotHolder},
-		"the TTL controller deletes a Job without a TTL":   {admission.TTLControllerUser, admission.Delete, job(false, "Complete"), nil, fencing.ReasonNotHolder},
-		"another kube-system controller deletes the Job":   {admission.ReplicaSetCtrlUser, admission.Delete, job(true, "Complete"), nil, fencing.ReasonNotHolder},
-		"kube-controller-manager (one credential) orphans": {admission.ControllerManagerUser, admission.Update, obj("ConfigMap", map[string]any{"metadata": map[string]any{"namespace": "ns", "name": "x", "annotations": map[string]any{fencingv1alpha1.ObjectEpochAnnotation: "5"}, "ownerReferences": []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u"}}}}), obj("ConfigMap", nil), ""},
-		"the ReplicaSet controller deletes a Pod":          {admission.ReplicaSetCtrlUser, admission.Delete, pod("n1"), nil, ""},
-		"the Pod garbage collector deletes a Pod":          {"system:serviceaccount:kube-system:pod-garbage-collector", admission.Delete, pod("n1"), nil, ""},
-		"the scheduler preempts a Pod":                     {admission.SchedulerUser, admission.Delete, pod("n1"), nil, ""},
-		"kube-controller-manager (one credential) deletes": {admission.ControllerManagerUser, admission.Delete, pod("n1"), nil, ""},
-		"a controller that deletes no Pods deletes one":    {admission.DeploymentControllerUser, admission.Delete, pod("n1"), nil, fencing.ReasonNotHolder},
-		"an add-on in kube-system deletes a Pod":           {addon, admission.Delete, pod("n1"), nil, fencing.ReasonNotHolder},
-		"an add-on in kube-system writes a Pod's status":   {addon, admission.Update, podStatus("Running"), podStatus("Failed"), fencing.ReasonTokenMissing},
-		"the node controller writes a Pod's status":        {"system:serviceaccount:kube-system:node-controller", admission.Update, podStatus("Running"), podStatus("Failed"), ""},
-		"an add-on in kube-system orphans":                 {addon, admission.Update, obj("ConfigMap", map[string]any{"metadata": map[string]any{"namespace": "ns", "name": "x", "annotations": map[string]any{fencingv1alpha1.ObjectEpochAnnotation: "5"}, "ownerReferences": []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u"}}}}), obj("ConfigMap", nil), fencing.ReasonTokenMissing},
+		"the volume binder binds a claim":                   {admission.VolumeBinderUser, admission.Update, claim("", nil), claim("pv-1", bound), ""},
+		"kube-controller-manager (one credential) binds":    {admission.ControllerManagerUser, admission.Update, claim("", nil), claim("pv-1", bound), ""},
+		"the volume binder rebinds a bound claim":           {admission.VolumeBinderUser, admission.Update, claim("pv-1", bound), claim("pv-2", bound), fencing.ReasonTokenMissing},
+		"the volume binder changes the claim's class":       {admission.VolumeBinderUser, admission.Update, claim("", nil), obj("PersistentVolumeClaim", map[string]any{"spec": map[string]any{"storageClassName": "fast"}}), fencing.ReasonTokenMissing},
+		"another kube-system controller binds a claim":      {admission.ReplicaSetCtrlUser, admission.Update, claim("", nil), claim("pv-1", bound), fencing.ReasonTokenMissing},
+		"a user binds a claim":                              {"jane", admission.Update, claim("", nil), claim("pv-1", bound), fencing.ReasonTokenMissing},
+		"the token controller fills a token Secret":         {admission.TokenControllerUser, admission.Update, secret("kubernetes.io/service-account-token", ""), secret("kubernetes.io/service-account-token", "dG9r"), ""},
+		"kube-controller-manager fills a token Secret":      {admission.ControllerManagerUser, admission.Update, secret("kubernetes.io/service-account-token", ""), secret("kubernetes.io/service-account-token", "dG9r"), ""},
+		"the token controller writes an Opaque Secret":      {admission.TokenControllerUser, admission.Update, secret("Opaque", ""), secret("Opaque", "dG9r"), fencing.ReasonTokenMissing},
+		"a user fills a token Secret":                       {"jane", admission.Update, secret("kubernetes.io/service-account-token", ""), secret("kubernetes.io/service-account-token", "dG9r"), fencing.ReasonTokenMissing},
+		"the TTL controller deletes a finished Job":         {admission.TTLControllerUser, admission.Delete, job(true, "Complete"), nil, ""},
+		"the TTL controller deletes a failed Job":           {admission.TTLControllerUser, admission.Delete, job(true, "Failed"), nil, ""},
+		"the TTL controller deletes a running Job":          {admission.TTLControllerUser, admission.Delete, job(true, ""), nil, fencing.ReasonNotHolder},
+		"the TTL controller deletes a Job without a TTL":    {admission.TTLControllerUser, admission.Delete, job(false, "Complete"), nil, fencing.ReasonNotHolder},
+		"another kube-system controller deletes the Job":    {admission.ReplicaSetCtrlUser, admission.Delete, job(true, "Complete"), nil, fencing.ReasonNotHolder},
+		"kube-controller-manager (one credential) orphans":  {admission.ControllerManagerUser, admission.Update, obj("ConfigMap", map[string]any{"metadata": map[string]any{"namespace": "ns", "name": "x", "annotations": map[string]any{fencingv1alpha1.ObjectEpochAnnotation: "5"}, "ownerReferences": []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u"}}}}), obj("ConfigMap", nil), ""},
+		"the ReplicaSet controller deletes a Pod":           {admission.ReplicaSetCtrlUser, admission.Delete, pod("n1"), nil, ""},
+		"the Pod garbage collector deletes a Pod":           {"system:serviceaccount:kube-system:pod-garbage-collector", admission.Delete, pod("n1"), nil, ""},
+		"the scheduler preempts a Pod":                      {admission.SchedulerUser, admission.Delete, pod("n1"), nil, ""},
+		"kube-controller-manager (one credential) deletes":  {admission.ControllerManagerUser, admission.Delete, pod("n1"), nil, ""},
+		"a controller that deletes no Pods deletes one":     {admission.DeploymentControllerUser, admission.Delete, pod("n1"), nil, fencing.ReasonNotHolder},
+		"an add-on in kube-system deletes a Pod":            {addon, admission.Delete, pod("n1"), nil, fencing.ReasonNotHolder},
+		"an add-on in kube-system writes a Pod's status":    {addon, admission.Update, podStatus("Running"), podStatus("Failed"), fencing.ReasonTokenMissing},
+		"the node controller writes a Pod's status":         {"system:serviceaccount:kube-system:node-controller", admission.Update, podStatus("Running"), podStatus("Failed"), ""},
+		"the apiserver counts an eviction against a budget": {admission.APIServerUser, admission.Update, budget(1, nil, 1), budget(0, map[string]any{"web-0": at}, 1), ""},
+		"the apiserver counts a second eviction":            {admission.APIServerUser, admission.Update, budget(2, map[string]any{"web-0": at}, 1), budget(1, map[string]any{"web-0": at, "web-1": at}, 1), ""},
+		"the apiserver user raises disruptionsAllowed":      {admission.APIServerUser, admission.Update, budget(1, nil, 1), budget(2, map[string]any{"web-0": at}, 1), fencing.ReasonTokenMissing},
+		"the apiserver user takes two disruptions":          {admission.APIServerUser, admission.Update, budget(2, nil, 1), budget(0, map[string]any{"web-0": at}, 1), fencing.ReasonTokenMissing},
+		"the apiserver user records two Pods":               {admission.APIServerUser, admission.Update, budget(2, nil, 1), budget(1, map[string]any{"web-0": at, "web-1": at}, 1), fencing.ReasonTokenMissing},
+		"the apiserver user drops a disrupted Pod":          {admission.APIServerUser, admission.Update, budget(2, map[string]any{"web-0": at}, 1), budget(1, map[string]any{"web-1": at}, 1), fencing.ReasonTokenMissing},
+		"the apiserver user changes the budget's spec":      {admission.APIServerUser, admission.Update, budget(1, nil, 1), budget(0, map[string]any{"web-0": at}, 3), fencing.ReasonTokenMissing},
+		"the apiserver counts the last disruption":          {admission.APIServerUser, admission.Update, budget(1, nil, 1), withCondition(budget(0, map[string]any{"web-0": at}, 1), "DisruptionAllowed"), ""},
+		"the apiserver user sets another condition":         {admission.APIServerUser, admission.Update, budget(1, nil, 1), withCondition(budget(0, map[string]any{"web-0": at}, 1), "Other"), fencing.ReasonTokenMissing},
+		"a user counts an eviction against a budget":        {"jane", admission.Update, budget(1, nil, 1), budget(0, map[string]any{"web-0": at}, 1), fencing.ReasonTokenMissing},
+		"an add-on in kube-system orphans":                  {addon, admission.Update, obj("ConfigMap", map[string]any{"metadata": map[string]any{"namespace": "ns", "name": "x", "annotations": map[string]any{fencingv1alpha1.ObjectEpochAnnotation: "5"}, "ownerReferences": []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u"}}}}), obj("ConfigMap", nil), fencing.ReasonTokenMissing},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			kind := tc.old.GetKind()
 			sub := ""
-			if kind == "Pod" && tc.op == admission.Update {
+			if (kind == "Pod" || kind == "PodDisruptionBudget") && tc.op == admission.Update {
 				sub = "status"
 			}
 			r := &admission.Request{Class: admission.Object, Operation: tc.op, Subresource: sub, Kind: kind, Namespace: "ns", Name: "x", Policy: "ns/app",

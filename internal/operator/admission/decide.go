@@ -337,17 +337,18 @@ var fencekitKeys = []string{fencingv1alpha1.WriterAnnotation, fencingv1alpha1.Ob
 	fencingv1alpha1.DeleteAtEpochAnnotation, fencingv1alpha1.HoldAtEpochAnnotation}
 
 // deleting refuses a write with the token that would change the content of an object being deleted
-// (deletionTimestamp set): the object goes once its finalizers are removed, and anyone may remove a
-// finalizer that is not orphan or foregroundDeletion (free), so such a write would be acknowledged and
-// then lost at a time a user without the token chooses. The holder may still remove finalizers, raise
-// the epoch and write fencekit's own annotations (a fence-on-acquire raise, a second delete's marker),
-// and write status: none of that is content the holder expects to keep.
+// (deletionTimestamp set), or of one in a namespace being deleted: the object goes once its finalizers are
+// removed, and anyone may remove a finalizer that is not orphan or foregroundDeletion (free); the
+// namespace controller deletes every object of a terminating namespace. Such a write would be
+// acknowledged and then lost. The holder may still remove finalizers, raise the epoch and write
+// fencekit's own annotations (a fence-on-acquire raise, a second delete's marker), and write status: none
+// of that is content the holder expects to keep.
 func (r *Request) deleting(l *Lease, epoch int64) *fencing.Error {
 	// A subresource of another kind (a Scale) carries none of the object's metadata, and the operator may
 	// not read every declared object: pkg/fencing's NewClient checks those writes itself before it sends
 	// them (docs/design/residuals.md). One that carries the object (pods/ephemeralcontainers,
 	// pods/resize) is checked here.
-	if r.Operation == Delete || r.Old == nil || r.New == nil || r.Old.GetDeletionTimestamp() == nil ||
+	if r.Operation == Delete || r.Old == nil || r.New == nil || r.Old.GetDeletionTimestamp() == nil && !r.NamespaceTerminating ||
 		(r.foreign() && r.Old.GetKind() != r.Kind) {
 		return nil
 	}
@@ -368,6 +369,11 @@ func (r *Request) deleting(l *Lease, epoch int64) *fencing.Error {
 	}
 	if len(content) == 0 {
 		return nil
+	}
+	if r.Old.GetDeletionTimestamp() == nil {
+		return r.errAt(content[0].String(), fencing.ReasonInvalid, epoch, l.Epoch,
+			"%s: its namespace %s is being deleted, and the namespace controller deletes every object in it: this write changes %s, which would go with it; write it in another namespace",
+			r.what(), r.Namespace, listPaths(content, 8))
 	}
 	return r.errAt(content[0].String(), fencing.ReasonInvalid, epoch, l.Epoch,
 		"%s is being deleted (deletionTimestamp %s, finalizers %q): this write changes %s, which would go with it once its finalizers are removed; wait until it is gone, then create it again",
@@ -407,10 +413,10 @@ func (r *Request) liveAt(l *Lease, epoch int64, now time.Time) *fencing.Error {
 		return r.errAt("", fencing.ReasonNotHolder, epoch, l.Epoch,
 			"%s: lease %s at epoch %d has no valid renewTime or leaseDurationSeconds: its holder %s cannot be shown to be live",
 			what, r.LeaseName, l.Epoch, l.Holder)
-	case now.After(l.RenewTime.Add(l.Duration)):
+	case now.After(l.Expiry()):
 		return r.errAt("", fencing.ReasonNotHolder, epoch, l.Epoch,
 			"%s: lease %s at epoch %d expired %s ago (held by %s, last renewed %s, duration %s)",
-			what, r.LeaseName, l.Epoch, now.Sub(l.RenewTime.Add(l.Duration)).Round(time.Millisecond), l.Holder,
+			what, r.LeaseName, l.Epoch, now.Sub(l.Expiry()).Round(time.Millisecond), l.Holder,
 			l.RenewTime.UTC().Format(time.RFC3339Nano), l.Duration)
 	}
 	return nil

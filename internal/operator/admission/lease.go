@@ -44,6 +44,11 @@ type Lease struct {
 	// RenewTime and Duration are the holder's last renewal and lease duration; Duration <= 0 when missing.
 	RenewTime time.Time
 	Duration  time.Duration
+	// ObservedRenewal is when the deciding webhook, on its own clock, saw this renewal (RenewTime as it
+	// stands) replace an earlier one; zero if it has not. RenewTime is the holder's clock, which may be
+	// behind the webhook's: a renewal the webhook watched happen keeps the Lease live for Duration from
+	// then, as a standby elector times the renewals it observes (docs/design/elector.md).
+	ObservedRenewal time.Time
 	// Fences is the fence-on-acquire declaration (annotation fencing.fencekit.io/fences); a malformed one
 	// declares nothing.
 	Fences elector.Fences
@@ -87,7 +92,19 @@ func ParseLease(l *coordinationv1.Lease, src Source) *Lease {
 // Live reports whether the Lease has a holder whose lease has not expired at now, at a valid epoch.
 func (l *Lease) Live(now time.Time) bool {
 	return l != nil && !l.Missing && l.EpochErr == "" && l.Holder != "" && l.Duration > 0 && !l.RenewTime.IsZero() &&
-		!now.After(l.RenewTime.Add(l.Duration))
+		!now.After(l.Expiry())
+}
+
+// Expiry is when the holder's lease ends: Duration after the later of its renewTime and the moment the
+// webhook observed that renewal (ObservedRenewal). Either shows the holder renewed then; taking the later
+// keeps a holder whose clock is behind the webhook's live (its writes admitted, others' deletes refused)
+// for as long as its standbys, which time what they observe, let it lead.
+func (l *Lease) Expiry() time.Time {
+	from := l.RenewTime
+	if l.ObservedRenewal.After(from) {
+		from = l.ObservedRenewal
+	}
+	return from.Add(l.Duration)
 }
 
 // declares reports whether every acquisition of the Lease raises objects of class c before it hands out

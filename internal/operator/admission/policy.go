@@ -11,9 +11,9 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 )
 
-// carriesObject reports whether a write through subresource sends the object itself, labels included:
+// CarriesObject reports whether a write through subresource sends the object itself, labels included:
 // the object (""), its status, and a Pod's ephemeral containers and resize.
-func carriesObject(subresource string) bool {
+func CarriesObject(subresource string) bool {
 	switch subresource {
 	case "", "status", "ephemeralcontainers", "resize":
 		return true
@@ -23,8 +23,9 @@ func carriesObject(subresource string) bool {
 
 // Covered reports whether a policy of policies covers an object of group and resource (written through
 // subresource, "" for the object itself) whose labels are labels. A Scale, an Eviction or a Binding carries
-// no labels of the object: every policy naming the resource covers it, whatever its selector; a
-// subresource that carries the object itself (carriesObject) is judged by its labels. An invalid
+// no labels of the object: every policy naming the resource covers it, whatever its selector (the object
+// webhook reads the object's labels first and asks again with subresource ""); a subresource that
+// carries the object itself (CarriesObject) is judged by its labels. An invalid
 // selector covers everything (fail closed; the policy's admission refuses it anyway).
 //
 // The webhook asks it twice, with the labels before and after the write: an object is fenced if it is
@@ -32,7 +33,7 @@ func carriesObject(subresource string) bool {
 // one in) without the token; and only a write that leaves coverage as it was may be admitted on the copy
 // of the Lease (copyEligible).
 func Covered(policies []fencingv1alpha1.FencingPolicy, group, resource, subresource string, labelSet map[string]string) bool {
-	foreign := !carriesObject(subresource)
+	foreign := !CarriesObject(subresource)
 	for _, p := range policies {
 		for _, entry := range p.Spec.Resources {
 			if entry.Group != group || entry.Resource != resource {
@@ -73,9 +74,6 @@ var refusedControllers = map[schema.GroupResource]string{
 		"and deleting them past their history limits: scheduled runs do not start (the Job controller's status writes are admitted)",
 	{Group: "resource.k8s.io", Resource: "resourceclaims"}: "the resource claim controller (kube-system:resource-claim-controller) is refused " +
 		"creating the claims of Pods' resourceClaimTemplates: those Pods do not start",
-	{Group: "policy", Resource: "poddisruptionbudgets"}: "evictions of the Pods a covered budget selects are refused: the apiserver's " +
-		"eviction handler updates the budget's status under its own credential, without the token (kubectl drain stalls; " +
-		"the disruption controller's status writes are admitted)",
 	{Group: "", Resource: "secrets"}: "Secrets written by controllers other than the token controller (for example a " +
 		"cert-manager or sealed-secrets controller) are refused; ServiceAccount token Secrets are filled",
 }

@@ -50,6 +50,9 @@ const (
 	ControllerManagerUser = "system:kube-controller-manager"
 	// SchedulerUser binds Pods to nodes and deletes the Pods it preempts.
 	SchedulerUser = "system:kube-scheduler"
+	// APIServerUser is the apiserver's own loopback credential: its eviction handler writes the status of
+	// the PodDisruptionBudgets an eviction is counted against with it.
+	APIServerUser = "system:apiserver"
 )
 
 // More of kube-controller-manager's controllers, each writing as its own ServiceAccount with
@@ -169,8 +172,8 @@ type Request struct {
 	// Delete holds the DeleteOptions that decide what a DELETE does to the object's dependents and how
 	// soon it goes.
 	DeleteOptions DeleteOptions
-	// NamespaceTerminating is whether the namespace is being deleted; read only for the namespace
-	// controller's deletes (ReadsNamespace).
+	// NamespaceTerminating is whether the namespace is being deleted; read only where the rule asks
+	// (ReadsNamespace).
 	NamespaceTerminating bool
 }
 
@@ -205,7 +208,9 @@ func (r *Request) presents() bool {
 // Eviction, a Binding): they carry none of its metadata.
 func (r *Request) foreign() bool { return r.Subresource != "" && r.Subresource != "status" }
 
-// ReadsNamespace reports whether deciding r needs to know if its namespace is terminating.
+// ReadsNamespace reports whether deciding r needs to know if its namespace is terminating: the namespace
+// controller's deletes (admitted only then), and the updates that present a token (refused then when they
+// change content: the namespace controller deletes the object next).
 func ReadsNamespace(r *Request) bool {
-	return r.Operation == Delete && r.User.is(NamespaceControllerUser)
+	return r.Operation == Delete && r.User.is(NamespaceControllerUser) || r.Operation == Update && r.presents()
 }

@@ -32,6 +32,12 @@ type decider struct {
 	leases   *LeaseCache
 	recorder events.EventRecorder
 	clock    clock.PassiveClock
+	// renewals times the holders' renewals as this webhook reads them.
+	renewals *renewals
+	// namespaces reads whether the namespace of a write that presents a token is terminating; nil: reader.
+	// A cache may lag the namespace's deletion by its watch's delay (docs/design/residuals.md); the
+	// namespace controller's deletes always read the apiserver.
+	namespaces ctrl.Reader
 }
 
 // Option configures a webhook.
@@ -44,11 +50,15 @@ func WithClock(c clock.PassiveClock) Option { return func(d *decider) { d.clock 
 // runs): on the FencedResource, or on the object a FencingPolicy declares.
 func WithEventRecorder(r events.EventRecorder) Option { return func(d *decider) { d.recorder = r } }
 
+// WithNamespaceCache reads, from c (the manager's cache), whether the namespace of a write that presents
+// a token is being deleted, instead of a read from the apiserver per write.
+func WithNamespaceCache(c ctrl.Reader) Option { return func(d *decider) { d.namespaces = c } }
+
 // WithLeaseCache lets the webhooks admit, on the copy c, what the rule lets a copy admit (see LeaseCache).
 func WithLeaseCache(c *LeaseCache) Option { return func(d *decider) { d.leases = c } }
 
 func newDecider(webhook string, reader ctrl.Reader, opts []Option) decider {
-	d := decider{webhook: webhook, reader: reader, clock: clock.RealClock{}}
+	d := decider{webhook: webhook, reader: reader, clock: clock.RealClock{}, renewals: &renewals{}}
 	for _, o := range opts {
 		o(&d)
 	}
@@ -59,7 +69,11 @@ func newDecider(webhook string, reader ctrl.Reader, opts []Option) decider {
 // where the rule allows it, then a quorum read.
 func (d *decider) decide(ctx context.Context, r *core.Request) (core.Verdict, error) {
 	if core.ReadsNamespace(r) {
-		terminating, err := d.namespaceTerminating(ctx, r.Namespace)
+		from := d.reader
+		if d.namespaces != nil && r.Operation != core.Delete {
+			from = d.namespaces
+		}
+		terminating, err := namespaceTerminating(ctx, from, r.Namespace)
 		if err != nil {
 			return core.Verdict{}, err
 		}
@@ -69,7 +83,7 @@ func (d *decider) decide(ctx context.Context, r *core.Request) (core.Verdict, er
 	v := core.Decide(r, nil, now)
 	if v.Need == core.NeedLease && d.leases.Synced() {
 		if l := d.leases.Lease(r.Namespace, r.LeaseName); l != nil {
-			if cv := core.Decide(r, core.ParseLease(l, core.Copy), now); cv.Admitted() {
+			if cv := core.Decide(r, d.renewals.parse(l, core.Copy, now), now); cv.Admitted() {
 				leaseReads.WithLabelValues(d.webhook, sourceCache).Inc()
 				return cv, nil
 			}
@@ -83,7 +97,7 @@ func (d *decider) decide(ctx context.Context, r *core.Request) (core.Verdict, er
 	if err != nil {
 		return core.Verdict{}, err
 	}
-	return core.Decide(r, core.ParseLease(lease, core.Quorum), now), nil
+	return core.Decide(r, d.renewals.parse(lease, core.Quorum, now), now), nil
 }
 
 // respond turns the verdict on r into the admission response, reporting a refusal.
@@ -113,14 +127,15 @@ func (d *decider) lease(ctx context.Context, namespace, name string) (*coordinat
 	return &lease, nil
 }
 
-func (d *decider) namespaceTerminating(ctx context.Context, name string) (bool, error) {
+// namespaceTerminating reads from r whether namespace name is being deleted.
+func namespaceTerminating(ctx context.Context, r ctrl.Reader, name string) (bool, error) {
 	var ns corev1.Namespace
-	err := d.reader.Get(ctx, types.NamespacedName{Name: name}, &ns)
+	err := r.Get(ctx, types.NamespacedName{Name: name}, &ns)
 	switch {
 	case apierrors.IsNotFound(err):
 		return false, nil
 	case err != nil:
-		return false, apierrors.NewServiceUnavailable(fmt.Sprintf("reading namespace %s to decide a deletion: %v", name, err))
+		return false, apierrors.NewServiceUnavailable(fmt.Sprintf("reading namespace %s to decide a write in it: %v", name, err))
 	}
 	return ns.DeletionTimestamp != nil || ns.Status.Phase == corev1.NamespaceTerminating, nil
 }

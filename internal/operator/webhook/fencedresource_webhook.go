@@ -12,8 +12,9 @@ import (
 	core "github.com/fencekit/fencekit/internal/operator/admission"
 )
 
-// The webhook reads the bound Lease and, for the namespace controller's deletes, the Namespace.
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
+// The webhook reads the bound Lease and the Namespace (for the namespace controller's deletes, and from a
+// cache for the writes that present a token).
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:webhook:path=/validate-fencing-fencekit-io-v1alpha1-fencedresource,mutating=false,failurePolicy=fail,sideEffects=None,groups=fencing.fencekit.io,resources=fencedresources;fencedresources/*,verbs=create;update;delete,versions=v1alpha1,name=vfencedresource-v1alpha1.fencing.fencekit.io,admissionReviewVersions=v1,timeoutSeconds=5
 
 // FencedResourcesPath is where the FencedResource webhook serves (the path kubebuilder derives for the

@@ -8,8 +8,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/metadata"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -19,6 +21,11 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	core "github.com/fencekit/fencekit/internal/operator/admission"
 )
+
+// The labels of the objects written through a Scale, an Eviction or a Binding (objectLabels); a custom
+// resource's scale needs get on that resource granted to the operator too.
+// +kubebuilder:rbac:groups="",resources=pods;replicationcontrollers,verbs=get
+// +kubebuilder:rbac:groups=apps,resources=deployments;replicasets;statefulsets,verbs=get
 
 // ObjectsPath is where the object webhook serves. The operator points the webhooks it generates from the
 // FencingPolicies (one per namespace, in the ValidatingWebhookConfiguration it keeps) at it.
@@ -34,20 +41,29 @@ type ObjectValidator struct {
 	// aliases are the resources whose writes stand for a subresource of another (core bindings for
 	// pods/binding): a request to one is decided as that route.
 	aliases core.Aliases
+	// objects reads the labels of the object a write through a Scale, an Eviction or a Binding is about,
+	// straight from the apiserver (those subresources carry none of them).
+	objects metadata.Interface
 	decider
 }
 
-// NewObjectValidator returns an ObjectValidator; reader must not be a cache. aliases are the apiserver's
-// alias routes (core.AliasesFrom), which the operator's webhook configuration also matches.
-func NewObjectValidator(policies, reader ctrl.Reader, aliases core.Aliases, opts ...Option) *ObjectValidator {
-	return &ObjectValidator{policies: policies, aliases: aliases, decider: newDecider(webhookObjects, reader, opts)}
+// NewObjectValidator returns an ObjectValidator; reader must not be a cache, and objects reads from the
+// apiserver. aliases are the apiserver's alias routes (core.AliasesFrom), which the operator's webhook
+// configuration also matches.
+func NewObjectValidator(policies, reader ctrl.Reader, objects metadata.Interface, aliases core.Aliases, opts ...Option) *ObjectValidator {
+	return &ObjectValidator{policies: policies, aliases: aliases, objects: objects, decider: newDecider(webhookObjects, reader, opts)}
 }
 
 // SetupObjectsWithManager registers the object webhook on mgr's webhook server at ObjectsPath, recording
 // refusals as Events with the manager's recorder.
-func SetupObjectsWithManager(mgr manager.Manager, aliases core.Aliases, opts ...Option) {
+func SetupObjectsWithManager(mgr manager.Manager, aliases core.Aliases, opts ...Option) error {
+	objects, err := metadata.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return fmt.Errorf("building the client that reads objects' labels for the object webhook: %w", err)
+	}
 	opts = append([]Option{WithEventRecorder(mgr.GetEventRecorder(eventSource))}, opts...)
-	mgr.GetWebhookServer().Register(ObjectsPath, &webhook.Admission{Handler: NewObjectValidator(mgr.GetClient(), mgr.GetAPIReader(), aliases, opts...)})
+	mgr.GetWebhookServer().Register(ObjectsPath, &webhook.Admission{Handler: NewObjectValidator(mgr.GetClient(), mgr.GetAPIReader(), objects, aliases, opts...)})
+	return nil
 }
 
 // Handle decides one admission request.
@@ -102,6 +118,10 @@ func objectRef(r *core.Request) klog.ObjectRef { return klog.KRef(r.Namespace, r
 // not seen yet, or not any more), the policies are listed again from the apiserver. Two policies bound to
 // different Leases that both cover the object (only possible if they were admitted concurrently) refuse
 // the write: fail closed.
+//
+// A Scale, an Eviction or a Binding carries no labels of the object it writes: when a policy naming the
+// resource has a selector, the object's labels are read from the apiserver (objectLabels) and coverage is
+// judged by them. Neither route can change labels, so coverage is the same before and after the write.
 func (v *ObjectValidator) policyFor(ctx context.Context, req admission.Request, route core.Route, r *core.Request) (*fencingv1alpha1.FencingPolicy, error) {
 	gr := route.Resource
 	if fencingv1alpha1.ClusterOwned(gr.Group, gr.Resource, r.Name) {
@@ -114,13 +134,24 @@ func (v *ObjectValidator) policyFor(ctx context.Context, req admission.Request, 
 	if r.New != nil {
 		updated = r.New.GetLabels()
 	}
-	list, matching, err := policiesFor(ctx, v.policies, req.Namespace, gr, route.Subresource, old, updated)
+	sub := route.Subresource
+	list, matching, err := policiesFor(ctx, v.policies, req.Namespace, gr, sub, old, updated)
 	if err == nil && len(matching) == 0 {
-		list, matching, err = policiesFor(ctx, v.reader, req.Namespace, gr, route.Subresource, old, updated)
+		list, matching, err = policiesFor(ctx, v.reader, req.Namespace, gr, sub, old, updated)
 	}
 	if err != nil {
 		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("listing the FencingPolicies of namespace %s to fence %s %s/%s: %v",
 			req.Namespace, r.Kind, r.Namespace, r.Name, err))
+	}
+	if !core.CarriesObject(sub) && selective(matching, gr) {
+		labels, known, err := v.objectLabels(ctx, req, gr)
+		if err != nil {
+			return nil, err
+		}
+		if known {
+			old, updated, sub = labels, labels, ""
+			matching = covering(list, gr, sub, old, updated)
+		}
 	}
 	if len(matching) == 0 {
 		return nil, nil
@@ -132,8 +163,8 @@ func (v *ObjectValidator) policyFor(ctx context.Context, req admission.Request, 
 				r.Kind, r.Namespace, r.Name, matching[0].Name, matching[0].Spec.LeaseName, p.Name, p.Spec.LeaseName))
 		}
 	}
-	r.CoveredBefore = r.Old != nil && core.Covered(list, gr.Group, gr.Resource, route.Subresource, old)
-	r.CoveredAfter = r.New != nil && core.Covered(list, gr.Group, gr.Resource, route.Subresource, updated)
+	r.CoveredBefore = r.Old != nil && core.Covered(list, gr.Group, gr.Resource, sub, old)
+	r.CoveredAfter = r.New != nil && core.Covered(list, gr.Group, gr.Resource, sub, updated)
 	// The copy may decide only above every matching policy's coverage epoch, and only once each has one
 	// for its current generation.
 	r.CoverageRecorded = true
@@ -142,6 +173,46 @@ func (v *ObjectValidator) policyFor(ctx context.Context, req admission.Request, 
 		r.CoverageEpoch = max(r.CoverageEpoch, p.Status.CoverageEpoch)
 	}
 	return &matching[0], nil
+}
+
+// selective reports whether a policy of policies names gr with a selector: whether coverage of a write
+// through a subresource that carries no labels depends on the object's.
+func selective(policies []fencingv1alpha1.FencingPolicy, gr schema.GroupResource) bool {
+	for _, p := range policies {
+		for _, entry := range p.Spec.Resources {
+			if entry.Group == gr.Group && entry.Resource == gr.Resource && entry.Selector != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// objectLabels reads the labels of the object req writes through a subresource, straight from the
+// apiserver (a quorum read, after the apiserver read the object the write replaces). For a Scale, whose
+// write is a compare-and-swap on the object, the labels read are those of the object it replaces or of a
+// later one, and then the apiserver's swap fails and the write is decided again. An object that does not
+// exist has no labels (the write fails on its own). Without RBAC to read the object (a custom resource's
+// scale the operator was not granted get on) the labels are not known: every policy naming the resource
+// covers the write, as for any write whose object cannot be read (fail closed). Any other error fails the
+// admission.
+func (v *ObjectValidator) objectLabels(ctx context.Context, req admission.Request, gr schema.GroupResource) (labels map[string]string, known bool, err error) {
+	m, err := v.objects.Resource(gr.WithVersion(req.Resource.Version)).Namespace(req.Namespace).Get(ctx, req.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return map[string]string{}, true, nil
+	case apierrors.IsForbidden(err):
+		klog.FromContext(ctx).V(2).Info("cannot read the labels of the object written through a subresource; every policy naming its resource covers it",
+			"resource", gr.String(), "object", klog.KRef(req.Namespace, req.Name), "subresource", req.SubResource, "err", err.Error())
+		return nil, false, nil
+	case err != nil:
+		return nil, false, apierrors.NewServiceUnavailable(fmt.Sprintf("reading the labels of %s %s/%s to decide which FencingPolicy covers a write through %s: %v",
+			gr, req.Namespace, req.Name, req.SubResource, err))
+	}
+	if m.Labels == nil {
+		return map[string]string{}, true, nil
+	}
+	return m.Labels, true, nil
 }
 
 // PoliciesFor lists the FencingPolicies of namespace that declare a write of an object of resource gr
@@ -160,13 +231,19 @@ func policiesFor(ctx context.Context, r ctrl.Reader, namespace string, gr schema
 	if err := r.List(ctx, &list, ctrl.InNamespace(namespace)); err != nil {
 		return nil, nil, err
 	}
+	return list.Items, covering(list.Items, gr, subresource, old, updated), nil
+}
+
+// covering returns the policies of list that cover the object with its old or its new labels, sorted by
+// name.
+func covering(list []fencingv1alpha1.FencingPolicy, gr schema.GroupResource, subresource string, old, updated map[string]string) []fencingv1alpha1.FencingPolicy {
 	var out []fencingv1alpha1.FencingPolicy
-	for _, p := range list.Items {
+	for _, p := range list {
 		one := []fencingv1alpha1.FencingPolicy{p}
 		if core.Covered(one, gr.Group, gr.Resource, subresource, old) || core.Covered(one, gr.Group, gr.Resource, subresource, updated) {
 			out = append(out, p)
 		}
 	}
 	slices.SortFunc(out, func(a, b fencingv1alpha1.FencingPolicy) int { return strings.Compare(a.Name, b.Name) })
-	return list.Items, out, nil
+	return out
 }

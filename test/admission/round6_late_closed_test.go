@@ -1,11 +1,7 @@
-//go:build openholes
-
 package admission_test
 
-// Round 6 of the independent attacker: what is still open. Each test asserts the invariant it tries to
-// break: it fails while the attack works. Run with
-//
-//	go test -tags openholes -count=1 -run 'TestRound6' -v ./test/admission/
+// Round 6 of the independent attacker: the five attacks that were closed after the others (decision
+// 0037). Each test asserts the invariant the attack tried to break.
 
 import (
 	"fmt"
@@ -129,7 +125,7 @@ func TestRound6SelectorLeavesForeignRoutesCovered(t *testing.T) {
 		t.Fatalf("creating a Pod no policy selects: %v", err)
 	}
 	scale := func(c client.Client, n int) error {
-		return c.SubResource("scale").Patch(ctx, dep, client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, n))))
+		return c.SubResource("scale").Patch(ctx, testenv.Deployment(ns, "other"), client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, n))))
 	}
 	for _, w := range []struct {
 		what  string
@@ -230,10 +226,15 @@ func TestRound6WriteInATerminatingNamespace(t *testing.T) {
 		got := testenv.Read[corev1.Namespace](t, env.Client, "", ns)
 		return got.DeletionTimestamp != nil, string(got.Status.Phase)
 	})
-	fr, err := w.Set(ctx, tok, key, map[string]any{"v": 2})
+	var err error
+	var fr *fencingv1alpha1.FencedResource
+	testenv.Eventually(t, "the webhook's copy of the namespaces shows it terminating", func() (bool, string) {
+		fr, err = w.Set(ctx, tok, key, map[string]any{"v": 2})
+		return err != nil, testenv.ErrString(err)
+	})
 	t.Logf("the holder's Writer.Set in terminating namespace %s: %v", ns, err)
-	if err == nil {
-		t.Errorf("the holder's write to FencedResource %s was admitted (data now %s) in a terminating namespace: the namespace controller will delete it (nothing is lost)", key, fr.Spec.Data.Raw)
+	if fencing.ReasonOf(err) != fencing.ReasonInvalid {
+		t.Errorf("the holder's write to FencedResource %s in a terminating namespace: %v (data %v), want it refused as invalid: the namespace controller will delete it (nothing is lost)", key, err, fr)
 	}
 	// The namespace controller's delete, as it will come, is admitted while the Lease is live.
 	nc := env.ClientAs(t, admission.NamespaceControllerUser)
@@ -241,6 +242,9 @@ func TestRound6WriteInATerminatingNamespace(t *testing.T) {
 		return nc.Delete(ctx, &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.Name}}, client.DryRunAll)
 	})
 	t.Logf("the namespace controller's delete (dry run) of the holder's FencedResource: %v", derr)
+	if derr != nil {
+		t.Errorf("the namespace controller's delete of FencedResource %s in its terminating namespace: %v", key, derr)
+	}
 }
 
 // TestRound6EvictionUpdatesACoveredPDB: attack on "nothing locks the cluster's own machinery out of its
