@@ -85,6 +85,12 @@ func TestClusterControllers(t *testing.T) {
 		"kube-controller-manager fills a token Secret":      {admission.ControllerManagerUser, admission.Update, secret("kubernetes.io/service-account-token", ""), secret("kubernetes.io/service-account-token", "dG9r"), ""},
 		"the token controller writes an Opaque Secret":      {admission.TokenControllerUser, admission.Update, secret("Opaque", ""), secret("Opaque", "dG9r"), fencing.ReasonTokenMissing},
 		"a user fills a token Secret":                       {"jane", admission.Update, secret("kubernetes.io/service-account-token", ""), secret("kubernetes.io/service-account-token", "dG9r"), fencing.ReasonTokenMissing},
+		"the token controller deletes a token Secret":       {admission.TokenControllerUser, admission.Delete, secret("kubernetes.io/service-account-token", "dG9r"), nil, ""},
+		"the token controller deletes an Opaque Secret":     {admission.TokenControllerUser, admission.Delete, secret("Opaque", "dG9r"), nil, fencing.ReasonNotHolder},
+		"a user deletes a token Secret":                     {"jane", admission.Delete, secret("kubernetes.io/service-account-token", "dG9r"), nil, fencing.ReasonNotHolder},
+		"the scheduler selects a claim's node":              {admission.SchedulerUser, admission.Update, claim("", nil), claim("", map[string]any{"volume.kubernetes.io/selected-node": "node-1"}), ""},
+		"the scheduler changes a claim's class":             {admission.SchedulerUser, admission.Update, claim("", nil), obj("PersistentVolumeClaim", map[string]any{"spec": map[string]any{"storageClassName": "fast"}}), fencing.ReasonTokenMissing},
+		"a user selects a claim's node":                     {"jane", admission.Update, claim("", nil), claim("", map[string]any{"volume.kubernetes.io/selected-node": "node-1"}), fencing.ReasonTokenMissing},
 		"the TTL controller deletes a finished Job":         {admission.TTLControllerUser, admission.Delete, job(true, "Complete"), nil, ""},
 		"the TTL controller deletes a failed Job":           {admission.TTLControllerUser, admission.Delete, job(true, "Failed"), nil, ""},
 		"the TTL controller deletes a running Job":          {admission.TTLControllerUser, admission.Delete, job(true, ""), nil, fencing.ReasonNotHolder},
@@ -101,13 +107,10 @@ func TestClusterControllers(t *testing.T) {
 		"the node controller writes a Pod's status":         {"system:serviceaccount:kube-system:node-controller", admission.Update, podStatus("Running"), podStatus("Failed"), ""},
 		"the apiserver counts an eviction against a budget": {admission.APIServerUser, admission.Update, budget(1, nil, 1), budget(0, map[string]any{"web-0": at}, 1), ""},
 		"the apiserver counts a second eviction":            {admission.APIServerUser, admission.Update, budget(2, map[string]any{"web-0": at}, 1), budget(1, map[string]any{"web-0": at, "web-1": at}, 1), ""},
-		"the apiserver user raises disruptionsAllowed":      {admission.APIServerUser, admission.Update, budget(1, nil, 1), budget(2, map[string]any{"web-0": at}, 1), fencing.ReasonTokenMissing},
-		"the apiserver user takes two disruptions":          {admission.APIServerUser, admission.Update, budget(2, nil, 1), budget(0, map[string]any{"web-0": at}, 1), fencing.ReasonTokenMissing},
-		"the apiserver user records two Pods":               {admission.APIServerUser, admission.Update, budget(2, nil, 1), budget(1, map[string]any{"web-0": at, "web-1": at}, 1), fencing.ReasonTokenMissing},
-		"the apiserver user drops a disrupted Pod":          {admission.APIServerUser, admission.Update, budget(2, map[string]any{"web-0": at}, 1), budget(1, map[string]any{"web-1": at}, 1), fencing.ReasonTokenMissing},
-		"the apiserver user changes the budget's spec":      {admission.APIServerUser, admission.Update, budget(1, nil, 1), budget(0, map[string]any{"web-0": at}, 3), fencing.ReasonTokenMissing},
 		"the apiserver counts the last disruption":          {admission.APIServerUser, admission.Update, budget(1, nil, 1), withCondition(budget(0, map[string]any{"web-0": at}, 1), "DisruptionAllowed"), ""},
-		"the apiserver user sets another condition":         {admission.APIServerUser, admission.Update, budget(1, nil, 1), withCondition(budget(0, map[string]any{"web-0": at}, 1), "Other"), fencing.ReasonTokenMissing},
+		"the apiserver changes a budget's spec":             {admission.APIServerUser, admission.Update, budget(1, nil, 1), budget(0, map[string]any{"web-0": at}, 3), fencing.ReasonTokenMissing},
+		"the apiserver writes a quota's usage":              {admission.APIServerUser, admission.Update, obj("ResourceQuota", map[string]any{"status": map[string]any{"used": map[string]any{"count/configmaps": "1"}}}), obj("ResourceQuota", map[string]any{"status": map[string]any{"used": map[string]any{"count/configmaps": "2"}}}), ""},
+		"a user writes a quota's usage":                     {"jane", admission.Update, obj("ResourceQuota", map[string]any{"status": map[string]any{"used": map[string]any{"count/configmaps": "1"}}}), obj("ResourceQuota", map[string]any{"status": map[string]any{"used": map[string]any{"count/configmaps": "2"}}}), fencing.ReasonTokenMissing},
 		"a user counts an eviction against a budget":        {"jane", admission.Update, budget(1, nil, 1), budget(0, map[string]any{"web-0": at}, 1), fencing.ReasonTokenMissing},
 		"an add-on in kube-system orphans":                  {addon, admission.Update, obj("ConfigMap", map[string]any{"metadata": map[string]any{"namespace": "ns", "name": "x", "annotations": map[string]any{fencingv1alpha1.ObjectEpochAnnotation: "5"}, "ownerReferences": []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u"}}}}), obj("ConfigMap", nil), fencing.ReasonTokenMissing},
 	}
@@ -115,7 +118,7 @@ func TestClusterControllers(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			kind := tc.old.GetKind()
 			sub := ""
-			if (kind == "Pod" || kind == "PodDisruptionBudget") && tc.op == admission.Update {
+			if (kind == "Pod" || kind == "PodDisruptionBudget" || kind == "ResourceQuota") && tc.op == admission.Update {
 				sub = "status"
 			}
 			r := &admission.Request{Class: admission.Object, Operation: tc.op, Subresource: sub, Kind: kind, Namespace: "ns", Name: "x", Policy: "ns/app",

@@ -67,18 +67,21 @@ func Decide(r *Request, l *Lease, now time.Time) Verdict {
 		return decideDelete(r, l, now)
 	}
 	if !r.presents() {
-		if key, epoch, held := r.held(); held && !r.User.clusterController() {
-			switch {
-			case l == nil || l.Source == Copy:
+		if holds := r.held(); len(holds) > 0 && !r.User.clusterController() {
+			if l == nil || l.Source == Copy {
 				return Verdict{Need: NeedQuorum}
-			case l.Live(now) && l.Epoch == epoch:
+			}
+			for _, h := range holds {
+				if !l.Live(now) || l.Epoch != h.epoch {
+					continue
+				}
 				doing := "held for the holder's next compare-and-swap write"
-				if key == fencingv1alpha1.DeleteAtEpochAnnotation {
+				if h.key == fencingv1alpha1.DeleteAtEpochAnnotation {
 					doing = "being deleted (its DELETE's precondition is the marker write's resourceVersion)"
 				}
-				return refuse(r.errAt("metadata.annotations["+key+"]", fencing.ReasonTokenMissing, 0, l.Epoch,
+				return refuse(r.errAt("metadata.annotations["+h.key+"]", fencing.ReasonTokenMissing, 0, l.Epoch,
 					"%s is %s by the holder of lease %s: %s=%d is the Lease's current epoch, and a write without the token would change its resourceVersion under the holder; send it again once the holder has written",
-					r.what(), doing, r.LeaseName, key, epoch))
+					r.what(), doing, r.LeaseName, h.key, h.epoch))
 			}
 		}
 		return decideFree(r)
@@ -98,35 +101,43 @@ func Decide(r *Request, l *Lease, now time.Time) Verdict {
 	return Verdict{Err: err}
 }
 
-// held returns the annotation and epoch of the stored object's deletion marker or hold, whichever holds
-// the later epoch (the marker if both hold the same): a marker a holder left at an earlier epoch does not
-// hide the current holder's hold. While it is the Lease's current epoch the holder is in the middle of a write
-// that carries the resourceVersion it read: its DELETE after the marker write (decideDelete), or the
-// compare-and-swap write it retries after losing one (the hold). A write without the token in between
-// would change the resourceVersion and make that write fail with a conflict, as often as anyone cares to
-// write (a label, a finalizer: free); so such writes wait until the holder has written, and the holder's
-// next write removes a marker or hold it no longer needs. On an object being deleted only the hold holds:
-// no DELETE of the holder's is pending, but its compare-and-swap removal of its finalizer may be, and
-// free writes (labels) may go on there. The cluster's own controllers are
-// not held (Decide): a holder that armed a hold and never wrote again would lock them out for the rest of
-// its term, and what they may write without the token is narrow (status, a binding, the garbage
-// collector's finalizers); the holder's write that loses to one of theirs is retried.
-func (r *Request) held() (key string, epoch int64, held bool) {
+// hold is a deletion marker or a hold the stored object carries, and its epoch.
+type hold struct {
+	key   string
+	epoch int64
+}
+
+// held returns the stored object's deletion marker and hold (each if it holds a valid epoch). While
+// either is the Lease's current epoch, the holder is in the middle of a write that carries the
+// resourceVersion it read: its DELETE after the marker write (decideDelete), or the compare-and-swap
+// write it retries after losing one (the hold). Either may hold, whatever the other says: a marker or a
+// hold at an earlier epoch (an earlier holder's) or at a later one (written by anyone before a policy
+// covered the object) does not hide the current holder's. A write without the token in between would
+// change the resourceVersion and make that write fail with a conflict, as often as anyone cares to write
+// (a label, a finalizer: free); so such writes wait until the holder has written, and the holder's next
+// write removes a marker or hold it no longer needs. On an object being deleted only the hold holds: no
+// DELETE of the holder's is pending, but its compare-and-swap removal of its finalizer may be, and free
+// writes (labels) may go on there. The cluster's own controllers are not held (Decide): a holder that
+// armed a hold and never wrote again would lock them out for the rest of its term, and what they may
+// write without the token is narrow (status, a binding, the garbage collector's finalizers); the
+// holder's write that loses to one of theirs is retried.
+func (r *Request) held() []hold {
 	if r.Operation != Update || r.Old == nil {
-		return "", 0, false
+		return nil
 	}
 	keys := []string{fencingv1alpha1.DeleteAtEpochAnnotation, fencingv1alpha1.HoldAtEpochAnnotation}
 	if r.Old.GetDeletionTimestamp() != nil {
 		keys = keys[1:] // the holder's DELETE is done; its compare-and-swap writes (a finalizer's removal) may not be
 	}
+	var holds []hold
 	for _, k := range keys {
 		if raw, ok := annotationOK(r.Old, k); ok {
-			if e, err := elector.ParseEpoch(raw); err == nil && e > epoch {
-				key, epoch, held = k, e, true
+			if e, err := elector.ParseEpoch(raw); err == nil {
+				holds = append(holds, hold{key: k, epoch: e})
 			}
 		}
 	}
-	return key, epoch, held
+	return holds
 }
 
 // copyEligible reports whether the webhook's copy of the Lease may decide r at all: an update of the object
@@ -513,6 +524,11 @@ func decideDelete(r *Request, l *Lease, now time.Time) Verdict {
 		return admit
 	case r.User.is(NamespaceControllerUser) && r.NamespaceTerminating:
 		return admit
+	case r.Class == Object && r.Kind == "Secret" && r.User.is(TokenControllerUser) && r.Old != nil &&
+		secretType(r.Old) == "kubernetes.io/service-account-token":
+		// The token controller deletes a token Secret whose ServiceAccount is gone: its token names an
+		// account that no longer exists, and only that controller makes this delete.
+		return admit
 	case r.Class == Object && r.Kind == "Job" && r.User.is(TTLControllerUser) && finishedWithTTL(r.Old):
 		// The Job's TTL is the holder's (spec, fenced), its finish the Job controller's (status): the
 		// delete carries out what the holder wrote, and only that controller makes it.
@@ -581,7 +597,8 @@ func (r *Request) deletionChange() string {
 
 // finalizers are the deletion finalizers the apiserver would leave on an object that holds orphan and
 // foreground after a DELETE with o (k8s.io/apiserver's shouldOrphanDependents and shouldDeleteDependents):
-// orphanDependents wins over propagationPolicy, which wins over the finalizers already there.
+// orphanDependents wins over propagationPolicy, which wins over the finalizers already there, which win
+// over the resource's default (DefaultOrphans).
 func (o DeleteOptions) finalizers(orphan, foreground bool) (bool, bool) {
 	switch {
 	case o.OrphanDependents != nil:
@@ -589,8 +606,10 @@ func (o DeleteOptions) finalizers(orphan, foreground bool) (bool, bool) {
 	case o.PropagationPolicy != nil:
 		p := *o.PropagationPolicy
 		return p == "Orphan", p == "Foreground"
+	case orphan || foreground:
+		return orphan, foreground
 	}
-	return orphan, foreground
+	return o.DefaultOrphans, false
 }
 
 func (o DeleteOptions) String() string {

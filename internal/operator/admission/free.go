@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/fencekit/fencekit/pkg/elector"
@@ -207,7 +206,8 @@ var allowlist = []freeRule{{
 		return r.Class == Object && r.Subresource == "status" && r.User.clusterController() && p.under("status")
 	},
 	why: "a covered object's status is what the cluster's own controllers observe (a Deployment's replicas, " +
-		"a Job's completions); only those controllers' credentials write it here, and a status write cannot " +
+		"a Job's completions) and what the apiserver itself counts (a budget's disruptions on an eviction, a " +
+		"quota's usage on a create); only those credentials write it here, and a status write cannot " +
 		"change the object's spec, data, labels or owners",
 }, {
 	name: "the Deployment controller's revision",
@@ -227,18 +227,6 @@ var allowlist = []freeRule{{
 	},
 	why: "a Binding assigns a Pod to a node and nothing else; only the scheduler (or a kubelet for its own " +
 		"node) makes one",
-}, {
-	name: "the apiserver's eviction under a budget",
-	frees: func(r *Request, p Path) bool {
-		return r.Class == Object && r.Kind == "PodDisruptionBudget" && r.Subresource == "status" && r.Operation == Update &&
-			r.User.Name == APIServerUser && countsOneEviction(r.Old, r.New) &&
-			(slices.Equal(p, Path{"status", "disruptionsAllowed"}) || len(p) == 3 && p.under("status", "disruptedPods") ||
-				p.under("status", "conditions"))
-	},
-	why: "evicting a Pod a budget selects, the apiserver itself (its loopback user) takes one disruption from " +
-		"the budget's status and records the Pod there before it deletes the Pod: one fewer disruptionsAllowed, one " +
-		"Pod added to disruptedPods, its DisruptionAllowed condition set when none is left, nothing else. The budget's spec, labels and owners stay the holder's; the " +
-		"disruption controller (a cluster controller) writes the status back",
 }, {
 	name: "the garbage collector's orphaning",
 	frees: func(r *Request, p Path) bool {
@@ -265,6 +253,15 @@ var allowlist = []freeRule{{
 		"that record the binding); the claim's request, its data and its labels stay the holder's, and a bound claim " +
 		"cannot be rebound this way. Without it the volume shows Bound to the claim while the claim stays Pending",
 }, {
+	name: "the scheduler's selected node for a claim",
+	frees: func(r *Request, p Path) bool {
+		return r.Class == Object && r.Kind == "PersistentVolumeClaim" && r.Operation == Update && r.Subresource == "" &&
+			r.User.Name == SchedulerUser && slices.Equal(p, Path{"metadata", "annotations", selectedNodeAnnotation})
+	},
+	why: "for a claim of a StorageClass that waits for its first consumer, kube-scheduler records the node it " +
+		"picked for the Pod (and removes it to pick again), so that the volume is provisioned where the Pod runs; " +
+		"it names a node, not the claim's data, labels or owners, and only the scheduler writes it without the token",
+}, {
 	name: "the token controller's ServiceAccount token",
 	frees: func(r *Request, p Path) bool {
 		if r.Class != Object || r.Kind != "Secret" || r.Subresource != "" || !r.User.is(TokenControllerUser) ||
@@ -285,54 +282,8 @@ var allowlist = []freeRule{{
 		"ServiceAccount it names, stay the holder's",
 }}
 
-// countsOneEviction reports whether a budget's status goes from old to updated as one eviction counts
-// against it: disruptionsAllowed one lower (and not below 0), disruptedPods with one Pod added or
-// re-stamped and none removed, and no condition changed but DisruptionAllowed.
-func countsOneEviction(old, updated *unstructured.Unstructured) bool {
-	if old == nil || updated == nil {
-		return false
-	}
-	before, _, err1 := unstructured.NestedInt64(old.Object, "status", "disruptionsAllowed")
-	after, _, err2 := unstructured.NestedInt64(updated.Object, "status", "disruptionsAllowed")
-	if err1 != nil || err2 != nil || before < 1 || after != before-1 {
-		return false
-	}
-	was, _, err1 := unstructured.NestedMap(old.Object, "status", "disruptedPods")
-	now, _, err2 := unstructured.NestedMap(updated.Object, "status", "disruptedPods")
-	if err1 != nil || err2 != nil {
-		return false
-	}
-	changed := 0
-	for pod, at := range now {
-		if prev, ok := was[pod]; !ok || prev != at {
-			changed++
-		}
-	}
-	for pod := range was {
-		if _, ok := now[pod]; !ok {
-			return false
-		}
-	}
-	return changed == 1 && sameConditionsBut(old, updated, "DisruptionAllowed")
-}
-
-// sameConditionsBut reports whether old's and updated's status.conditions are the same, in the same
-// order, but for the condition of type kind (which either may lack).
-func sameConditionsBut(old, updated *unstructured.Unstructured, kind string) bool {
-	others := func(u *unstructured.Unstructured) ([]any, bool) {
-		list, _, err := unstructured.NestedSlice(u.Object, "status", "conditions")
-		if err != nil {
-			return nil, false
-		}
-		return slices.DeleteFunc(list, func(c any) bool {
-			m, ok := c.(map[string]any)
-			return ok && m["type"] == kind
-		}), true
-	}
-	a, okA := others(old)
-	b, okB := others(updated)
-	return okA && okB && equality.Semantic.DeepEqual(a, b)
-}
+// selectedNodeAnnotation is where kube-scheduler records the node it picked for a claim's Pod.
+const selectedNodeAnnotation = "volume.kubernetes.io/selected-node"
 
 // uidAnnotation is where the token controller records the uid of a token Secret's ServiceAccount.
 const uidAnnotation = "kubernetes.io/service-account.uid"

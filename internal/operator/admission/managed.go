@@ -163,7 +163,10 @@ type ownershipChange struct {
 //   - no entry may gain a field the object does not have: the apiserver keeps what a write sends in
 //     managedFields, and every later write of the object, a raise too, works through every field listed;
 //   - a holder's entry may not lose anything, not even a free field, but to the cluster's own
-//     controllers (controller): what the holder wrote is the holder's, a finalizer it set (its cleanup) too.
+//     controllers (controller): what the holder wrote is the holder's, a finalizer it set (its cleanup) too;
+//   - no entry may gain ownership of the finalizer orphan or foregroundDeletion, even one the object
+//     already has: a co-owner keeps it through the holder's apply that drops it, and it decides what the
+//     holder's delete does with the dependents (I4).
 //
 // The apiserver's own merges into "ancient-changes" are undone first (undoMerges): they move ownership
 // between a holder's entries, whoever's write set them off.
@@ -203,6 +206,10 @@ func ownershipChanges(old, updated *unstructured.Unstructured, free func(Path) b
 			if updated != nil && !has(updated.Object, p) {
 				changes = append(changes, ownershipChange{entry: a, path: asPath(p), why: "gives ownership of a field the object does not have, under"})
 			}
+			if f := deletionFinalizer(p); f != "" {
+				changes = append(changes, ownershipChange{entry: a, path: Path{"metadata", "finalizers", f},
+					why: "gives ownership of a finalizer that decides what a delete does with the dependents, which the holder's next apply could then not remove, under"})
+			}
 		})
 		outside(a, lost, "takes ownership of")
 		if a.holders() && !lost.Empty() && !controller {
@@ -228,6 +235,19 @@ func ownershipChanges(old, updated *unstructured.Unstructured, free func(Path) b
 		return cmp.Compare(x.entry.id(), y.entry.id())
 	})
 	return changes, nil
+}
+
+// deletionFinalizer returns the deletion finalizer (orphan, foregroundDeletion) that managedFields path p
+// names, "" if it names none.
+func deletionFinalizer(p fieldpath.Path) string {
+	if len(p) != 3 || p[0].FieldName == nil || *p[0].FieldName != "metadata" || p[1].FieldName == nil ||
+		*p[1].FieldName != "finalizers" || p[2].Value == nil {
+		return ""
+	}
+	if v := *p[2].Value; v.IsString() && (v.AsString() == orphanFinalizer || v.AsString() == foregroundFinalizer) {
+		return v.AsString()
+	}
+	return ""
 }
 
 // has reports whether obj holds the field at p: a map's key, a list's element by its key fields (k:),

@@ -93,3 +93,38 @@ func TestHas(t *testing.T) {
 		}
 	}
 }
+
+// An entry that gains ownership of the orphan or foregroundDeletion finalizer, even one the object already
+// has, keeps it through the holder's apply that drops it: refused. Any other finalizer is free to co-own.
+func TestCoOwningADeletionFinalizer(t *testing.T) {
+	holder := "fencing.fencekit.io/epoch=1"
+	owns := func(finalizers ...string) map[string]any {
+		f := map[string]any{}
+		for _, v := range finalizers {
+			f[`v:"`+v+`"`] = map[string]any{}
+		}
+		return map[string]any{"f:metadata": map[string]any{"f:finalizers": f}}
+	}
+	withFinalizers := func(u *unstructured.Unstructured) *unstructured.Unstructured {
+		u.SetFinalizers([]string{"orphan", "app.example/cleanup"})
+		return u
+	}
+	old := withFinalizers(withManaged(managedEntry(holder, "Apply", owns("orphan", "app.example/cleanup"))))
+	free := func(p Path) bool { return p.under("metadata", "finalizers") }
+	for name, tc := range map[string]struct {
+		editor []string
+		want   bool
+	}{
+		"an editor co-owns orphan":                {editor: []string{"orphan"}, want: true},
+		"an editor co-owns the cleanup finalizer": {editor: []string{"app.example/cleanup"}},
+	} {
+		updated := withFinalizers(withManaged(managedEntry(holder, "Apply", owns("orphan", "app.example/cleanup")), managedEntry("editor", "Apply", owns(tc.editor...))))
+		changes, err := ownershipChanges(old, updated, free, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(changes) > 0; got != tc.want {
+			t.Errorf("%s: changes %v, want refused %v", name, changes, tc.want)
+		}
+	}
+}

@@ -49,7 +49,12 @@ func TestArmedMarker(t *testing.T) {
 		"a label under a stale marker":                      {old: object("2", false), updated: labelled(object("2", false)), class: FencedResource, user: "editor", lease: live},
 		// A marker an earlier holder left (on an object a raise left behind) does not hide the current
 		// holder's hold.
-		"a label under a stale marker and the holder's hold":                  {old: held(object("2", false), "3"), updated: labelled(held(object("2", false), "3")), class: FencedResource, user: "editor", lease: live, want: fencing.ReasonTokenMissing},
+		"a label under a stale marker and the holder's hold": {old: held(object("2", false), "3"), updated: labelled(held(object("2", false), "3")), class: FencedResource, user: "editor", lease: live, want: fencing.ReasonTokenMissing},
+		// A marker or a hold at a later epoch (written by anyone before a policy covered the object) does not
+		// hide the current holder's either.
+		"a label under a future marker and the holder's hold":                 {old: held(object("7", false), "3"), updated: labelled(held(object("7", false), "3")), class: FencedResource, user: "editor", lease: live, want: fencing.ReasonTokenMissing},
+		"a label under the holder's marker and a future hold":                 {old: held(object("3", false), "7"), updated: labelled(held(object("3", false), "7")), class: FencedResource, user: "editor", lease: live, want: fencing.ReasonTokenMissing},
+		"a label under a future marker alone":                                 {old: object("7", false), updated: labelled(object("7", false)), class: FencedResource, user: "editor", lease: live},
 		"an editor's finalizer under the holder's hold":                       {old: held(object("", false), "3"), updated: held(object("", false, "example.com/x"), "3"), class: Object, user: "editor", lease: live, want: fencing.ReasonTokenMissing},
 		"the Deployment controller's finalizer under the holder's hold":       {old: held(object("", false), "3"), updated: held(object("", false, "example.com/x"), "3"), class: Object, user: DeploymentControllerUser, lease: live},
 		"a label on a FencedResource being deleted under the holder's hold":   {old: held(object("", true, "example.com/cleanup"), "3"), updated: labelled(held(object("", true, "example.com/cleanup"), "3")), class: FencedResource, user: "editor", lease: live, want: fencing.ReasonTokenMissing},

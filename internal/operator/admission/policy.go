@@ -60,7 +60,10 @@ func Covered(policies []fencingv1alpha1.FencingPolicy, group, resource, subresou
 // Jobs, the volume binder, the token controller) and ConfigMap kube-root-ca.crt are not listed.
 var refusedControllers = map[schema.GroupResource]string{
 	{Group: "apps", Resource: "replicasets"}: "the Deployment controller (kube-system:deployment-controller) is refused creating, " +
-		"scaling and updating the ReplicaSets of Deployments: rollouts stall",
+		"scaling and updating the ReplicaSets of Deployments: rollouts stall; " + autoscalerRefused,
+	{Group: "apps", Resource: "deployments"}:        autoscalerRefused,
+	{Group: "apps", Resource: "statefulsets"}:       autoscalerRefused,
+	{Group: "", Resource: "replicationcontrollers"}: autoscalerRefused,
 	{Group: "", Resource: "pods"}: "the ReplicaSet, Job, StatefulSet and DaemonSet controllers are refused creating Pods the policy " +
 		"covers: those workloads get no Pods (kubelets, the scheduler and the Pod garbage collectors still work)",
 	{Group: "discovery.k8s.io", Resource: "endpointslices"}: "the EndpointSlice controllers (kube-system:endpointslice-controller, " +
@@ -75,8 +78,13 @@ var refusedControllers = map[schema.GroupResource]string{
 	{Group: "resource.k8s.io", Resource: "resourceclaims"}: "the resource claim controller (kube-system:resource-claim-controller) is refused " +
 		"creating the claims of Pods' resourceClaimTemplates: those Pods do not start",
 	{Group: "", Resource: "secrets"}: "Secrets written by controllers other than the token controller (for example a " +
-		"cert-manager or sealed-secrets controller) are refused; ServiceAccount token Secrets are filled",
+		"cert-manager or sealed-secrets controller) are refused; ServiceAccount token Secrets are filled, and deleted by the " +
+		"token controller (kube-system:tokens-controller) once their ServiceAccount is gone",
 }
+
+// autoscalerRefused is the warning for a scalable resource: its spec.replicas is the holder's.
+const autoscalerRefused = "the horizontal Pod autoscaler (kube-system:horizontal-pod-autoscaler) is refused scaling them " +
+	"(spec.replicas is the holder's, through the scale subresource too): autoscaling stops"
 
 // RefusedControllers lists, for each resource p declares, the cluster's own controllers fencekit will
 // refuse and what breaks, one sentence each, in the order of p's resources.

@@ -51,7 +51,8 @@ const (
 	// SchedulerUser binds Pods to nodes and deletes the Pods it preempts.
 	SchedulerUser = "system:kube-scheduler"
 	// APIServerUser is the apiserver's own loopback credential: its eviction handler writes the status of
-	// the PodDisruptionBudgets an eviction is counted against with it.
+	// the PodDisruptionBudgets an eviction is counted against, and quota admission a ResourceQuota's
+	// usage, with it.
 	APIServerUser = "system:apiserver"
 )
 
@@ -119,12 +120,13 @@ func (u User) kubeSystemAccount() string {
 
 // clusterController reports whether u is one of the cluster's own controllers: one of
 // kube-controller-manager's controllers (its ServiceAccounts, or its own user when it runs them under one
-// credential), kube-scheduler, or a kubelet (group system:nodes, held to its own node's Pods by
-// NodeRestriction). Another ServiceAccount of kube-system (an add-on's) is not one: it follows the rules
+// credential), kube-scheduler, a kubelet (group system:nodes, held to its own node's Pods by
+// NodeRestriction), or the apiserver itself (its loopback user: the eviction handler's count against a
+// PodDisruptionBudget, quota admission's usage on a ResourceQuota, both through status). Another ServiceAccount of kube-system (an add-on's) is not one: it follows the rules
 // of any user.
 func (u User) clusterController() bool {
 	return kubeControllerManagerAccounts.Has(u.kubeSystemAccount()) ||
-		u.Name == ControllerManagerUser || u.Name == SchedulerUser || slices.Contains(u.Groups, "system:nodes")
+		u.Name == ControllerManagerUser || u.Name == SchedulerUser || u.Name == APIServerUser || slices.Contains(u.Groups, "system:nodes")
 }
 
 // deletesPods reports whether u is a cluster controller that deletes Pods in its work: one of
@@ -186,6 +188,18 @@ type DeleteOptions struct {
 	PropagationPolicy *string
 	// GracePeriodSeconds shortens a graceful deletion (a Pod's).
 	GracePeriodSeconds *int64
+	// DefaultOrphans is the resource's own default when neither the options nor the object's finalizers
+	// say: orphan the dependents. The apiserver keeps it for the first versions of two resources
+	// (DefaultOrphans); every other resource deletes them.
+	DefaultOrphans bool
+}
+
+// DefaultOrphans reports whether a DELETE of kind sent at group/version orphans the dependents when
+// neither its options nor the object's finalizers say (the resource's DefaultGarbageCollectionPolicy in
+// kube-apiserver): core/v1 ReplicationControllers and batch/v1 Jobs, kept for backward compatibility.
+func DefaultOrphans(group, version, kind string) bool {
+	return group == "" && version == "v1" && kind == "ReplicationController" ||
+		group == "batch" && version == "v1" && kind == "Job"
 }
 
 // key is "namespace/name", as refusals name the object.

@@ -257,8 +257,12 @@ func requestOptions(req admission.Request) (fieldManager, precondition string, d
 		if opts.Preconditions != nil && opts.Preconditions.ResourceVersion != nil {
 			precondition = *opts.Preconditions.ResourceVersion
 		}
+		kind := req.Kind
+		if req.RequestKind != nil {
+			kind = *req.RequestKind // the version the DELETE was sent at decides the resource's default
+		}
 		del = core.DeleteOptions{OrphanDependents: opts.OrphanDependents, PropagationPolicy: opts.PropagationPolicy,
-			GracePeriodSeconds: opts.GracePeriodSeconds}
+			GracePeriodSeconds: opts.GracePeriodSeconds, DefaultOrphans: core.DefaultOrphans(kind.Group, kind.Version, kind.Kind)}
 		return "", precondition, del, nil
 	}
 	return opts.FieldManager, "", del, nil

@@ -135,9 +135,10 @@ func (v *ObjectValidator) policyFor(ctx context.Context, req admission.Request, 
 		updated = r.New.GetLabels()
 	}
 	sub := route.Subresource
-	list, matching, err := policiesFor(ctx, v.policies, req.Namespace, gr, sub, old, updated)
+	labelSets := sides(old, updated, r.Old != nil, r.New != nil)
+	list, matching, err := policiesFor(ctx, v.policies, req.Namespace, gr, sub, labelSets...)
 	if err == nil && len(matching) == 0 {
-		list, matching, err = policiesFor(ctx, v.reader, req.Namespace, gr, sub, old, updated)
+		list, matching, err = policiesFor(ctx, v.reader, req.Namespace, gr, sub, labelSets...)
 	}
 	if err != nil {
 		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("listing the FencingPolicies of namespace %s to fence %s %s/%s: %v",
@@ -150,7 +151,7 @@ func (v *ObjectValidator) policyFor(ctx context.Context, req admission.Request, 
 		}
 		if known {
 			old, updated, sub = labels, labels, ""
-			matching = covering(list, gr, sub, old, updated)
+			matching = covering(list, gr, sub, labels)
 		}
 	}
 	if len(matching) == 0 {
@@ -216,31 +217,45 @@ func (v *ObjectValidator) objectLabels(ctx context.Context, req admission.Reques
 }
 
 // PoliciesFor lists the FencingPolicies of namespace that declare a write of an object of resource gr
-// (through subresource, "" for the object itself) whose labels are old before the write (nil on create)
-// and updated after it (nil on delete), sorted by name. It is the object webhook's matching, for the tools that
-// explain its decisions (kubectl fencekit explain).
+// (through subresource, "" for the object itself) of an object that exists before and after the write,
+// with labels old before it and updated after it, sorted by name. It is the object webhook's matching, for
+// the tools that explain its decisions (kubectl fencekit explain).
 func PoliciesFor(ctx context.Context, r ctrl.Reader, namespace string, gr schema.GroupResource, subresource string, old, updated map[string]string) ([]fencingv1alpha1.FencingPolicy, error) {
 	_, matching, err := policiesFor(ctx, r, namespace, gr, subresource, old, updated)
 	return matching, err
 }
 
-// policiesFor lists the policies of namespace, and those of them that cover the object with its old or
-// its new labels, sorted by name.
-func policiesFor(ctx context.Context, r ctrl.Reader, namespace string, gr schema.GroupResource, subresource string, old, updated map[string]string) ([]fencingv1alpha1.FencingPolicy, []fencingv1alpha1.FencingPolicy, error) {
+// sides are the label sets of an object before and after a write, those of the sides that exist: a
+// create has no object before it, a delete none after it, and a selector is matched only against labels
+// an object has (a DoesNotExist selector would match the absent object's "no labels").
+func sides(old, updated map[string]string, before, after bool) []map[string]string {
+	var out []map[string]string
+	if before {
+		out = append(out, old)
+	}
+	if after {
+		out = append(out, updated)
+	}
+	return out
+}
+
+// policiesFor lists the policies of namespace, and those of them that cover the object with any of its
+// label sets (sides), sorted by name.
+func policiesFor(ctx context.Context, r ctrl.Reader, namespace string, gr schema.GroupResource, subresource string, labelSets ...map[string]string) ([]fencingv1alpha1.FencingPolicy, []fencingv1alpha1.FencingPolicy, error) {
 	var list fencingv1alpha1.FencingPolicyList
 	if err := r.List(ctx, &list, ctrl.InNamespace(namespace)); err != nil {
 		return nil, nil, err
 	}
-	return list.Items, covering(list.Items, gr, subresource, old, updated), nil
+	return list.Items, covering(list.Items, gr, subresource, labelSets...), nil
 }
 
-// covering returns the policies of list that cover the object with its old or its new labels, sorted by
+// covering returns the policies of list that cover the object with any of its label sets, sorted by
 // name.
-func covering(list []fencingv1alpha1.FencingPolicy, gr schema.GroupResource, subresource string, old, updated map[string]string) []fencingv1alpha1.FencingPolicy {
+func covering(list []fencingv1alpha1.FencingPolicy, gr schema.GroupResource, subresource string, labelSets ...map[string]string) []fencingv1alpha1.FencingPolicy {
 	var out []fencingv1alpha1.FencingPolicy
 	for _, p := range list {
 		one := []fencingv1alpha1.FencingPolicy{p}
-		if core.Covered(one, gr.Group, gr.Resource, subresource, old) || core.Covered(one, gr.Group, gr.Resource, subresource, updated) {
+		if slices.ContainsFunc(labelSets, func(l map[string]string) bool { return core.Covered(one, gr.Group, gr.Resource, subresource, l) }) {
 			out = append(out, p)
 		}
 	}
