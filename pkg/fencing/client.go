@@ -395,12 +395,18 @@ func (s *fencedSubResource) objectGVK(obj client.Object) (schema.GroupVersionKin
 // its object's): a write whose caller named another one is refused as a conflict, since notDeleting's
 // read, not the caller's, says the object is not being deleted.
 func precondition(body metav1.Object, rv string) error {
+	return preconditionOf(body, body.GetName(), rv)
+}
+
+// preconditionOf is precondition for a body that may not carry the object's name (a patch), which
+// refusals name as name.
+func preconditionOf(body metav1.Object, name, rv string) error {
 	switch got := body.GetResourceVersion(); got {
 	case "":
 		body.SetResourceVersion(rv)
 	case rv:
 	default:
-		return apierrors.NewConflict(schema.GroupResource{Resource: "scale"}, body.GetName(),
+		return apierrors.NewConflict(schema.GroupResource{Resource: "scale"}, name,
 			fmt.Errorf("the scale names resourceVersion %s, and the object read to check it is not being deleted is at %s: read again and retry", got, rv))
 	}
 	return nil
@@ -430,7 +436,7 @@ func (p preconditioned) Data(obj client.Object) ([]byte, error) {
 	if err := json.Unmarshal(data, &u.Object); err != nil {
 		return nil, fmt.Errorf("reading the %s patch: %w", p.Type(), err)
 	}
-	if err := precondition(u, p.rv); err != nil {
+	if err := preconditionOf(u, obj.GetName(), p.rv); err != nil {
 		return nil, err
 	}
 	return json.Marshal(u.Object)
@@ -474,14 +480,17 @@ func (s *fencedSubResource) Update(ctx context.Context, obj client.Object, opts 
 		if body == nil {
 			body = obj
 		}
+		dryRun := len(o.DryRun) > 0
 		if rv != "" {
 			if err := precondition(body, rv); err != nil {
-				return err
+				// The caller's resourceVersion against the one notDeleting read: a lost compare-and-swap,
+				// as in Patch.
+				return s.holdOnConflict(ctx, obj, armsHold(err, true, dryRun), err)
 			}
 		}
 		cas := body.GetResourceVersion() != ""
 		err = s.SubResourceClient.Update(ctx, obj, append(opts, owner)...)
-		return s.holdOnConflict(ctx, obj, armsHold(err, cas, len(o.DryRun) > 0), err)
+		return s.holdOnConflict(ctx, obj, armsHold(err, cas, dryRun), err)
 	})
 }
 

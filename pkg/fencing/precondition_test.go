@@ -2,6 +2,7 @@ package fencing
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -29,10 +30,10 @@ func TestPreconditionedScaleWrites(t *testing.T) {
 		{"merge naming another", client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"resourceVersion":"6"},"spec":{"replicas":5}}`)), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			data, err := preconditioned{Patch: tc.patch, rv: "7"}.Data(nil)
+			data, err := preconditioned{Patch: tc.patch, rv: "7"}.Data(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "app"}})
 			if tc.want == "" {
-				if !apierrors.IsConflict(err) {
-					t.Fatalf("Data = %s, %v; want a conflict", data, err)
+				if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), `"app"`) {
+					t.Fatalf("Data = %s, %v; want a conflict naming scale \"app\"", data, err)
 				}
 				return
 			}
