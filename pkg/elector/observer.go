@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 )
 
 // observer keeps the latest version of the one Lease, fed by a single-object watch (an informer with a
@@ -58,8 +59,22 @@ func (o *observer) set(l *coordinationv1.Lease) {
 	if err == nil {
 		o.rv = rv
 	}
+	if o.cur.lease != nil && sameTerm(o.cur.lease, l) {
+		// A write that renews nothing (a label, a finalizer) does not restart the standby's wait: the
+		// holder's renewals are what it times (TestRound8LabelWritesKeepADeadHolderLeading).
+		o.cur.lease = l
+		return
+	}
 	o.cur = observation{lease: l, at: o.clock.Now()}
 	o.signal()
+}
+
+// sameTerm reports whether b shows the same holder, epoch, renewal and lease duration as a: a version of
+// the Lease that neither renews, releases nor acquires it.
+func sameTerm(a, b *coordinationv1.Lease) bool {
+	return holder(a) == holder(b) && a.Annotations[EpochAnnotation] == b.Annotations[EpochAnnotation] &&
+		a.Spec.RenewTime.Equal(b.Spec.RenewTime) && a.Spec.AcquireTime.Equal(b.Spec.AcquireTime) &&
+		ptr.Equal(a.Spec.LeaseDurationSeconds, b.Spec.LeaseDurationSeconds)
 }
 
 // deleted records that the Lease is gone. rv is the deletion's resourceVersion ("" if unknown, e.g. from a

@@ -43,7 +43,8 @@ type decider struct {
 // Option configures a webhook.
 type Option func(*decider)
 
-// WithClock sets the clock used to judge Lease expiry (default: the real clock).
+// WithClock sets the clock used to judge Lease expiry (default: the real clock). A LeaseCache times the
+// renewals its watch delivers on the real clock.
 func WithClock(c clock.PassiveClock) Option { return func(d *decider) { d.clock = c } }
 
 // WithEventRecorder records a Warning Event on the written object for every refused write (not for dry
@@ -61,6 +62,9 @@ func newDecider(webhook string, reader ctrl.Reader, opts []Option) decider {
 	d := decider{webhook: webhook, reader: reader, clock: clock.RealClock{}, renewals: &renewals{}}
 	for _, o := range opts {
 		o(&d)
+	}
+	if d.leases != nil {
+		d.renewals = d.leases.renewals // the watch's timing of the renewals, shared by the webhooks
 	}
 	return d
 }

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +24,10 @@ import (
 type LeaseCache struct {
 	informer cache.SharedIndexInformer
 	lister   coordinationlisters.LeaseLister
+	// renewals times each renewal from when the watch delivered it, for every webhook that shares this
+	// copy (core.Lease.ObservedRenewal): a webhook that reads a Lease rarely would otherwise date a
+	// renewal from its own next read.
+	renewals *renewals
 }
 
 // NewLeaseCache returns a LeaseCache that lists and watches the fenced Leases of every namespace with cs;
@@ -32,7 +37,15 @@ func NewLeaseCache(cs kubernetes.Interface) *LeaseCache {
 		o.LabelSelector = elector.FencedLabel + "=true"
 	}))
 	leases := f.Coordination().V1().Leases()
-	return &LeaseCache{informer: leases.Informer(), lister: leases.Lister()}
+	c := &LeaseCache{informer: leases.Informer(), lister: leases.Lister(), renewals: &renewals{}}
+	observe := func(obj any) {
+		if l, ok := obj.(*coordinationv1.Lease); ok {
+			c.renewals.observe(l, time.Now())
+		}
+	}
+	// Registering a handler on an informer that has not started cannot fail.
+	_, _ = c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: observe, UpdateFunc: func(_, obj any) { observe(obj) }})
+	return c
 }
 
 var _ manager.LeaderElectionRunnable = (*LeaseCache)(nil)

@@ -152,6 +152,14 @@ func (v *ObjectValidator) policyFor(ctx context.Context, req admission.Request, 
 		if known {
 			old, updated, sub = labels, labels, ""
 			matching = covering(list, gr, sub, labels)
+			if len(matching) == 0 {
+				// The cache may not have the policy that selects these labels yet: ask the apiserver.
+				list, matching, err = policiesFor(ctx, v.reader, req.Namespace, gr, sub, labels)
+				if err != nil {
+					return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("listing the FencingPolicies of namespace %s to fence %s %s/%s: %v",
+						req.Namespace, r.Kind, r.Namespace, r.Name, err))
+				}
+			}
 		}
 	}
 	if len(matching) == 0 {
@@ -193,15 +201,15 @@ func selective(policies []fencingv1alpha1.FencingPolicy, gr schema.GroupResource
 // apiserver (a quorum read, after the apiserver read the object the write replaces). For a Scale, whose
 // write is a compare-and-swap on the object, the labels read are those of the object it replaces or of a
 // later one, and then the apiserver's swap fails and the write is decided again. An object that does not
-// exist has no labels (the write fails on its own). Without RBAC to read the object (a custom resource's
-// scale the operator was not granted get on) the labels are not known: every policy naming the resource
-// covers the write, as for any write whose object cannot be read (fail closed). Any other error fails the
-// admission.
+// exist yet has no labels known: an Eviction or a Binding of a Pod about to be created would be carried out
+// on the Pod the holder creates next, so every policy naming the resource covers it. Without RBAC to read
+// the object (a custom resource's scale the operator was not granted get on) the labels are not known
+// either (fail closed). Any other error fails the admission.
 func (v *ObjectValidator) objectLabels(ctx context.Context, req admission.Request, gr schema.GroupResource) (labels map[string]string, known bool, err error) {
 	m, err := v.objects.Resource(gr.WithVersion(req.Resource.Version)).Namespace(req.Namespace).Get(ctx, req.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return map[string]string{}, true, nil
+		return nil, false, nil
 	case apierrors.IsForbidden(err):
 		klog.FromContext(ctx).V(2).Info("cannot read the labels of the object written through a subresource; every policy naming its resource covers it",
 			"resource", gr.String(), "object", klog.KRef(req.Namespace, req.Name), "subresource", req.SubResource, "err", err.Error())

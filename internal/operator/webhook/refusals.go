@@ -37,7 +37,15 @@ func report(ctx context.Context, rec events.EventRecorder, req admission.Request
 	if dryRun {
 		return
 	}
-	countRefusal(r.webhook, req.Namespace, r.lease, string(r.err.Reason))
+	// A FencedResource names its Lease itself: the lease label names it only when the refusal was decided
+	// against that Lease at an epoch; one that names a Lease that does not exist, or is refused before any
+	// Lease is read, counts under "", or every name a user sends would be a series the operator keeps
+	// (TestRound8RefusalSeriesPerLeaseName). An object's Lease is its FencingPolicy's.
+	lease := r.lease
+	if r.webhook == webhookFencedResources && r.err.LeaseEpoch == 0 {
+		lease = ""
+	}
+	countRefusal(r.webhook, req.Namespace, lease, string(r.err.Reason))
 	if rec == nil || r.regarding == nil {
 		return
 	}

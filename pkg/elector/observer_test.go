@@ -1,0 +1,50 @@
+package elector
+
+import (
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+)
+
+// A standby times the holder's renewals: a version of the Lease that changes only what a renewal does not
+// (a label, a finalizer) keeps the time the current renewal was first seen, so writes of other fields
+// cannot keep a dead holder's Lease from expiring; a renewal, a release or an acquisition restarts it.
+func TestObserverTimesRenewalsOnly(t *testing.T) {
+	start := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakePassiveClock(start)
+	o := newObserver("l", clk)
+	renewed := metav1.NewMicroTime(start)
+	lease := func(rv, holder, epoch string, renew metav1.MicroTime, labels map[string]string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "l", ResourceVersion: rv, Labels: labels,
+			Annotations: map[string]string{EpochAnnotation: epoch}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](15), RenewTime: &renew}}
+	}
+	steps := []struct {
+		what   string
+		after  time.Duration
+		l      *coordinationv1.Lease
+		wantAt time.Duration // since start
+	}{
+		{"the first version", 0, lease("10", "a", "3", renewed, nil), 0},
+		{"a label write", 5 * time.Second, lease("11", "a", "3", renewed, map[string]string{"x": "1"}), 0},
+		{"another label write", 5 * time.Second, lease("12", "a", "3", renewed, map[string]string{"x": "2"}), 0},
+		{"a renewal", 2 * time.Second, lease("13", "a", "3", metav1.NewMicroTime(start.Add(12*time.Second)), map[string]string{"x": "2"}), 12 * time.Second},
+		{"a release", 1 * time.Second, lease("14", "", "3", metav1.NewMicroTime(start.Add(12*time.Second)), nil), 13 * time.Second},
+		{"an acquisition", 1 * time.Second, lease("15", "b", "4", metav1.NewMicroTime(start.Add(14*time.Second)), nil), 14 * time.Second},
+	}
+	for _, s := range steps {
+		clk.SetTime(clk.Now().Add(s.after))
+		o.set(s.l)
+		got := o.get()
+		if want := start.Add(s.wantAt); !got.at.Equal(want) {
+			t.Errorf("%s: observed at %s, want %s", s.what, got.at.Sub(start), s.wantAt)
+		}
+		if got.lease.ResourceVersion != s.l.ResourceVersion {
+			t.Errorf("%s: the observation holds version %s, want the latest, %s (the next compare-and-swap names it)", s.what, got.lease.ResourceVersion, s.l.ResourceVersion)
+		}
+	}
+}
