@@ -55,9 +55,9 @@ func FenceObjectsOnAcquire(c client.Client, reader client.Reader) elector.Acquir
 				objects = append(objects, found...)
 			}
 		}
-		// The objects a holder wrote (they carry an epoch record), all of them: the webhook's copy of the
-		// Lease may admit a write at the epoch such an object records, and only the raise orders it. The
-		// others within the budget.
+		// The objects a holder wrote (HolderWrote), all of them: the webhook's copy of the Lease may admit a
+		// write at the epoch such an object records, and only the raise orders it. The others within the
+		// budget: the copy decides no write to them.
 		written, others := splitWritten(objects)
 		if err := raiseAll(ctx, len(written), func(ctx context.Context, i int) error { return raiseObject(ctx, c, written[i], token) }); err != nil {
 			return fmt.Errorf("fencing %d objects written under lease %s at epoch %d: %w", len(written), token.Lease, token.Epoch, err)
@@ -141,10 +141,12 @@ func patchRecord(ctx context.Context, c client.Client, u *unstructured.Unstructu
 	return c.Patch(ctx, u, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(token.FieldManager()))
 }
 
-// splitWritten separates the objects a holder wrote (they carry an epoch record) from the others.
+// splitWritten separates the objects a holder wrote (HolderWrote: a token's entry owns content) from the
+// others: an epoch record alone, which a raise within the budget writes and anyone could write before a
+// policy covered the object, does not make an object written.
 func splitWritten(objects []*unstructured.Unstructured) (written, others []*unstructured.Unstructured) {
 	for _, u := range objects {
-		if _, ok := u.GetAnnotations()[fencingv1alpha1.ObjectEpochAnnotation]; ok {
+		if HolderWrote(u) {
 			written = append(written, u)
 		} else {
 			others = append(others, u)

@@ -260,6 +260,11 @@ func TestCoverageAttacks(t *testing.T) {
 	t.Run("a policy widened while its Lease is deleted, residual", func(t *testing.T) {
 		ns, _, r2, c1 := a.staleHolder(t, fenced, "out", nil)
 		p := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}
+		// Replica-1 writes data to the ConfigMap while no policy covers it: the copy decides only writes to
+		// an object a holder wrote content to (HolderWrote).
+		if err := patchConfigMap(t, c1, ns, "out", `{"data":{"v":"one"}}`); err != nil {
+			t.Fatal(err)
+		}
 
 		a.s.set(true)
 		deleteAndWait(t, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "l"}})

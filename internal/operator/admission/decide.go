@@ -142,7 +142,9 @@ func (r *Request) held() []hold {
 
 // copyEligible reports whether the webhook's copy of the Lease may decide r at all: an update of the object
 // itself (no subresource: a Scale or a status carries no record to hold against) that presents the epoch
-// the object already holds (it raises nothing), a FencedResource holding data (one a holder wrote:
+// the object already holds (it raises nothing), to an object a holder wrote content to (pkg/fencing's
+// HolderWrote: fence-on-acquire raises every such object, the others only within its budget), a
+// FencedResource holding data (one a holder wrote:
 // fence-on-acquire raises every such resource, but a declaration only within its budget, even once an
 // earlier raise brought it above epoch 0), to an object a policy covers both before and after the
 // write (a write that changes coverage, a label in or out of a selector, is decided on a quorum read:
@@ -167,7 +169,7 @@ func copyEligible(r *Request) bool {
 	}
 	if r.Class == Object {
 		stored, err := elector.ParseEpoch(annotation(r.Old, fencingv1alpha1.ObjectEpochAnnotation))
-		return err == nil && stored == presented && r.CoveredBefore && r.CoveredAfter && r.CoverageRecorded
+		return err == nil && stored == presented && r.CoveredBefore && r.CoveredAfter && r.CoverageRecorded && fencing.HolderWrote(r.Old)
 	}
 	stored, _, _ := unstructured.NestedInt64(r.Old.Object, "spec", "epoch")
 	data, _, _ := unstructured.NestedFieldNoCopy(r.Old.Object, "spec", "data")
