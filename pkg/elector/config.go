@@ -37,8 +37,8 @@ type Config struct {
 	// random suffix, so that a restarted process is a new candidate.
 	Identity string
 
-	// LeaseDuration is how long standbys wait, measured on their own clock from when they observed the last
-	// change of the Lease, before taking it over from a holder that stopped renewing. Default 15s.
+	// LeaseDuration is how long standbys wait, measured on their own clock from when they observed the
+	// holder's last renewal of the Lease, before taking it over from a holder that stopped renewing. Default 15s.
 	LeaseDuration time.Duration
 	// RenewDeadline is how long the leader keeps trying to renew before it steps down: it steps down when
 	// RenewDeadline has passed since the send time of its last successful renewal. Default 10s.

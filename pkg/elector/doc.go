@@ -38,9 +38,10 @@
 //
 // Standbys do not poll. Each watches its one Lease (a single-object watch, re-established on error) and
 // acquires at once when the holder releases it, or when it expires: leaseDurationSeconds (+ LockDelay)
-// after the standby itself observed the Lease's last change, on its own monotonic clock. renewTime is never
-// compared with a wall clock, so clock offsets between nodes do not matter; only drift rates do, and
-// MaxClockDrift accounts for them.
+// after the standby itself observed the holder's last renewal (a change of holder, epoch, renewTime,
+// acquireTime or leaseDurationSeconds; a write of a label or a finalizer is no renewal), on its own
+// monotonic clock. renewTime is never compared with a wall clock, so clock offsets between nodes do not
+// matter; only drift rates do, and MaxClockDrift accounts for them.
 //
 // # Use
 //
