@@ -1,19 +1,17 @@
 package fencing
 
 import (
-	"bytes"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
 )
 
 // recordKeys are the annotations a raise writes with the token: the epoch record, the deletion marker and
-// the hold. They record a term, not content the holder wrote.
+// the hold (and a FencedResource's writer). They record a term, not content the holder wrote.
 var recordKeys = []string{fencingv1alpha1.ObjectEpochAnnotation, fencingv1alpha1.DeleteAtEpochAnnotation,
 	fencingv1alpha1.HoldAtEpochAnnotation, fencingv1alpha1.WriterAnnotation}
 
@@ -23,40 +21,50 @@ var recordKeys = []string{fencingv1alpha1.ObjectEpochAnnotation, fencingv1alpha1
 // its budget never makes an object count as written, and neither does a record anyone wrote before a
 // policy covered the object. fence-on-acquire raises every object a holder wrote, and the webhook decides
 // a write on its copy of the Lease only to such an object.
+//
+// It reads the managedFields as the object holds them (fieldsV1 already decoded), without converting the
+// entries: the webhook asks it on every write it may decide on its copy.
 func HolderWrote(u *unstructured.Unstructured) bool {
-	for _, e := range u.GetManagedFields() {
-		if !strings.HasPrefix(e.Manager, elector.FieldManagerPrefix) || e.FieldsV1 == nil {
+	entries, _, _ := unstructured.NestedSlice(u.Object, "metadata", "managedFields")
+	for _, raw := range entries {
+		e, ok := raw.(map[string]any)
+		if !ok {
 			continue
 		}
-		var set fieldpath.Set
-		if err := set.FromJSON(bytes.NewReader(e.FieldsV1.GetRawBytes())); err != nil {
-			return true // unreadable: count it as written (raised in full, decided on a quorum read)
+		if manager, _ := e["manager"].(string); !strings.HasPrefix(manager, elector.FieldManagerPrefix) {
+			continue
 		}
-		content := false
-		set.Leaves().Iterate(func(p fieldpath.Path) {
-			if !recordAnnotation(p) {
-				content = true
+		fields, ok := e["fieldsV1"].(map[string]any)
+		if !ok {
+			if e["fieldsV1"] != nil {
+				return true // unreadable: count it as written (raised in full, decided on a quorum read)
 			}
-		})
-		if content {
+			continue
+		}
+		if ownsContent(fields, 0) {
 			return true
 		}
 	}
 	return false
 }
 
-// recordAnnotation reports whether p is metadata.annotations[k] for one of fencekit's record keys, or the
-// annotations map (or metadata) itself, which an entry keeps owning after the raise that created the map
-// has handed its key on to the next epoch's entry.
-func recordAnnotation(p fieldpath.Path) bool {
-	field := func(i int, name string) bool { return p[i].FieldName != nil && *p[i].FieldName == name }
-	switch len(p) {
-	case 1:
-		return field(0, "metadata")
-	case 2:
-		return field(0, "metadata") && field(1, "annotations")
-	case 3:
-		return field(0, "metadata") && field(1, "annotations") && p[2].FieldName != nil && slices.Contains(recordKeys, *p[2].FieldName)
+// ownsContent reports whether fieldsV1 set s, at depth 0 (the object), 1 (metadata) or 2 (annotations),
+// owns anything but metadata.annotations' record keys and the maps that hold them ("." is the map itself).
+func ownsContent(s map[string]any, depth int) bool {
+	for k, v := range s {
+		if k == "." {
+			continue
+		}
+		switch {
+		case depth == 0 && k == "f:metadata", depth == 1 && k == "f:annotations":
+			child, ok := v.(map[string]any)
+			if !ok || ownsContent(child, depth+1) {
+				return true
+			}
+		case depth == 2 && strings.HasPrefix(k, "f:") && slices.Contains(recordKeys, k[2:]):
+		default:
+			return true
+		}
 	}
 	return false
 }
