@@ -3,6 +3,7 @@ package elector
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -178,6 +179,14 @@ func (r *runner) acquire(ctx context.Context, o observation, tk takeover) {
 		return
 	}
 	res, sent, err := r.writeAcquisition(rctx, o.lease, epoch)
+	if apierrors.IsConflict(err) && o.lease != nil {
+		// Another write of the Lease came between (a label, an annotation: anyone's with RBAC on Leases).
+		// Acquire on what was decided on instead of the resourceVersion: the apiserver applies the patch to
+		// the Lease as it is, retrying its own conflicts, only while its spec and epoch are as observed.
+		if got, perr := r.acquireOnState(rctx, o.lease, epoch); perr == nil {
+			res, err = got, nil
+		}
+	}
 	switch {
 	case err == nil:
 	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
@@ -232,6 +241,44 @@ func (r *runner) writeAcquisition(rctx context.Context, observed *coordinationv1
 	applyAcquisition(l, a)
 	res, err = r.leases.Update(rctx, l, metav1.UpdateOptions{FieldManager: fm})
 	return res, sent, err
+}
+
+// acquireOnState writes the acquisition at epoch with a JSON patch that tests the observed Lease's spec
+// (holder, times, duration, transitions) and epoch first: it is applied to the Lease as stored whatever
+// else changed (labels, annotations of others), and refused once anyone has acquired, renewed or released
+// it since it was observed, as the compare-and-swap would be. So a storm of writes to other fields cannot
+// make every acquisition lose. It returns an error, and the caller the conflict, when the observed Lease
+// has no epoch or labels to test and add to.
+func (r *runner) acquireOnState(ctx context.Context, observed *coordinationv1.Lease, epoch int64) (*coordinationv1.Lease, error) {
+	observedEpoch, ok := observed.Annotations[EpochAnnotation]
+	if !ok || observed.Labels == nil {
+		return nil, errors.New("the observed Lease has no epoch annotation or no labels")
+	}
+	l := observed.DeepCopy()
+	cfg := r.cfg()
+	applyAcquisition(l, acquisition{identity: cfg.Identity, acquirer: r.acquirer, epoch: epoch, fences: cfg.PostAcquire.fences,
+		leaseDuration: cfg.LeaseDuration, now: r.e.clock.Now()})
+	annotation := func(key string) string { return "/metadata/annotations/" + jsonPointerEscape(key) }
+	ops := []map[string]any{
+		{"op": "test", "path": "/spec", "value": observed.Spec},
+		{"op": "test", "path": annotation(EpochAnnotation), "value": observedEpoch},
+		{"op": "add", "path": annotation(EpochAnnotation), "value": l.Annotations[EpochAnnotation]},
+		{"op": "add", "path": annotation(AcquirerAnnotation), "value": l.Annotations[AcquirerAnnotation]},
+		{"op": "add", "path": "/metadata/labels/" + jsonPointerEscape(FencedLabel), "value": l.Labels[FencedLabel]},
+		{"op": "add", "path": "/spec", "value": l.Spec},
+	}
+	switch f, had := observed.Annotations[FencesAnnotation]; {
+	case l.Annotations[FencesAnnotation] != "":
+		ops = append(ops, map[string]any{"op": "add", "path": annotation(FencesAnnotation), "value": l.Annotations[FencesAnnotation]})
+	case had:
+		ops = append(ops, map[string]any{"op": "test", "path": annotation(FencesAnnotation), "value": f},
+			map[string]any{"op": "remove", "path": annotation(FencesAnnotation)})
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return nil, err
+	}
+	return r.leases.Patch(ctx, l.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: FieldManagerFor(epoch)})
 }
 
 // lostRace handles an acquisition someone else wrote first: re-read the Lease and decide again on what is

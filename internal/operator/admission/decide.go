@@ -238,10 +238,10 @@ func decideFree(r *Request) Verdict {
 		return refuse(r.errAt(FieldObject, fencing.ReasonInvalid, 0, 0,
 			"%s: this write without a fencing token grows its labels, annotations, finalizers, owner references, status and managedFields other than the holder's from %d to %d bytes, over the bound of %d bytes for writes without the token: every acquisition rewrites the holder's objects, and must not slow down with what others add",
 			r.what(), before.bytes, after.bytes, MaxFreePartBytes))
-	} else if after.entries > before.entries && after.entries > MaxFreePartEntries {
+	} else if b, a := before.counted(r.User), after.counted(r.User); a > b && a > MaxFreePartEntries {
 		return refuse(r.errAt(FieldObject, fencing.ReasonInvalid, 0, 0,
 			"%s: this write without a fencing token grows its labels, annotations, finalizers, owner references, status list elements and managedFields entries other than the holder's from %d to %d, over the bound of %d for writes without the token: every acquisition rewrites the holder's objects, and must not slow down with what others add",
-			r.what(), before.entries, after.entries, MaxFreePartEntries))
+			r.what(), b, a, MaxFreePartEntries))
 	}
 	if before, after := annotationBytes(r.Old), annotationBytes(r.New); after > before && after > MaxFreeAnnotationBytes {
 		return refuse(r.errAt("metadata.annotations", fencing.ReasonInvalid, 0, 0,

@@ -40,8 +40,20 @@ const (
 	MaxFreePartEntries = 128
 )
 
-// part is the measure of what writes without the token may add to an object.
-type part struct{ bytes, entries int }
+// part is the measure of what writes without the token may add to an object: its bytes, its entries, and
+// of those the elements of status's lists (statusEntries).
+type part struct{ bytes, entries, statusEntries int }
+
+// counted is p's entries as the bound counts them for a write by u. kube-controller-manager's status lists
+// are counted in bytes only: their length follows the holder's spec, not the writer's choice (the Job
+// controller lists up to 500 finished Pods' UIDs in status.uncountedTerminatedPods of a Job of that
+// parallelism before it counts them), and what it may write without the token is narrow (its status).
+func (p part) counted(u User) int {
+	if u.kubeControllerManager() {
+		return p.entries - p.statusEntries
+	}
+	return p.entries
+}
 
 // freePart measures u's labels, annotations, finalizers, owner references, status and the managedFields
 // entries of managers other than epoch managers.
@@ -78,7 +90,8 @@ func freePart(u *unstructured.Unstructured) part {
 	}
 	if status, ok := u.Object["status"]; ok {
 		p.bytes += jsonSize(status)
-		p.entries += listElements(status)
+		p.statusEntries = listElements(status)
+		p.entries += p.statusEntries
 	}
 	return p
 }

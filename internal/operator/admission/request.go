@@ -125,8 +125,13 @@ func (u User) kubeSystemAccount() string {
 // PodDisruptionBudget, quota admission's usage on a ResourceQuota, both through status). Another ServiceAccount of kube-system (an add-on's) is not one: it follows the rules
 // of any user.
 func (u User) clusterController() bool {
-	return kubeControllerManagerAccounts.Has(u.kubeSystemAccount()) ||
-		u.Name == ControllerManagerUser || u.Name == SchedulerUser || u.Name == APIServerUser || slices.Contains(u.Groups, "system:nodes")
+	return u.kubeControllerManager() || u.Name == SchedulerUser || u.Name == APIServerUser || slices.Contains(u.Groups, "system:nodes")
+}
+
+// kubeControllerManager reports whether u is one of kube-controller-manager's controllers (their
+// ServiceAccounts, or its own user when it runs them under one credential).
+func (u User) kubeControllerManager() bool {
+	return kubeControllerManagerAccounts.Has(u.kubeSystemAccount()) || u.Name == ControllerManagerUser
 }
 
 // deletesPods reports whether u is a cluster controller that deletes Pods in its work: one of

@@ -2,12 +2,16 @@ package elector_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fencekit/fencekit/pkg/elector"
 )
@@ -190,6 +194,55 @@ func TestConcurrentAcquisitionRaces(t *testing.T) {
 	defer h.mu.Unlock()
 	if len(h.byEpoch) != 8 && len(h.byEpoch) != 9 {
 		t.Errorf("%d distinct epochs, want 8 or 9: %v", len(h.byEpoch), h.order)
+	}
+}
+
+// The same races under a storm of label writes to the Lease (anyone's with RBAC on Leases): every
+// compare-and-swap acquisition loses to one of them, and the acquisition written again as a JSON patch that
+// tests the observed spec and epoch must still give every epoch exactly one holder, without overlap.
+func TestConcurrentAcquisitionRacesUnderALabelStorm(t *testing.T) {
+	ns, h := parallelLock(t)
+	leases := clientset(t).CoordinationV1().Leases(ns)
+	running := map[string]*candidate{}
+	next := 0
+	spawn := func() {
+		id := "storm-" + strconv.Itoa(next)
+		next++
+		running[id] = start(t, h.config(t, ns, id))
+	}
+	for range 3 {
+		spawn()
+	}
+	first := h.wait(t, 15*time.Second)
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	var labelled atomic.Int64
+	for g := range 4 {
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				patch := fmt.Sprintf(`{"metadata":{"labels":{"storm":"%d-%d"}}}`, g, i)
+				if _, err := leases.Patch(ctx, "lock", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err == nil {
+					labelled.Add(1)
+				}
+			}
+		})
+	}
+	defer func() { cancel(); wg.Wait() }()
+	tok := first
+	for range 5 {
+		running[tok.Holder].stop() // release: the others race for it, under the storm
+		delete(running, tok.Holder)
+		spawn()
+		tok = h.wait(t, 15*time.Second)
+	}
+	cancel()
+	wg.Wait()
+	t.Logf("%d label writes to the Lease during 5 handovers", labelled.Load())
+	h.check(t)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.byEpoch) != 6 && len(h.byEpoch) != 7 {
+		t.Errorf("%d distinct epochs, want 6 or 7: %v", len(h.byEpoch), h.order)
 	}
 }
 

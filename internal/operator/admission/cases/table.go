@@ -136,9 +136,12 @@ var Table = []Case{
 		Patch: annotate("deployment.kubernetes.io/revision", "2"), Want: fencing.ReasonTokenMissing},
 	{Name: "an editor writes status", Target: Deployment, Actor: Editor, Token: NoToken, Subresource: "status", Patch: status(7),
 		Want: fencing.ReasonTokenMissing},
-	{Name: "the Deployment controller pads status with conditions", Target: Deployment, Actor: DeploymentCtrl, Token: NoToken, Subresource: "status",
-		Patch: conditions(admission.MaxFreePartEntries + 1), Want: fencing.ReasonInvalid,
-		Why: "the cluster's controllers are held to the bounds too: a kubelet could pad its node's Pods with tiny conditions"},
+	{Name: "the Deployment controller lists many conditions in status", Target: Deployment, Actor: DeploymentCtrl, Token: NoToken, Subresource: "status",
+		Patch: conditions(admission.MaxFreePartEntries+1, 0),
+		Why:   "kube-controller-manager's status lists are bounded in bytes only: their length follows the holder's spec (the Job controller lists up to 500 finished Pods)"},
+	{Name: "the Deployment controller pads status", Target: Deployment, Actor: DeploymentCtrl, Token: NoToken, Subresource: "status",
+		Patch: conditions(1, admission.MaxFreePartBytes), Want: fencing.ReasonInvalid,
+		Why: "the cluster's controllers are held to the bound in bytes too"},
 	{Name: "the holder scales", Target: Deployment, Actor: HolderUser, Token: CurrentToken, Patch: replicas(2)},
 	{Name: "a stale holder scales", Target: Deployment, Actor: HolderUser, Token: StaleToken, Patch: replicas(2), Want: fencing.ReasonStale},
 
@@ -269,12 +272,16 @@ func owners(refs ...map[string]any) func(map[string]any) map[string]any {
 	}
 }
 
-// conditions sets status.conditions to n conditions of distinct types.
-func conditions(n int) func(map[string]any) map[string]any {
+// conditions sets status.conditions to n conditions of distinct types, each with a message of size bytes.
+func conditions(n, size int) func(map[string]any) map[string]any {
 	return func(map[string]any) map[string]any {
 		list := make([]any, n)
 		for i := range list {
-			list[i] = map[string]any{"type": fmt.Sprintf("c%04d", i), "status": "True"}
+			c := map[string]any{"type": fmt.Sprintf("c%04d", i), "status": "True"}
+			if size > 0 {
+				c["message"] = strings.Repeat("x", size)
+			}
+			list[i] = c
 		}
 		return map[string]any{"status": map[string]any{"conditions": list}}
 	}
