@@ -41,9 +41,10 @@ const (
 
 // FencedResourceSpec is what a user declares and what the lease holder writes.
 //
-// The apiserver keeps spec.epoch monotonic on its own (the CEL rule below runs inside the apiserver's
-// update, against the stored object), so a write carrying an epoch below the stored one is rejected even
-// when no webhook is installed.
+// The apiserver keeps spec.epoch and spec.raisedEpoch monotonic on its own (the CEL rules below run inside
+// the apiserver's update, against the stored object), so a write carrying an epoch below the stored one,
+// or below the one a declaration was raised to, is rejected even when no webhook is installed.
+// +kubebuilder:validation:XValidation:rule="self.epoch == 0 || !has(self.raisedEpoch) || self.epoch >= self.raisedEpoch",messageExpression="'stale epoch %d: fence-on-acquire raised this FencedResource to epoch %d before it held data'.format([self.epoch, self.raisedEpoch])",reason=FieldValueForbidden,fieldPath=".epoch"
 type FencedResourceSpec struct {
 	// leaseName is the name of the coordination.k8s.io/v1 Lease, in the same namespace, whose holder may
 	// write this resource. Writes must carry that Lease's current epoch. It is a DNS-1123 subdomain and
@@ -66,6 +67,16 @@ type FencedResourceSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self >= oldSelf",messageExpression="'stale epoch %d: this FencedResource has already admitted epoch %d'.format([self, oldSelf])",reason=FieldValueForbidden
 	Epoch int64 `json:"epoch,omitempty"`
 
+	// raisedEpoch is the epoch fence-on-acquire raised this resource to while it held no data and spec.epoch
+	// was 0 (a declaration): a write of that epoch or above may then set data and spec.epoch, an earlier
+	// one may not. spec.epoch stays 0, so that every acquisition lists a declaration within its budget
+	// whoever created it. It never decreases. Absent means 0.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=9007199254740991
+	// +kubebuilder:validation:XValidation:rule="self >= oldSelf",messageExpression="'stale epoch %d: this FencedResource was already raised to epoch %d'.format([self, oldSelf])",reason=FieldValueForbidden
+	RaisedEpoch int64 `json:"raisedEpoch,omitempty"`
+
 	// data is the protected payload: a JSON object of the user's choosing, stored as is. It holds at most
 	// 256 top-level keys (enforced by the schema) and at most 262144 bytes once serialized (enforced by the
 	// fencekit admission webhook). Only the current lease holder may set or change it, in a request whose
@@ -75,6 +86,12 @@ type FencedResourceSpec struct {
 	// +kubebuilder:validation:MaxProperties=256
 	// +kubebuilder:pruning:PreserveUnknownFields
 	Data *runtime.RawExtension `json:"data,omitempty"`
+}
+
+// FencedEpoch is the epoch below which the resource refuses writes: spec.epoch, or spec.raisedEpoch for a
+// declaration fence-on-acquire raised.
+func (s *FencedResourceSpec) FencedEpoch() int64 {
+	return max(s.Epoch, s.RaisedEpoch)
 }
 
 // FencedResourceStatus is what the fencekit operator observed. Users read it; only the operator writes it.

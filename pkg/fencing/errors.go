@@ -122,8 +122,9 @@ func ReasonOf(err error) Reason {
 			case ReasonStale, ReasonNotHolder, ReasonLeaseMissing, ReasonFutureEpoch, ReasonInvalid, ReasonTokenMissing:
 				return r
 			}
-			// The CRD's transition rule: "stale epoch 4: this FencedResource has already admitted epoch 5".
-			if c.Field == "spec.epoch" && strings.Contains(c.Message, fencingv1alpha1.StaleEpochMessage) {
+			// The CRD's rules: "stale epoch 4: this FencedResource has already admitted epoch 5", and those
+			// on a declaration's spec.raisedEpoch.
+			if (c.Field == "spec.epoch" || c.Field == "spec.raisedEpoch") && strings.Contains(c.Message, fencingv1alpha1.StaleEpochMessage) {
 				return ReasonStale
 			}
 		}

@@ -75,10 +75,11 @@ func FenceOnAcquire(c client.Client) elector.AcquireFence {
 		if err != nil {
 			return fmt.Errorf("listing the FencedResources written under lease %s: %w", token.Lease, err)
 		}
-		// A resource above epoch 0 without data was raised, never written (a declaration an earlier budget
-		// reached): the webhook never decides a write to it on its copy (copyEligible), so it is raised
-		// with the declarations, within the budget; otherwise what anyone declares would become, one
-		// acquisition at a time, what every acquisition must raise in full.
+		// A declaration is raised in spec.raisedEpoch, its spec.epoch left at 0, so that it stays in the
+		// budgeted List: were it raised in spec.epoch, what anyone declares would become, one acquisition at
+		// a time, what every acquisition lists in full. A resource above epoch 0 without data (raised in
+		// spec.epoch before spec.raisedEpoch existed, or a holder's data removed) is raised with the
+		// declarations, within the budget: the webhook never decides a write to it on its copy (copyEligible).
 		written, raisedOnly := splitData(written)
 		if err := raiseAll(ctx, len(written), func(ctx context.Context, i int) error { return raise(ctx, c, &written[i], token) }); err != nil {
 			return fmt.Errorf("fencing %d FencedResources written under lease %s at epoch %d: %w", len(written), token.Lease, token.Epoch, err)
@@ -96,7 +97,7 @@ func FenceOnAcquire(c client.Client) elector.AcquireFence {
 			raised[fr.Name] = true
 		}
 		declared = append(slices.DeleteFunc(declared, func(fr fencingv1alpha1.FencedResource) bool { return raised[fr.Name] }), raisedOnly...)
-		if err := raiseInTime(ctx, budget, c, token, "FencedResource", len(declared), func(ctx context.Context, i int) error { return raise(ctx, c, &declared[i], token) }); err != nil {
+		if err := raiseInTime(ctx, budget, c, token, "FencedResource", len(declared), func(ctx context.Context, i int) error { return raiseDeclaration(ctx, c, &declared[i], token) }); err != nil {
 			return fmt.Errorf("fencing %d FencedResources declared for lease %s at epoch %d: %w", len(declared), token.Lease, token.Epoch, err)
 		}
 		return ctx.Err()
@@ -236,6 +237,41 @@ func splitData(frs []fencingv1alpha1.FencedResource) (written, raisedOnly []fenc
 		}
 	}
 	return written, raisedOnly
+}
+
+// raiseDeclaration raises a declaration (no data, spec.epoch 0) to the token's epoch in spec.raisedEpoch,
+// with one JSON merge patch that presents the token, as raise does: from then on the CRD rule refuses a
+// write of data below that epoch, and spec.epoch stays 0. A declaration written meanwhile at an earlier
+// epoch (the CRD rule then refuses the patch) and a resource above epoch 0 are raised in spec.epoch.
+func raiseDeclaration(ctx context.Context, c client.Client, fr *fencingv1alpha1.FencedResource, token elector.Token) error {
+	switch {
+	case fr.Spec.Epoch != 0 || !emptyData(fr.Spec.Data):
+		return raise(ctx, c, fr, token)
+	case fr.Spec.RaisedEpoch == token.Epoch:
+		return nil // already fenced at this epoch
+	case fr.Spec.RaisedEpoch > token.Epoch:
+		return errorf(ReasonFutureEpoch, fr.Namespace+"/"+fr.Name, fr.Spec.LeaseName, fr.Spec.RaisedEpoch, token.Epoch,
+			"FencedResource %s/%s was raised to epoch %d (spec.raisedEpoch), above lease %s's new epoch %d: it cannot be fenced at %d (see \"A resource ahead of its Lease\" in fencekit's design)",
+			fr.Namespace, fr.Name, fr.Spec.RaisedEpoch, token.Lease, token.Epoch, token.Epoch)
+	}
+	if err := checkBinding(fr, token); err != nil {
+		return err
+	}
+	err := c.Patch(ctx, fr, raisedEpochPatch(token), client.FieldOwner(token.FieldManager()))
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil // deleted meanwhile: nothing left to fence
+	case apierrors.IsInvalid(err):
+		// Written meanwhile: raise what is there now.
+		var now fencingv1alpha1.FencedResource
+		if gerr := c.Get(ctx, client.ObjectKeyFromObject(fr), &now); gerr != nil {
+			return client.IgnoreNotFound(gerr)
+		}
+		if now.Spec.Epoch != 0 || !emptyData(now.Spec.Data) {
+			return raise(ctx, c, &now, token)
+		}
+	}
+	return err
 }
 
 // raise sets fr's epoch (and writer) to the token's with one JSON merge patch that presents the token as

@@ -389,6 +389,17 @@ func epochPatch(token elector.Token, annotations map[string]any) client.Patch {
 	return client.RawPatch(types.MergePatchType, raw)
 }
 
+// raisedEpochPatch is epochPatch for a declaration: spec.raisedEpoch instead of spec.epoch, and the hold of
+// an earlier term removed.
+func raisedEpochPatch(token elector.Token) client.Patch {
+	ann := map[string]any{fencingv1alpha1.WriterAnnotation: token.Holder, fencingv1alpha1.DeleteAtEpochAnnotation: nil, fencingv1alpha1.HoldAtEpochAnnotation: nil}
+	raw, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}, "spec": map[string]any{"raisedEpoch": token.Epoch}})
+	if err != nil {
+		panic(fmt.Sprintf("encoding a patch of strings and an integer: %v", err)) // cannot happen
+	}
+	return client.RawPatch(types.MergePatchType, raw)
+}
+
 func wrap(key types.NamespacedName, token elector.Token, err error) error {
 	if fe := (*Error)(nil); errors.As(err, &fe) || apierrors.IsNotFound(err) {
 		return err

@@ -65,7 +65,7 @@ func TestCases(t *testing.T) {
 	for i, c := range cases.Table {
 		t.Run(c.Name, func(t *testing.T) {
 			lease := "objects" // the object kinds' Lease is the policy's
-			if c.Target == cases.FencedResource || c.Target == cases.Lease {
+			if c.Target.FencedResource() || c.Target == cases.Lease {
 				lease = fmt.Sprintf("l-%d", i)
 			}
 			epoch := nextEpoch(t, ns, lease)
@@ -187,6 +187,13 @@ func createTarget(t *testing.T, c cases.Case, holder worker, ns string, i int, l
 	case cases.FencedResource:
 		key := declare(t, ns, name, lease)
 		if _, err := fencing.NewWriter(holder.Client).Set(ctx, tok, key, map[string]any{"v": "a"}); err != nil {
+			t.Fatal(err)
+		}
+		ref.SetGroupVersionKind(fencingv1alpha1.GroupVersion.WithKind("FencedResource"))
+	case cases.Declaration:
+		declare(t, ns, name, lease)
+		// Raised as the holder's fence-on-acquire raises it.
+		if err := fencing.FenceOnAcquire(holder.Client).Raise(ctx, tok); err != nil {
 			t.Fatal(err)
 		}
 		ref.SetGroupVersionKind(fencingv1alpha1.GroupVersion.WithKind("FencedResource"))

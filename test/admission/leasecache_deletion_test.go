@@ -75,8 +75,8 @@ func TestLeaseCacheAttacksOnDeletion(t *testing.T) {
 			t.Fatal(err)
 		}
 		fr := get(t, key)
-		if fr.Spec.Epoch != 2 {
-			t.Fatalf("after replica-2's fence: epoch %d, want 2", fr.Spec.Epoch)
+		if fr.Spec.FencedEpoch() != 2 {
+			t.Fatalf("after replica-2's fence: epoch %d, want 2", fr.Spec.FencedEpoch())
 		}
 		mustContain(t, "replica-1's bare DELETE after replica-2's fence", r1.Client.Delete(ctx, fr.DeepCopy()),
 			fencing.IsTokenMissing, `a DELETE carries no fencing token`)
@@ -170,8 +170,8 @@ func TestLeaseCacheAttacksOnDeletion(t *testing.T) {
 			t.Fatal(err)
 		}
 		fr := get(t, key)
-		if fr.Spec.Epoch != 2 || len(fr.OwnerReferences) != 1 || fr.OwnerReferences[0].Name != "ghost" {
-			t.Fatalf("after replica-2's fence: epoch %d, owners %v; want 2 and the ghost owner kept", fr.Spec.Epoch, fr.OwnerReferences)
+		if fr.Spec.FencedEpoch() != 2 || len(fr.OwnerReferences) != 1 || fr.OwnerReferences[0].Name != "ghost" {
+			t.Fatalf("after replica-2's fence: epoch %d, owners %v; want 2 and the ghost owner kept", fr.Spec.FencedEpoch(), fr.OwnerReferences)
 		}
 		mustContain(t, "replica-1 drops the owner after the raise", mergePatch(t, r1.Client, key,
 			`{"metadata":{"ownerReferences":null},"spec":{"epoch":1}}`, client.FieldOwner(t1.FieldManager())), fencing.IsStale, "stale epoch 1")

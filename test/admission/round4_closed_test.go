@@ -290,7 +290,7 @@ func TestRound4TinyLabelsSlowTheResourceFence(t *testing.T) {
 		took := time.Since(start)
 		raised := 0
 		for _, k := range keys {
-			if get(t, k).Spec.Epoch == epoch {
+			if get(t, k).Spec.FencedEpoch() == epoch {
 				raised++
 			}
 		}

@@ -156,12 +156,12 @@ func TestFenceOnAcquire(t *testing.T) {
 
 	// Already fenced when W2's leadership was reported: both bound resources are at W2's epoch.
 	for _, key := range keys {
-		if _, fr := stored(t, key); fr.Spec.Epoch != t2.Epoch || fr.Annotations[fencingv1alpha1.WriterAnnotation] != "w2" {
-			t.Errorf("%s: epoch %d by %q when W2's leadership was reported, want %d by w2", key, fr.Spec.Epoch, fr.Annotations[fencingv1alpha1.WriterAnnotation], t2.Epoch)
+		if _, fr := stored(t, key); fr.Spec.FencedEpoch() != t2.Epoch || fr.Annotations[fencingv1alpha1.WriterAnnotation] != "w2" {
+			t.Errorf("%s: epoch %d by %q when W2's leadership was reported, want %d by w2", key, fr.Spec.FencedEpoch(), fr.Annotations[fencingv1alpha1.WriterAnnotation], t2.Epoch)
 		}
 	}
-	if _, fr := stored(t, other); fr.Spec.Epoch != 0 {
-		t.Errorf("a resource bound to another lease was fenced to epoch %d", fr.Spec.Epoch)
+	if _, fr := stored(t, other); fr.Spec.FencedEpoch() != 0 {
+		t.Errorf("a resource bound to another lease was fenced to epoch %d", fr.Spec.FencedEpoch())
 	}
 	for _, key := range keys {
 		_, err := w1.writer.Set(t.Context(), t1, key, map[string]any{"by": "w1-late"})

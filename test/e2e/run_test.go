@@ -426,8 +426,8 @@ func TestFencekitRunFencesManyAtDefaultQPS(t *testing.T) {
 		t.Fatalf("%d FencedResources bound to lease %s, want %d", len(list.Items), lease, n)
 	}
 	for _, fr := range list.Items {
-		if fr.Spec.Epoch != epoch {
-			t.Errorf("FencedResource %s is at epoch %d, want %d (the epoch fencekit run handed its command)", fr.Name, fr.Spec.Epoch, epoch)
+		if fr.Spec.FencedEpoch() != epoch {
+			t.Errorf("FencedResource %s is at epoch %d, want %d (the epoch fencekit run handed its command)", fr.Name, fr.Spec.FencedEpoch(), epoch)
 		}
 	}
 }

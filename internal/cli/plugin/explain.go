@@ -173,12 +173,12 @@ func explainFencedResource(ctx context.Context, c client.Reader, key types.Names
 		return nil, err
 	}
 	e := &Explanation{Kind: "FencedResource", Namespace: fr.Namespace, Name: fr.Name, Fenced: true, LeaseName: fr.Spec.LeaseName,
-		Epoch: fr.Spec.Epoch, State: resourceStatus(&fr, lease).State, Writes: []Verdict{}}
+		Epoch: fr.Spec.FencedEpoch(), State: resourceStatus(&fr, lease).State, Writes: []Verdict{}}
 	if lease != nil {
 		s := leaseStatus(lease)
 		e.Lease = &s
 	}
-	for _, cd := range candidates(e.Lease, fr.Spec.Epoch, extra) {
+	for _, cd := range candidates(e.Lease, fr.Spec.FencedEpoch(), extra) {
 		// The write as pkg/fencing's Writer makes it: new data, spec.epoch and the writer annotation set to
 		// the token's epoch and the Lease's holder.
 		next := fr.DeepCopy()
@@ -196,6 +196,12 @@ func explainFencedResource(ctx context.Context, c client.Reader, key types.Names
 			// The CRD's transition rule refuses it inside the apiserver, before any webhook.
 			e.Writes = append(e.Writes, verdict(cd, fencing.MechanismCRDRule, &fencing.Error{Reason: fencing.ReasonStale, Epoch: next.Spec.Epoch,
 				Message: fmt.Sprintf("stale epoch %d: this FencedResource has already admitted epoch %d", next.Spec.Epoch, fr.Spec.Epoch)}))
+			continue
+		}
+		if next.Spec.Epoch != 0 && next.Spec.Epoch < fr.Spec.RaisedEpoch {
+			// So does the rule that holds a raised declaration's data to its raisedEpoch.
+			e.Writes = append(e.Writes, verdict(cd, fencing.MechanismCRDRule, &fencing.Error{Reason: fencing.ReasonStale, Epoch: next.Spec.Epoch,
+				Message: fmt.Sprintf("stale epoch %d: fence-on-acquire raised this FencedResource to epoch %d before it held data", next.Spec.Epoch, fr.Spec.RaisedEpoch)}))
 			continue
 		}
 		old, err := toUnstructured(&fr)

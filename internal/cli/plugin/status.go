@@ -168,7 +168,7 @@ func leaseStatus(l *coordinationv1.Lease) LeaseStatus {
 
 // resourceStatus is fr's state relative to lease (nil if it does not exist).
 func resourceStatus(fr *fencingv1alpha1.FencedResource, lease *coordinationv1.Lease) ResourceStatus {
-	s := ResourceStatus{Namespace: fr.Namespace, Name: fr.Name, Lease: fr.Spec.LeaseName, Epoch: fr.Spec.Epoch}
+	s := ResourceStatus{Namespace: fr.Namespace, Name: fr.Name, Lease: fr.Spec.LeaseName, Epoch: fr.Spec.FencedEpoch()}
 	if c := meta.FindStatusCondition(fr.Status.Conditions, fencingv1alpha1.ConditionReady); c != nil {
 		s.Ready, s.ReadyReason = string(c.Status), c.Reason
 	}
@@ -182,9 +182,9 @@ func resourceStatus(fr *fencingv1alpha1.FencedResource, lease *coordinationv1.Le
 	}
 	s.LeaseEpoch = admission.ParseLease(lease, admission.Quorum).Epoch
 	switch {
-	case fr.Spec.Epoch == s.LeaseEpoch:
+	case s.Epoch == s.LeaseEpoch:
 		s.State = StateCurrent
-	case fr.Spec.Epoch < s.LeaseEpoch:
+	case s.Epoch < s.LeaseEpoch:
 		s.State, s.Behind = StateBehind, true
 	default:
 		s.State = StateAhead

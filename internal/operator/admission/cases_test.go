@@ -32,6 +32,15 @@ func base(target cases.Target) map[string]any {
 		meta["managedFields"] = []any{manager}
 		return map[string]any{"apiVersion": "fencing.fencekit.io/v1alpha1", "kind": "FencedResource", "metadata": meta,
 			"spec": map[string]any{"leaseName": "l", "epoch": cases.Current, "data": map[string]any{"v": "a"}}}
+	case cases.Declaration:
+		meta["name"] = "d"
+		meta["annotations"] = map[string]any{fencingv1alpha1.WriterAnnotation: cases.Holder}
+		manager["apiVersion"] = "fencing.fencekit.io/v1alpha1"
+		manager["fieldsV1"] = map[string]any{"f:metadata": map[string]any{"f:annotations": map[string]any{"f:" + fencingv1alpha1.WriterAnnotation: map[string]any{}}},
+			"f:spec": map[string]any{"f:raisedEpoch": map[string]any{}}}
+		meta["managedFields"] = []any{manager}
+		return map[string]any{"apiVersion": "fencing.fencekit.io/v1alpha1", "kind": "FencedResource", "metadata": meta,
+			"spec": map[string]any{"leaseName": "l", "epoch": int64(0), "raisedEpoch": cases.Current}}
 	case cases.ConfigMap:
 		meta["name"] = "cm"
 		meta["labels"] = map[string]any{"app": "fenced"}
@@ -97,7 +106,7 @@ func request(t *testing.T, c cases.Case) *admission.Request {
 	r := &admission.Request{Operation: op, Subresource: c.Subresource, User: admission.User{Name: string(c.Actor), Groups: c.Actor.Groups()},
 		Kind: string(c.Target), Namespace: "ns", LeaseName: "l", Old: &unstructured.Unstructured{Object: stored}}
 	r.Name, _, _ = unstructured.NestedString(stored, "metadata", "name")
-	if c.Target == cases.FencedResource {
+	if c.Target.FencedResource() {
 		r.Class = admission.FencedResource
 	} else {
 		// The FencingPolicy's coverage was recorded before the stale holder's acquisition.

@@ -436,10 +436,10 @@ func (r *Request) liveAt(l *Lease, epoch int64, now time.Time) *fencing.Error {
 }
 
 // fencedResourceFields holds a FencedResource's write to its epoch and writer: spec.epoch is the presented
-// epoch, the writer annotation the holder.
+// epoch (or spec.raisedEpoch, where fence-on-acquire raises a declaration), the writer annotation the holder.
 func (r *Request) fencedResourceFields(l *Lease, epoch int64) *fencing.Error {
 	got, _, _ := unstructured.NestedInt64(r.New.Object, "spec", "epoch")
-	if got != epoch {
+	if got != epoch && !r.raisesDeclaration(epoch) {
 		return r.errAt(FieldEpoch, fencing.ReasonInvalid, epoch, l.Epoch,
 			"%s: the write presents epoch %d but its spec.epoch would be %d: a fenced write sets spec.epoch to the epoch it presents",
 			r.what(), epoch, got)
@@ -450,6 +450,19 @@ func (r *Request) fencedResourceFields(l *Lease, epoch int64) *fencing.Error {
 			r.what(), writer, fencingv1alpha1.WriterAnnotation, r.LeaseName, l.Epoch, l.Holder)
 	}
 	return nil
+}
+
+// raisesDeclaration reports whether r raises a declaration to epoch: it sets spec.raisedEpoch to it and
+// leaves spec.epoch at 0 and no data, as fence-on-acquire does.
+func (r *Request) raisesDeclaration(epoch int64) bool {
+	if r.Old == nil {
+		return false
+	}
+	was, _, _ := unstructured.NestedInt64(r.Old.Object, "spec", "epoch")
+	is, _, _ := unstructured.NestedInt64(r.New.Object, "spec", "epoch")
+	raised, _, _ := unstructured.NestedInt64(r.New.Object, "spec", "raisedEpoch")
+	data, _, _ := unstructured.NestedFieldNoCopy(r.New.Object, "spec", "data")
+	return was == 0 && is == 0 && data == nil && raised == epoch
 }
 
 // record holds a covered object's epoch record: a write of the object itself sets it to the presented

@@ -183,8 +183,9 @@ func onlyGenerationDiffers(a, b fencingv1alpha1.FencedResourceStatus) bool {
 // ComputeStatus is the status of fr given its Lease (nil if missing). Condition transition times are kept
 // from fr's current status when a condition does not change.
 func ComputeStatus(fr *fencingv1alpha1.FencedResource, lease *coordinationv1.Lease) fencingv1alpha1.FencedResourceStatus {
+	atEpoch := fr.Spec.FencedEpoch() // spec.epoch, or spec.raisedEpoch of a raised declaration
 	s := fencingv1alpha1.FencedResourceStatus{
-		AdmittedEpoch:      fr.Spec.Epoch,
+		AdmittedEpoch:      atEpoch,
 		ObservedGeneration: fr.Generation,
 		Conditions:         append([]metav1.Condition(nil), fr.Status.Conditions...),
 	}
@@ -212,15 +213,15 @@ func ComputeStatus(fr *fencingv1alpha1.FencedResource, lease *coordinationv1.Lea
 		set(fencingv1alpha1.ConditionLeaseFound, metav1.ConditionTrue, fencingv1alpha1.ReasonLeaseFound,
 			fmt.Sprintf("lease %s is at epoch %d", fr.Spec.LeaseName, v.Epoch))
 		switch {
-		case fr.Spec.Epoch == v.Epoch:
+		case atEpoch == v.Epoch:
 			set(fencingv1alpha1.ConditionFenced, metav1.ConditionTrue, fencingv1alpha1.ReasonAtLeaseEpoch,
 				fmt.Sprintf("at the lease's epoch %d: writes from earlier epochs are refused", v.Epoch))
-		case fr.Spec.Epoch < v.Epoch:
+		case atEpoch < v.Epoch:
 			set(fencingv1alpha1.ConditionFenced, metav1.ConditionFalse, fencingv1alpha1.ReasonBehindLease,
-				fmt.Sprintf("at epoch %d, behind the lease's epoch %d: the admission webhook still refuses writes below %d", fr.Spec.Epoch, v.Epoch, v.Epoch))
+				fmt.Sprintf("at epoch %d, behind the lease's epoch %d: the admission webhook still refuses writes below %d", atEpoch, v.Epoch, v.Epoch))
 		default:
 			set(fencingv1alpha1.ConditionFenced, metav1.ConditionFalse, fencingv1alpha1.ReasonAheadOfLease,
-				fmt.Sprintf("at epoch %d, ahead of the lease's epoch %d: the lease was recreated", fr.Spec.Epoch, v.Epoch))
+				fmt.Sprintf("at epoch %d, ahead of the lease's epoch %d: the lease was recreated", atEpoch, v.Epoch))
 		}
 	}
 	// Ready=False names its cause: the reason and message of the condition that is not True (LeaseNotFound,

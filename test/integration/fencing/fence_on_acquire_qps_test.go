@@ -162,9 +162,9 @@ func TestFenceOnAcquireForConfigDefaultQPS(t *testing.T) {
 		t.Fatalf("%d FencedResources in namespace %s, want %d", len(list.Items), ns, boundResources)
 	}
 	for _, fr := range list.Items {
-		if fr.Spec.Epoch != tok.Epoch || fr.Annotations[fencingv1alpha1.WriterAnnotation] != tok.Holder {
+		if fr.Spec.FencedEpoch() != tok.Epoch || fr.Annotations[fencingv1alpha1.WriterAnnotation] != tok.Holder {
 			t.Errorf("FencedResource %s at epoch %d written by %q, want epoch %d by %q",
-				fr.Name, fr.Spec.Epoch, fr.Annotations[fencingv1alpha1.WriterAnnotation], tok.Epoch, tok.Holder)
+				fr.Name, fr.Spec.FencedEpoch(), fr.Annotations[fencingv1alpha1.WriterAnnotation], tok.Epoch, tok.Holder)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator/admission"
 	"github.com/fencekit/fencekit/pkg/fencing"
 )
@@ -30,10 +31,14 @@ type Target string
 
 const (
 	FencedResource Target = "FencedResource" // FencedResource "r", bound to Lease "l"
+	Declaration    Target = "Declaration"    // FencedResource "d", bound to Lease "l", without data, raised by fence-on-acquire
 	ConfigMap      Target = "ConfigMap"      // ConfigMap "cm", labelled app=fenced, covered by a FencingPolicy
 	Deployment     Target = "Deployment"     // Deployment "dep", covered by the same FencingPolicy
 	Lease          Target = "Lease"          // Lease "l" itself, under fencekit's Lease policy
 )
+
+// FencedResource reports whether t is a FencedResource, with data or a declaration.
+func (t Target) FencedResource() bool { return t == FencedResource || t == Declaration }
 
 // Actor is who writes. The holder and the stale holder are one user (the acquirer, HolderUser).
 type Actor string
@@ -112,6 +117,8 @@ type Case struct {
 	// Precondition makes a DELETE name the stored resourceVersion as its precondition, as pkg/fencing's
 	// Writer.Delete and NewClient do after their marker write.
 	Precondition bool
+	// Raise stamps the write as fence-on-acquire's raise of a declaration: spec.raisedEpoch, not spec.epoch.
+	Raise bool
 	// Raw sends the patch with the token but unstamped, as a hand-made write (kubectl with the token as its
 	// field manager) would.
 	Raw bool
@@ -145,14 +152,19 @@ func (c Case) Stamp(patch map[string]any, epoch int64) map[string]any {
 	if _, set := a[markerKey]; !set {
 		a[markerKey] = nil
 	}
-	if c.Target == FencedResource {
+	if c.Target.FencedResource() {
 		a[writerKey] = Holder
 		spec, _ := out["spec"].(map[string]any)
 		s := map[string]any{}
 		for k, v := range spec {
 			s[k] = v
 		}
-		s["epoch"] = epoch
+		if c.Raise {
+			a[fencingv1alpha1.HoldAtEpochAnnotation] = nil
+			s["raisedEpoch"] = epoch
+		} else {
+			s["epoch"] = epoch
+		}
 		out["spec"] = s
 	} else {
 		a[recordKey] = itoa(epoch)

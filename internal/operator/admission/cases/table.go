@@ -81,6 +81,19 @@ var Table = []Case{
 		Setup: annotate(markerKey, marker), Patch: label("team", "orders"), Want: fencing.ReasonTokenMissing,
 		Why: "a free write between the holder's marker and its DELETE fails the DELETE's precondition, as often as anyone writes"},
 
+	// A declaration (a FencedResource without data) that fence-on-acquire raised.
+	{Name: "fence-on-acquire raises a declaration", Target: Declaration, Actor: HolderUser, Token: CurrentToken, Raise: true, Patch: nothing,
+		Why: "in spec.raisedEpoch, spec.epoch left at 0: every acquisition lists declarations within its budget, whoever created them"},
+	{Name: "a stale holder raises a declaration", Target: Declaration, Actor: HolderUser, Token: StaleToken, Raise: true, Patch: nothing,
+		Want: fencing.ReasonStale, Why: "the CRD keeps spec.raisedEpoch monotonic"},
+	{Name: "an editor raises a declaration", Target: Declaration, Actor: Editor, Token: NoToken, Patch: raisedEpoch(Future),
+		Want: fencing.ReasonTokenMissing},
+	{Name: "a raise that also writes data", Target: Declaration, Actor: HolderUser, Token: CurrentToken, Raise: true, Patch: changeData,
+		Want: fencing.ReasonInvalid, Why: "data is written with spec.epoch"},
+	{Name: "the holder writes data to a raised declaration", Target: Declaration, Actor: HolderUser, Token: CurrentToken, Patch: changeData},
+	{Name: "a stale holder writes data to a raised declaration", Target: Declaration, Actor: HolderUser, Token: StaleToken, Patch: changeData,
+		Want: fencing.ReasonStale, Why: "the CRD refuses data below spec.raisedEpoch: a write an earlier term's request had admitted cannot commit after the raise"},
+
 	// A ConfigMap a FencingPolicy covers.
 	{Name: "the holder writes a ConfigMap", Target: ConfigMap, Actor: HolderUser, Token: CurrentToken, Patch: changeData},
 	{Name: "a stale holder writes a ConfigMap", Target: ConfigMap, Actor: HolderUser, Token: StaleToken, Patch: changeData, Want: fencing.ReasonStale},
@@ -169,6 +182,16 @@ var Table = []Case{
 var ghost = map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "ghost", "uid": "00000000-0000-0000-0000-000000000001"}
 
 // changeData sets the data of the target (a FencedResource's spec.data, a ConfigMap's data) to {"v": "b"}.
+// nothing is an empty patch: the write is what Stamp adds.
+func nothing(map[string]any) map[string]any { return map[string]any{} }
+
+// raisedEpoch sets spec.raisedEpoch to e.
+func raisedEpoch(e int64) func(map[string]any) map[string]any {
+	return func(map[string]any) map[string]any {
+		return map[string]any{"spec": map[string]any{"raisedEpoch": e}}
+	}
+}
+
 func changeData(stored map[string]any) map[string]any {
 	if stored["kind"] == string(FencedResource) {
 		return map[string]any{"spec": map[string]any{"data": map[string]any{"v": "b"}}}
