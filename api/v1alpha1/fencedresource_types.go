@@ -145,6 +145,7 @@ type FencedResourceStatus struct {
 // +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.status.leaseHolder`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Raised",type=integer,JSONPath=`.spec.raisedEpoch`,priority=1,description="The epoch fence-on-acquire raised a declaration to"
 // +kubebuilder:printcolumn:name="Lease Epoch",type=integer,JSONPath=`.status.leaseEpoch`,priority=1,description="The bound Lease's current epoch"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1,description="Why the resource is Ready or not"
 type FencedResource struct {

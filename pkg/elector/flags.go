@@ -23,7 +23,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 		def   time.Duration
 		usage string
 	}{
-		{&c.LeaseDuration, "lease-duration", DefaultLeaseDuration, "How long standbys wait, from their last observed change of the Lease, before taking it over."},
+		{&c.LeaseDuration, "lease-duration", DefaultLeaseDuration, "How long standbys wait, from the last renewal of the holder they observed, before taking the Lease over."},
 		{&c.RenewDeadline, "renew-deadline", DefaultRenewDeadline, "How long the leader tries to renew before it steps down."},
 		{&c.RetryPeriod, "retry-period", DefaultRetryPeriod, "The leader's renewal interval, and the pause between failed attempts."},
 		{&c.SafetyMargin, "safety-margin", DefaultSafetyMargin, "Subtracted from the safe-work window: the leader's authority ends at its last renewal's send time + lease-duration*(1-MaxClockDrift) - safety-margin."},

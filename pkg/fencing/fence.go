@@ -251,7 +251,7 @@ func raiseDeclaration(ctx context.Context, c client.Client, fr *fencingv1alpha1.
 		return nil // already fenced at this epoch
 	case fr.Spec.RaisedEpoch > token.Epoch:
 		return errorf(ReasonFutureEpoch, fr.Namespace+"/"+fr.Name, fr.Spec.LeaseName, fr.Spec.RaisedEpoch, token.Epoch,
-			"FencedResource %s/%s was raised to epoch %d (spec.raisedEpoch), above lease %s's new epoch %d: it cannot be fenced at %d (see \"A resource ahead of its Lease\" in fencekit's design)",
+			"FencedResource %s/%s is at epoch %d, above lease %s's new epoch %d (in spec.raisedEpoch): it cannot be fenced at %d (see \"A resource ahead of its Lease\" in fencekit's design)",
 			fr.Namespace, fr.Name, fr.Spec.RaisedEpoch, token.Lease, token.Epoch, token.Epoch)
 	}
 	if err := checkBinding(fr, token); err != nil {

@@ -482,8 +482,8 @@ func TestFenceOnAcquireResourceAhead(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("fence-on-acquire at epoch 2 with a resource at epoch 3: got %v, want %q", err, want)
 	}
-	if got := get(t, key); got.Spec.Epoch != 3 {
-		t.Fatalf("resource at epoch %d, want 3 untouched", got.Spec.Epoch)
+	if got := get(t, key); got.Spec.FencedEpoch() != 3 {
+		t.Fatalf("resource at epoch %d, want 3 untouched", got.Spec.FencedEpoch())
 	}
 }
 

@@ -1078,8 +1078,10 @@ func TestRound8JobControllerTracksManyFinishedPods(t *testing.T) {
 	jc := env.ClientAs(t, jobController)
 	write := func(n int) error {
 		got := testenv.Read[batchv1.Job](t, env.Client, ns, "batch")
-		now := metav1.Now()
-		got.Status.StartTime = &now
+		if got.Status.StartTime == nil {
+			now := metav1.Now()
+			got.Status.StartTime = &now // immutable once set
+		}
 		got.Status.Active = int32(200 - n)
 		got.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{}
 		for i := range n {

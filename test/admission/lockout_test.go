@@ -188,7 +188,7 @@ func TestDeclarationsDoNotLockOutAcquisition(t *testing.T) {
 	}
 	raised := 0
 	for _, fr := range list.Items {
-		if fr.Spec.Epoch == tok.Epoch {
+		if fr.Spec.FencedEpoch() == tok.Epoch {
 			raised++
 		}
 	}

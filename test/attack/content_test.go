@@ -185,8 +185,9 @@ func createdCovered(u *unstructured.Unstructured) string {
 	case "FencedResource":
 		data, _, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "data")
 		epoch, _, _ := unstructured.NestedInt64(u.Object, "spec", "epoch")
-		if data != nil || epoch != 0 || len(u.GetOwnerReferences()) > 0 {
-			return fmt.Sprintf("created FencedResource %s holding data %s, epoch %d, owners %s", u.GetName(), short(js(data)), epoch, js(u.GetOwnerReferences()))
+		raised, _, _ := unstructured.NestedInt64(u.Object, "spec", "raisedEpoch")
+		if data != nil || epoch != 0 || raised != 0 || len(u.GetOwnerReferences()) > 0 {
+			return fmt.Sprintf("created FencedResource %s holding data %s, epoch %d, raisedEpoch %d, owners %s", u.GetName(), short(js(data)), epoch, raised, js(u.GetOwnerReferences()))
 		}
 	}
 	return ""

@@ -136,6 +136,8 @@ func (c change) apply(u *unstructured.Unstructured, e changeEnv) bool {
 		_ = unstructured.SetNestedMap(u.Object, data, "spec", "data")
 	case "spec-epoch":
 		_ = unstructured.SetNestedField(u.Object, e.epochValue(c.value), "spec", "epoch")
+	case "spec-raised-epoch":
+		_ = unstructured.SetNestedField(u.Object, e.epochValue(c.value), "spec", "raisedEpoch")
 	case "spec-lease":
 		_ = unstructured.SetNestedField(u.Object, c.value, "spec", "leaseName")
 	case "pod-deadline":

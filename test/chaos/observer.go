@@ -229,7 +229,7 @@ func versionOf(obj client.Object) (Version, bool) {
 		v.Value.Epoch, _ = strconv.ParseInt(o.Annotations[elector.EpochAnnotation], 10, 64)
 	case *fencingv1alpha1.FencedResource:
 		v.Kind = KindFencedResource
-		v.Value.Epoch = o.Spec.Epoch
+		v.Value.Epoch = o.Spec.FencedEpoch()
 		v.Writer = o.Annotations[fencingv1alpha1.WriterAnnotation]
 		if o.Spec.Data != nil {
 			var d struct {

@@ -386,7 +386,7 @@ func (r *runner) readTarget(ctx context.Context, resource string) (map[string]an
 				return nil, err
 			}
 		}
-		out["(epoch)"] = fr.Spec.Epoch
+		out["(epoch)"] = fr.Spec.FencedEpoch()
 		return out, nil
 	}
 	var cm corev1.ConfigMap

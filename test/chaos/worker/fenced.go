@@ -66,7 +66,7 @@ func readFenced(ctx context.Context, c client.Client, key types.NamespacedName) 
 	if err := c.Get(ctx, key, &fr); err != nil {
 		return nil, err
 	}
-	v := &chaos.Value{Epoch: fr.Spec.Epoch}
+	v := &chaos.Value{Epoch: fr.Spec.FencedEpoch()}
 	if fr.Spec.Data != nil {
 		var d struct {
 			Op string `json:"op"`
