@@ -488,8 +488,8 @@ func (g *generator) contentChange(resource string) change {
 			weighted[change]{2, change{name: "spec-epoch", value: oneOf(g.rng, "current", "stale", "future", "huge")}},
 			weighted[change]{1, change{name: "spec-lease", value: "another-lease"}})
 		if c.name == "spec-epoch" && g.n%2 == 1 {
-			// Every other epoch change is to a declaration's spec.raisedEpoch, without drawing from the
-			// generator (the seeds in docs/reliability.md replay as they did).
+			// Every other epoch change is to spec.raisedEpoch (a declaration's epoch), without drawing
+			// from the generator: a seed's other steps stay as they were.
 			c.name = "spec-raised-epoch"
 		}
 		return c
