@@ -247,6 +247,12 @@ func raiseDeclaration(ctx context.Context, c client.Client, fr *fencingv1alpha1.
 	switch {
 	case fr.Spec.Epoch != 0 || !emptyData(fr.Spec.Data):
 		return raise(ctx, c, fr, token)
+	case fr.DeletionTimestamp != nil:
+		// Being deleted: no write can give it data any more (admission refuses content on an object being
+		// deleted, judged on the object as it is when the write commits), so there is nothing to order;
+		// and the raise itself would be refused, failing the acquisition for as long as anyone keeps the
+		// declaration with a finalizer.
+		return nil
 	case fr.Spec.RaisedEpoch == token.Epoch:
 		return nil // already fenced at this epoch
 	case fr.Spec.RaisedEpoch > token.Epoch:
@@ -262,13 +268,13 @@ func raiseDeclaration(ctx context.Context, c client.Client, fr *fencingv1alpha1.
 	case apierrors.IsNotFound(err):
 		return nil // deleted meanwhile: nothing left to fence
 	case apierrors.IsInvalid(err):
-		// Written meanwhile: raise what is there now.
+		// Written, or being deleted, meanwhile: raise what is there now.
 		var now fencingv1alpha1.FencedResource
 		if gerr := c.Get(ctx, client.ObjectKeyFromObject(fr), &now); gerr != nil {
 			return client.IgnoreNotFound(gerr)
 		}
-		if now.Spec.Epoch != 0 || !emptyData(now.Spec.Data) {
-			return raise(ctx, c, &now, token)
+		if now.Spec.Epoch != 0 || !emptyData(now.Spec.Data) || now.DeletionTimestamp != nil {
+			return raiseDeclaration(ctx, c, &now, token)
 		}
 	}
 	return err

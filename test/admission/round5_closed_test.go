@@ -477,9 +477,8 @@ func round5Conditions(t *testing.T, n int) string {
 // TestRound5KubeletPadsItsPodsStatus: a kubelet (a compromised node, or any credential in system:nodes;
 // NodeRestriction lets it write the status of the Pods bound to its node) pads the status of each of 60
 // holder-written Pods on its node: with thousands of tiny conditions, or one condition carrying a message
-// of about 480 KiB. The cluster's controllers are held to MaxFreePartEntries and MaxFreePartBytes like
-// anyone without the token (the elements of status's lists count as entries): both are refused, naming the
-// bound. Then each Pod is padded as far as the bounds let in, and the fence at the default
+// of about 480 KiB. The cluster's controllers are held to MaxFreePartEntries and MaxFreePartBytes plus their
+// allowance (MaxNodePartEntries, MaxNodePartBytes; the elements of status's lists count as entries): both are refused, naming the bound. Then each Pod is padded as far as the bounds let in, and the fence at the default
 // PostAcquireTimeout raises every holder-written Pod (I3: the time of an acquisition may not grow with
 // what non-holders write).
 func TestRound5KubeletPadsItsPodsStatus(t *testing.T) {
@@ -529,14 +528,15 @@ func TestRound5KubeletPadsItsPodsStatus(t *testing.T) {
 		}
 		return nil
 	})
-	if err := status("p-000", round5Conditions(t, 2550)); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("over the bound of %d bytes", admission.MaxFreePartBytes)) {
-		t.Errorf("the kubelet's 2550 tiny conditions: %.300v, want a refusal naming the bound of %d bytes", err, admission.MaxFreePartBytes)
+	const bytesBound, entriesBound = admission.MaxFreePartBytes + admission.MaxNodePartBytes, admission.MaxFreePartEntries + admission.MaxNodePartEntries
+	if err := status("p-000", round5Conditions(t, 2550)); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("over the bound of %d bytes", bytesBound)) {
+		t.Errorf("the kubelet's 2550 tiny conditions: %.300v, want a refusal naming the bound of %d bytes", err, bytesBound)
 	}
-	if err := status("p-000", round5Conditions(t, admission.MaxFreePartEntries+1)); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("over the bound of %d for writes without the token", admission.MaxFreePartEntries)) {
-		t.Errorf("the kubelet's %d tiny conditions: %.300v, want a refusal naming the bound of %d entries", admission.MaxFreePartEntries+1, err, admission.MaxFreePartEntries)
+	if err := status("p-000", round5Conditions(t, entriesBound+1)); err == nil || !strings.Contains(err.Error(), "over the bound of") {
+		t.Errorf("the kubelet's %d tiny conditions: %.300v, want a refusal naming a bound", entriesBound+1, err)
 	}
-	if err := status("p-000", longMessage(480*1024)); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("over the bound of %d bytes", admission.MaxFreePartBytes)) {
-		t.Errorf("the kubelet's condition of a 480 KiB message: %.300v, want a refusal naming the bound of %d bytes", err, admission.MaxFreePartBytes)
+	if err := status("p-000", longMessage(480*1024)); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("over the bound of %d bytes", bytesBound)) {
+		t.Errorf("the kubelet's condition of a 480 KiB message: %.300v, want a refusal naming the bound of %d bytes", err, bytesBound)
 	}
 	// The most each bound lets in.
 	most := func(what string, patch func(k int) string, from, step int) string {
@@ -549,8 +549,8 @@ func TestRound5KubeletPadsItsPodsStatus(t *testing.T) {
 		t.Fatalf("%s: nothing admitted", what)
 		return ""
 	}
-	tiny := most("tiny conditions", func(k int) string { return round5Conditions(t, k) }, admission.MaxFreePartEntries, 4)
-	long := most("message bytes", longMessage, admission.MaxFreePartBytes, 1024)
+	tiny := most("tiny conditions", func(k int) string { return round5Conditions(t, k) }, entriesBound, 4)
+	long := most("message bytes", longMessage, bytesBound, 1024)
 	pad := func(patch string) {
 		var failed atomic.Int64
 		workqueue.ParallelizeUntil(ctx, 4, n, func(i int) {

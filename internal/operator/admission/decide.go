@@ -234,14 +234,14 @@ func decideFree(r *Request) Verdict {
 			"%s: this write without a fencing token grows the object from %d to %d bytes (managedFields included), over the bound of %d bytes for writes without the token: the holder's next write must keep its room below the apiserver's limit",
 			r.what(), before, after, MaxFreeObjectBytes))
 	}
-	if before, after := freePart(r.Old), freePart(r.New); after.bytes > before.bytes && after.bytes > MaxFreePartBytes {
+	if before, after, most := freePart(r.Old), freePart(r.New), bounds(r.User); after.bytes > before.bytes && after.bytes > most.bytes {
 		return refuse(r.errAt(FieldObject, fencing.ReasonInvalid, 0, 0,
 			"%s: this write without a fencing token grows its labels, annotations, finalizers, owner references, status and managedFields other than the holder's from %d to %d bytes, over the bound of %d bytes for writes without the token: every acquisition rewrites the holder's objects, and must not slow down with what others add",
-			r.what(), before.bytes, after.bytes, MaxFreePartBytes))
-	} else if b, a := before.counted(r.User), after.counted(r.User); a > b && a > MaxFreePartEntries {
+			r.what(), before.bytes, after.bytes, most.bytes))
+	} else if after.entries > before.entries && after.entries > most.entries {
 		return refuse(r.errAt(FieldObject, fencing.ReasonInvalid, 0, 0,
 			"%s: this write without a fencing token grows its labels, annotations, finalizers, owner references, status list elements and managedFields entries other than the holder's from %d to %d, over the bound of %d for writes without the token: every acquisition rewrites the holder's objects, and must not slow down with what others add",
-			r.what(), b, a, MaxFreePartEntries))
+			r.what(), before.entries, after.entries, most.entries))
 	}
 	if before, after := annotationBytes(r.Old), annotationBytes(r.New); after > before && after > MaxFreeAnnotationBytes {
 		return refuse(r.errAt("metadata.annotations", fencing.ReasonInvalid, 0, 0,

@@ -40,19 +40,36 @@ const (
 	MaxFreePartEntries = 128
 )
 
-// part is the measure of what writes without the token may add to an object: its bytes, its entries, and
-// of those the elements of status's lists (statusEntries).
-type part struct{ bytes, entries, statusEntries int }
+// The cluster's own controllers have an allowance above MaxFreePartBytes and MaxFreePartEntries: a write of
+// theirs without the token is bounded by the sums. What they write follows the holder's spec (the Job
+// controller lists up to 500 finished Pods' UIDs in status.uncountedTerminatedPods, a kubelet one status
+// per container and volume mount), and a user without the token, who may fill the lower bounds with free
+// finalizers, labels and annotations, cannot spend the allowance: the controllers' normal writes (a
+// status, the apiserver's count of a PodDisruptionBudget during an eviction) still go through.
+// kube-controller-manager's controllers, whose lists are the longest, have MaxControllerPartBytes and
+// MaxControllerPartEntries; kubelets (a node's credential may be compromised, and writes the status of
+// every Pod on its node), kube-scheduler and the apiserver MaxNodePartBytes and MaxNodePartEntries. A raise
+// costs with the number of fields an object tracks: 60 holder-written Pods padded by a kubelet with 688
+// tiny conditions (what 128 KiB holds) took the fence 8.1 s, so a kubelet's allowance stays small.
+const (
+	MaxControllerPartBytes   = 64 * 1024
+	MaxControllerPartEntries = 1024
+	MaxNodePartBytes         = 16 * 1024
+	MaxNodePartEntries       = 64
+)
 
-// counted is p's entries as the bound counts them for a write by u. kube-controller-manager's status lists
-// are counted in bytes only: their length follows the holder's spec, not the writer's choice (the Job
-// controller lists up to 500 finished Pods' UIDs in status.uncountedTerminatedPods of a Job of that
-// parallelism before it counts them), and what it may write without the token is narrow (its status).
-func (p part) counted(u User) int {
-	if u.kubeControllerManager() {
-		return p.entries - p.statusEntries
+// part is the measure of what writes without the token may add to an object.
+type part struct{ bytes, entries int }
+
+// bounds is the bound on part for a write without the token by u.
+func bounds(u User) part {
+	switch {
+	case u.kubeControllerManager():
+		return part{bytes: MaxFreePartBytes + MaxControllerPartBytes, entries: MaxFreePartEntries + MaxControllerPartEntries}
+	case u.clusterController():
+		return part{bytes: MaxFreePartBytes + MaxNodePartBytes, entries: MaxFreePartEntries + MaxNodePartEntries}
 	}
-	return p.entries
+	return part{bytes: MaxFreePartBytes, entries: MaxFreePartEntries}
 }
 
 // freePart measures u's labels, annotations, finalizers, owner references, status and the managedFields
@@ -90,8 +107,7 @@ func freePart(u *unstructured.Unstructured) part {
 	}
 	if status, ok := u.Object["status"]; ok {
 		p.bytes += jsonSize(status)
-		p.statusEntries = listElements(status)
-		p.entries += p.statusEntries
+		p.entries += listElements(status)
 	}
 	return p
 }

@@ -104,7 +104,7 @@ func undoMerges(before, after map[string]entry) map[string]entry {
 		}
 		merged := fieldpath.NewSet()
 		for bid, b := range before {
-			if _, kept := after[bid]; kept || b.ancient() || b.operation != "Update" || b.apiVersion != a.apiVersion || b.fields.Empty() || !b.fields.Difference(a.fields).Empty() {
+			if _, kept := after[bid]; kept || b.ancient() || b.operation != "Update" || b.apiVersion != a.apiVersion || b.fields.Empty() || !holds(a.fields, b.fields) {
 				continue
 			}
 			if out == nil {
@@ -131,6 +131,26 @@ func undoMerges(before, after map[string]entry) map[string]entry {
 		return after
 	}
 	return out
+}
+
+// holds reports whether the bucket's fields hold every field of b: as a field, or as a map that holds
+// others. An entry that owned a map as a leaf (an empty "f:annotations" left to the creating entry once a
+// raise took the key it held) is merged into a bucket where the map holds keys of other entries, and is
+// no longer a leaf there.
+func holds(bucket, b *fieldpath.Set) bool {
+	inner := fieldpath.NewSet()
+	bucket.Iterate(func(p fieldpath.Path) {
+		for i := 1; i < len(p); i++ {
+			inner.Insert(p[:i].Copy())
+		}
+	})
+	ok := true
+	b.Iterate(func(p fieldpath.Path) {
+		if ok && !bucket.Has(p) && !inner.Has(p) {
+			ok = false
+		}
+	})
+	return ok
 }
 
 // asPath is a field path as the allowlist reads it: its field names, up to the first list element (a

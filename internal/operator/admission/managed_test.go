@@ -128,3 +128,48 @@ func TestCoOwningADeletionFinalizer(t *testing.T) {
 		}
 	}
 }
+
+// A merge into ancient-changes after a raise: the creating epoch manager's entry owns the annotations map
+// as a leaf (the raise's entry took the record key it held), and in the bucket the map holds that key. The
+// merge is the apiserver's, not the writer's: a free finalizer written under an eleventh field manager
+// changes no ownership.
+func TestMergeAfterARaiseIsNotTheWriters(t *testing.T) {
+	record := "f:fencing.fencekit.io/object-epoch"
+	created := managedEntry("fencing.fencekit.io/epoch=1", "Update", map[string]any{
+		"f:metadata": map[string]any{"f:annotations": map[string]any{}}, "f:data": map[string]any{"f:v": map[string]any{}}})
+	raised := managedEntry("fencing.fencekit.io/epoch=2", "Update", map[string]any{
+		"f:metadata": map[string]any{"f:annotations": map[string]any{record: map[string]any{}}}})
+	tool := func(i int) map[string]any {
+		return managedEntry("tool-"+string(rune('0'+i)), "Update", map[string]any{
+			"f:metadata": map[string]any{"f:finalizers": map[string]any{`v:"example.com/f` + string(rune('0'+i)) + `"`: map[string]any{}}}})
+	}
+	before := []map[string]any{created, raised}
+	for i := range 9 {
+		before = append(before, tool(i))
+	}
+	bucket := managedEntry(AncientChanges, "Update", map[string]any{
+		"f:metadata": map[string]any{"f:annotations": map[string]any{record: map[string]any{}}}, "f:data": map[string]any{"f:v": map[string]any{}}})
+	after := []map[string]any{bucket}
+	for i := range 10 {
+		after = append(after, tool(i))
+	}
+	object := func(entries []map[string]any, finalizers int) *unstructured.Unstructured {
+		u := withManaged(entries...)
+		u.Object["data"] = map[string]any{"v": "a"}
+		u.SetAnnotations(map[string]string{"fencing.fencekit.io/object-epoch": "2"})
+		var f []string
+		for i := range finalizers {
+			f = append(f, "example.com/f"+string(rune('0'+i)))
+		}
+		u.SetFinalizers(f)
+		return u
+	}
+	free := func(p Path) bool { return p.under("metadata", "finalizers") }
+	changes, err := ownershipChanges(object(before, 9), object(after, 10), free, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) > 0 {
+		t.Fatalf("the apiserver's merge of the holder's entries is judged as the writer's: %s %v in the entry of %s", changes[0].why, changes[0].path, changes[0].entry)
+	}
+}
