@@ -16,7 +16,8 @@ var recordKeys = []string{fencingv1alpha1.ObjectEpochAnnotation, fencingv1alpha1
 	fencingv1alpha1.HoldAtEpochAnnotation, fencingv1alpha1.WriterAnnotation}
 
 // HolderWrote reports whether a holder wrote content to the object u: a managedFields entry of a token's
-// field manager (fencing.fencekit.io/epoch=N) owns a field other than fencekit's record annotations. An
+// field manager (fencing.fencekit.io/epoch=N) owns a field other than fencekit's record annotations, or
+// the apiserver's ancient-changes entry, into which a holder's entries are merged, owns content. An
 // object that fence-on-acquire only raised carries an epoch record but no such field, so a raise within
 // its budget never makes an object count as written, and neither does a record anyone wrote before a
 // policy covered the object. fence-on-acquire raises every object a holder wrote, and the webhook decides
@@ -31,7 +32,14 @@ func HolderWrote(u *unstructured.Unstructured) bool {
 		if !ok {
 			continue
 		}
-		if manager, _ := e["manager"].(string); !strings.HasPrefix(manager, elector.FieldManagerPrefix) {
+		manager, _ := e["manager"].(string)
+		if manager == ancientChanges {
+			if fields, ok := e["fieldsV1"].(map[string]any); ok && ownsBody(fields) {
+				return true
+			}
+			continue
+		}
+		if !strings.HasPrefix(manager, elector.FieldManagerPrefix) {
 			continue
 		}
 		fields, ok := e["fieldsV1"].(map[string]any)
@@ -42,6 +50,26 @@ func HolderWrote(u *unstructured.Unstructured) bool {
 			continue
 		}
 		if ownsContent(fields, 0) {
+			return true
+		}
+	}
+	return false
+}
+
+// ancientChanges is the field manager of the entry the apiserver merges an object's oldest Update entries
+// into once it has more than ten: the holder's among them, whenever anyone's write sets the merge off.
+const ancientChanges = "ancient-changes"
+
+// ownsBody reports whether fieldsV1 set s owns anything outside metadata and status: the object's content
+// (a ConfigMap's data, a Deployment's spec). After a policy covers an object only a write with the token
+// can own such a field (what others may write without it is metadata and, for the cluster's controllers,
+// status), so an ancient-changes entry that owns one holds a holder's entry the apiserver merged there,
+// or content written before the policy existed (docs/design/residuals.md).
+func ownsBody(s map[string]any) bool {
+	for k := range s {
+		switch k {
+		case ".", "f:metadata", "f:status", "f:apiVersion", "f:kind":
+		default:
 			return true
 		}
 	}

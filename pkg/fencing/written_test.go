@@ -25,6 +25,9 @@ func TestHolderWrote(t *testing.T) {
 		"the holder's other annotation":         {entries: []metav1.ManagedFieldsEntry{entry("fencing.fencekit.io/epoch=3", `{"f:metadata":{"f:annotations":{"f:fencing.fencekit.io/epoch":{},"f:note":{}}}}`)}, want: true},
 		"an earlier raise that created the map": {entries: []metav1.ManagedFieldsEntry{entry("fencing.fencekit.io/epoch=1", `{"f:metadata":{"f:annotations":{".":{}}}}`), entry("fencing.fencekit.io/epoch=2", record)}},
 		"no managedFields":                      {},
+		"the holder's data merged into ancient-changes": {entries: []metav1.ManagedFieldsEntry{entry("ancient-changes", `{"f:data":{"f:k":{}},"f:metadata":{"f:finalizers":{}}}`),
+			entry("tool-9", `{"f:metadata":{"f:finalizers":{"v:\"f9\"":{}}}}`)}, want: true},
+		"finalizers and status merged into ancient-changes": {entries: []metav1.ManagedFieldsEntry{entry("ancient-changes", `{"f:metadata":{"f:finalizers":{}},"f:status":{"f:ready":{}}}`)}},
 	} {
 		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x"}}}
 		u.SetManagedFields(tc.entries)
