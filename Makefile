@@ -12,7 +12,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 IMG ?= ghcr.io/fencekit/fencekit:$(VERSION)
 LDFLAGS := -X github.com/fencekit/fencekit/internal/version.Version=$(VERSION) -X github.com/fencekit/fencekit/internal/version.Commit=$(COMMIT)
-TEST_TIMEOUT ?= 25m
+TEST_TIMEOUT ?= 40m
 
 .PHONY: all
 all: build
