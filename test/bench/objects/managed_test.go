@@ -68,7 +68,7 @@ func BenchmarkManagedFenceWrite(b *testing.B) {
 		if r.err = c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rendered"}, Data: map[string]string{"seq": "0"}}); r.err != nil {
 			return nil
 		}
-		for i := range warmup + 2*writesPerPhase {
+		for i := range warmup + 400 {
 			if i == warmup {
 				r.cache, r.quorum = -leaseReads(b, "cache"), -leaseReads(b, "apiserver")
 			}
