@@ -12,8 +12,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/go-logr/logr"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -210,6 +213,22 @@ func metricsOptions(opts Options) (metricsserver.Options, error) {
 	return m, nil
 }
 
+// whoAmI asks the apiserver (a SelfSubjectReview, which every authenticated user may create) which user
+// the operator's client writes as: the webhook gives that user's status writes on FencedResources their
+// allowance.
+func whoAmI(cs kubernetes.Interface) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	review, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("asking the apiserver which user the operator writes as (a SelfSubjectReview): %w", err)
+	}
+	if review.Status.UserInfo.Username == "" {
+		return "", errors.New("asking the apiserver which user the operator writes as: its SelfSubjectReview names no user")
+	}
+	return review.Status.UserInfo.Username, nil
+}
+
 // setupWebhook registers the FencedResource webhook and, with CertRotation, its certificate management;
 // the readiness check passes once the webhook server serves with a valid certificate.
 func setupWebhook(mgr manager.Manager, opts Options, aliases admission.Aliases) error {
@@ -230,18 +249,22 @@ func setupWebhook(mgr manager.Manager, opts Options, aliases admission.Aliases) 
 	}
 	// The webhooks' watch-fed copy of the fenced Leases: it admits writes at the current epoch to objects of
 	// a kind the Lease declares fenced on acquire without a quorum read per write (webhook.LeaseCache).
+	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return err
+	}
+	self, err := whoAmI(cs)
+	if err != nil {
+		return err
+	}
 	leases := opts.LeaseCache
 	if leases == nil {
-		cs, err := kubernetes.NewForConfig(mgr.GetConfig())
-		if err != nil {
-			return err
-		}
 		leases = webhook.NewLeaseCache(cs)
 	}
 	if err := mgr.Add(leases); err != nil {
 		return err
 	}
-	if err := webhook.SetupWithManager(mgr, webhook.WithLeaseCache(leases), webhook.WithNamespaceCache(mgr.GetClient())); err != nil {
+	if err := webhook.SetupWithManager(mgr, webhook.WithLeaseCache(leases), webhook.WithNamespaceCache(mgr.GetClient()), webhook.WithOperatorUser(self)); err != nil {
 		return fmt.Errorf("setting up the FencedResource webhook: %w", err)
 	}
 	if err := webhook.SetupPolicyWebhookWithManager(mgr); err != nil {

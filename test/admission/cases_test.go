@@ -39,7 +39,7 @@ func TestCases(t *testing.T) {
 	rules := []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"deployments", "deployments/status", "deployments/scale"}, Verbs: []string{"*"}},
-		{APIGroups: []string{fencingv1alpha1.GroupVersion.Group}, Resources: []string{"fencedresources"}, Verbs: []string{"*"}},
+		{APIGroups: []string{fencingv1alpha1.GroupVersion.Group}, Resources: []string{"fencedresources", "fencedresources/status"}, Verbs: []string{"*"}},
 	}
 	env.Grant(t, ns, "cases-objects", rules, string(cases.HolderUser), string(cases.OtherElector), string(cases.Editor), string(cases.BreakGlass),
 		string(cases.GarbageCollector), string(cases.DeploymentCtrl), string(cases.ReplicaSetCtrl))
@@ -52,7 +52,8 @@ func TestCases(t *testing.T) {
 	stale.Holder = "stale-replica"
 	intruder := newWorker(t, ns, "intruder")
 	intruder.Fences = holder.Fences
-	clients := map[cases.Actor]client.Client{cases.HolderUser: holder.Client, cases.OtherElector: intruder.Client}
+	// The operator runs as env's user (operatortest.Start).
+	clients := map[cases.Actor]client.Client{cases.HolderUser: holder.Client, cases.OtherElector: intruder.Client, cases.Operator: env.Client}
 	actor := func(a cases.Actor) client.Client {
 		if c, ok := clients[a]; ok {
 			return c

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -991,12 +992,36 @@ func TestRound9MergedAwayObjectsLeftBehind(t *testing.T) {
 // openholes).
 func TestRound9MergeAfterARaiseRefusesWrites(t *testing.T) {
 	operatortest.Start(t, env)
-	round9MergeAfterARaise(t, 1100*time.Millisecond)
+	round9MergeAfterARaise(t, 1100*time.Millisecond, "kube-controller-manager")
+}
+
+// TestRound9MergeInOneSecondRefusesWrites is TestRound9MergeAfterARaiseRefusesWrites with its writes in
+// the same second: the apiserver dates managedFields entries to the second and sorts entries of one second
+// by name, so its merge into ancient-changes takes the Deployment controller's own new entry
+// ("kube-controller-manager" sorts after "ancient-changes", before "tool-1").
+// Observed (16cff93): WORKED. The Deployment controller's first status write refused: "gives a fenced
+// writer's entry ownership of status.observedGeneration in the entry of manager "ancient-changes"".
+// Closed (decision 0042): when a write brings the object to the apiserver's cap of ten Update entries, what
+// the bucket gains that no merged entry held is the writer's, and is judged as the writer's own entry.
+func TestRound9MergeInOneSecondRefusesWrites(t *testing.T) {
+	operatortest.Start(t, env)
+	round9MergeAfterARaise(t, 0, "kube-controller-manager")
+}
+
+// TestRound9MergeInOneSecondDropsTheBucket: the same with a writer whose field manager sorts before
+// "ancient-changes" (the test binary's own name, admission.test): the apiserver then keeps the writer's
+// entry as the first of its version and merges the bucket into itself, which drops the bucket and the
+// ownership of what the holder wrote with it. Such a write is refused (it would remove the holder's
+// ownership record, which fence-on-acquire reads), and admitted once sent again a second later.
+func TestRound9MergeInOneSecondDropsTheBucket(t *testing.T) {
+	operatortest.Start(t, env)
+	round9MergeAfterARaise(t, 0, "")
 }
 
 // round9MergeAfterARaise is TestRound9MergeAfterARaiseRefusesWrites with pause between any two writes (the
-// apiserver dates managedFields entries to the second).
-func round9MergeAfterARaise(t *testing.T, pause time.Duration) {
+// apiserver dates managedFields entries to the second) and the Deployment controller writing as manager
+// ("": the client's default, the test binary's name, which sorts before ancient-changes).
+func round9MergeAfterARaise(t *testing.T, pause time.Duration, manager string) {
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	const dc = "system:serviceaccount:kube-system:deployment-controller"
@@ -1052,10 +1077,28 @@ func round9MergeAfterARaise(t *testing.T, pause time.Duration) {
 	dcc := env.ClientAs(t, dc)
 	got := testenv.Read[appsv1.Deployment](t, env.Client, ns, "web")
 	got.Status = appsv1.DeploymentStatus{ObservedGeneration: got.Generation, Replicas: 1, UpdatedReplicas: 1, UnavailableReplicas: 1}
-	err = retryRBAC(t, "the Deployment controller's status", func() error { return dcc.Status().Update(ctx, got) })
+	var opts []client.SubResourceUpdateOption
+	if manager != "" {
+		opts = append(opts, client.FieldOwner(manager))
+	}
+	err = retryRBAC(t, "the Deployment controller's status", func() error { return dcc.Status().Update(ctx, got.DeepCopy(), opts...) })
 	t.Logf("the Deployment controller's first status write: %v; managers %v", round9Short(err), managers())
-	if err != nil {
-		t.Errorf("the Deployment controller's first status write was refused: %v", round9Short(err))
+	if manager != "" {
+		if err != nil {
+			t.Errorf("the Deployment controller's first status write was refused: %v", round9Short(err))
+		}
+		return
+	}
+	if err == nil {
+		t.Logf("the write came in a second of its own: the apiserver merged an older entry, not the bucket")
+		return
+	}
+	if !strings.Contains(err.Error(), `removes the entry that owns`) || !strings.Contains(err.Error(), `"ancient-changes"`) {
+		t.Errorf("the write that would drop the bucket was refused for another reason: %v", round9Short(err))
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if err := dcc.Status().Update(ctx, got.DeepCopy()); err != nil {
+		t.Errorf("the same status write a second later was refused: %v; managers %v", round9Short(err), managers())
 	}
 }
 
@@ -1513,5 +1556,58 @@ func TestRound9ObjectBeingDeletedStillRaised(t *testing.T) {
 	t.Logf("the fence at epoch 1: %v (seeded: record %q, being deleted %v)", round9Short(err), got.Annotations[fencingv1alpha1.ObjectEpochAnnotation], got.DeletionTimestamp != nil)
 	if err != nil {
 		t.Errorf("fence-on-acquire of objects failed over a covered object being deleted (I3): %v", round9Short(err))
+	}
+}
+
+// TestRound9PaddedDeclarationHidesItsStatus: attack on the operator's report (observability: the Fenced
+// condition an admin reads to see whether a resource is fenced), by a user who may create FencedResources.
+// A declaration's labels are free, within MaxFreePartEntries, and the operator's status writes are writes
+// without the token like any other (its ServiceAccount is not one of the cluster's controllers): its first
+// status (three conditions and its managedFields entry) grows the count. A declaration created with 127
+// labels must still get the operator's status, as one without labels does.
+// Observed (3283263): WORKED (4 runs). plain got 3 conditions (observedGeneration 1); padded none
+// (observedGeneration 0) 3 s after; the same status by another user without the token is refused "from 128
+// to 132, over the bound of 128" (127 labels + the creator's managedFields entry = 128; 3 runs).
+// Closed (decision 0042): the operator's status writes on FencedResources have an allowance
+// (admission.MaxOperatorPartBytes, MaxOperatorPartEntries), for the user it writes as; nobody else may spend
+// it (the cases table's rows "... fills the status of a FencedResource labelled to the bound").
+func TestRound9PaddedDeclarationHidesItsStatus(t *testing.T) {
+	operatortest.Start(t, env)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	declarer := round9Editor(t, ns, "declarer")
+	labels := map[string]string{}
+	for i := range 127 {
+		labels[fmt.Sprintf("l%03d", i)] = ""
+	}
+	for name, l := range map[string]map[string]string{"plain": nil, "padded": labels} {
+		fr := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: l},
+			Spec: fencingv1alpha1.FencedResourceSpec{LeaseName: appLease}}
+		if err := retryRBAC(t, "the declaration "+name, func() error { return declarer.Create(ctx, fr) }); err != nil {
+			t.Fatalf("declaring %s: %v", name, err)
+		}
+	}
+	testenv.Eventually(t, "the operator reports declaration plain", func() (bool, string) {
+		got := get(t, types.NamespacedName{Namespace: ns, Name: "plain"})
+		return len(got.Status.Conditions) > 0, fmt.Sprintf("%d conditions", len(got.Status.Conditions))
+	})
+	time.Sleep(3 * time.Second)
+	plain := get(t, types.NamespacedName{Namespace: ns, Name: "plain"})
+	padded := get(t, types.NamespacedName{Namespace: ns, Name: "padded"})
+	t.Logf("plain: %d conditions, observedGeneration %d; padded (127 labels): %d conditions, observedGeneration %d",
+		len(plain.Status.Conditions), plain.Status.ObservedGeneration, len(padded.Status.Conditions), padded.Status.ObservedGeneration)
+	// The same status as a write of another user without the token, to see the refusal the operator gets.
+	conds := []any{}
+	for _, ty := range []string{"Ready", "LeaseFound", "Fenced"} {
+		conds = append(conds, map[string]any{"type": ty, "status": "False", "reason": "LeaseNotFound", "message": "m", "lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339)})
+	}
+	serr := declarer.Status().Patch(ctx, &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "padded"}},
+		client.RawPatch(types.MergePatchType, mustJSON(t, map[string]any{"status": map[string]any{"observedGeneration": 1, "conditions": conds}})))
+	t.Logf("the same status written by another user without the token: %v", round9Short(serr))
+	if padded.Status.ObservedGeneration != padded.Generation {
+		t.Errorf("the operator's status on declaration padded is of generation %d, the declaration's is %d", padded.Status.ObservedGeneration, padded.Generation)
+	}
+	if len(padded.Status.Conditions) == 0 {
+		t.Errorf("the operator could not report declaration padded (127 free labels): its status write was refused by the bound on writes without the token")
 	}
 }

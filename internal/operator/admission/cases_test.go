@@ -103,7 +103,7 @@ func request(t *testing.T, c cases.Case) *admission.Request {
 	if op == "" {
 		op = admission.Update
 	}
-	r := &admission.Request{Operation: op, Subresource: c.Subresource, User: admission.User{Name: string(c.Actor), Groups: c.Actor.Groups()},
+	r := &admission.Request{Operation: op, Subresource: c.Subresource, User: admission.User{Name: string(c.Actor), Groups: c.Actor.Groups(), Operator: c.Actor == cases.Operator},
 		Kind: string(c.Target), Namespace: "ns", LeaseName: "l", Old: &unstructured.Unstructured{Object: stored}}
 	r.Name, _, _ = unstructured.NestedString(stored, "metadata", "name")
 	if c.Target.FencedResource() {

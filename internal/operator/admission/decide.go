@@ -234,7 +234,7 @@ func decideFree(r *Request) Verdict {
 			"%s: this write without a fencing token grows the object from %d to %d bytes (managedFields included), over the bound of %d bytes for writes without the token: the holder's next write must keep its room below the apiserver's limit",
 			r.what(), before, after, MaxFreeObjectBytes))
 	}
-	if before, after, most := freePart(r.Old), freePart(r.New), bounds(r.User); after.bytes > before.bytes && after.bytes > most.bytes {
+	if before, after, most := freePart(r.Old), freePart(r.New), bounds(r); after.bytes > before.bytes && after.bytes > most.bytes {
 		return refuse(r.errAt(FieldObject, fencing.ReasonInvalid, 0, 0,
 			"%s: this write without a fencing token grows its labels, annotations, finalizers, owner references, status and managedFields other than the holder's from %d to %d bytes, over the bound of %d bytes for writes without the token: every acquisition rewrites the holder's objects, and must not slow down with what others add",
 			r.what(), before.bytes, after.bytes, most.bytes))

@@ -58,12 +58,26 @@ const (
 	MaxNodePartEntries       = 64
 )
 
+// fencekit's operator writes each FencedResource's status (the conditions Ready, LeaseFound and Fenced,
+// what it observed of the Lease) and has an allowance above MaxFreePartBytes and MaxFreePartEntries for
+// those writes: without it, a user who may create FencedResources could declare one with labels up to the
+// bounds and hide its status (whether it is fenced) from every admin who reads it. The CRD bounds the
+// status (at most 8 conditions); the allowance holds them and the operator's managedFields entry, and no
+// other user can spend it.
+const (
+	MaxOperatorPartBytes   = 16 * 1024
+	MaxOperatorPartEntries = 16
+)
+
 // part is the measure of what writes without the token may add to an object.
 type part struct{ bytes, entries int }
 
-// bounds is the bound on part for a write without the token by u.
-func bounds(u User) part {
+// bounds is the bound on part for r, a write without the token.
+func bounds(r *Request) part {
+	u := r.User
 	switch {
+	case u.Operator && r.Class == FencedResource && r.Subresource == "status":
+		return part{bytes: MaxFreePartBytes + MaxOperatorPartBytes, entries: MaxFreePartEntries + MaxOperatorPartEntries}
 	case u.kubeControllerManager():
 		return part{bytes: MaxFreePartBytes + MaxControllerPartBytes, entries: MaxFreePartEntries + MaxControllerPartEntries}
 	case u.clusterController():

@@ -89,15 +89,30 @@ func entries(u *unstructured.Unstructured) (map[string]entry, error) {
 	return out, nil
 }
 
+// maxUpdateEntries is how many Update entries the apiserver keeps before it merges the oldest into its
+// "ancient-changes" buckets (k8s.io/apiserver's fieldmanager, DefaultMaxUpdateManagers).
+const maxUpdateEntries = 10
+
+// mergedWriter names the entry undoMerges gives back what the apiserver merged of the writer's own entry.
+const mergedWriter = "(this write's own entry, merged by the apiserver into " + AncientChanges + ")"
+
 // undoMerges returns after as it was before the apiserver merged entries into its "ancient-changes"
-// buckets: an Update entry of before that after lacks, and whose fields the bucket of its API version
-// holds, is put back, and the bucket keeps only what it held before and gained otherwise. The apiserver
-// merges after admission sees nothing of the writer: on any write once an object has more than ten
-// Update entries, the writer's own included. Whatever such a merge moves stays with a holder's entry
-// (holders), so the write is judged on what the writer changed; an entry merged whose fields the bucket
-// does not hold is judged as removed.
+// buckets. The apiserver merges after admission sees nothing of the writer: on any write that adds an
+// Update entry to an object that has ten, its oldest entries (by the second they were written, then by
+// name) until ten are left, the writer's own new entry included when it sorts first. So:
+//   - an Update entry of before that after lacks, and whose fields the bucket of its API version holds, is
+//     put back, and the bucket keeps only what it held before and gained otherwise;
+//   - when the write brought the object to the cap, what the bucket gained otherwise is the writer's own
+//     entry's, and is given back to an entry of the writer's (mergedWriter), judged as any entry a write
+//     adds.
+//
+// Whatever such a merge moves stays with a holder's entry (holders), so the write is judged on what the
+// writer changed; an entry merged whose fields the bucket does not hold is judged as removed. (A writer
+// whose entry sorts before the bucket itself makes the apiserver drop the bucket, and what it owned with
+// it: such a write is judged as removing the bucket.)
 func undoMerges(before, after map[string]entry) map[string]entry {
 	var out map[string]entry
+	capped := updates(after) == maxUpdateEntries && updates(before) >= maxUpdateEntries
 	for id, a := range after {
 		if !a.ancient() {
 			continue
@@ -113,24 +128,46 @@ func undoMerges(before, after map[string]entry) map[string]entry {
 			out[bid] = b
 			merged = merged.Union(b.fields)
 		}
-		if merged.Empty() {
-			continue
-		}
 		held := fieldpath.NewSet()
 		if b, ok := before[id]; ok {
 			held = b.fields
 		}
-		a.fields = a.fields.Difference(merged.Difference(held))
+		writers := fieldpath.NewSet()
+		if capped {
+			writers = a.fields.Difference(held).Difference(merged)
+		}
+		if merged.Empty() && writers.Empty() {
+			continue
+		}
+		if out == nil {
+			out = maps.Clone(after)
+		}
+		a.fields = a.fields.Difference(merged.Difference(held)).Difference(writers)
 		if _, existed := before[id]; !existed && a.fields.Empty() {
 			delete(out, id)
 		} else {
 			out[id] = a
+		}
+		if !writers.Empty() {
+			w := entry{manager: mergedWriter, operation: "Update", apiVersion: a.apiVersion, fields: writers}
+			out[w.id()] = w
 		}
 	}
 	if out == nil {
 		return after
 	}
 	return out
+}
+
+// updates counts the Update entries.
+func updates(es map[string]entry) int {
+	n := 0
+	for _, e := range es {
+		if e.operation == "Update" {
+			n++
+		}
+	}
+	return n
 }
 
 // holds reports whether the bucket's fields hold every field of b: as a field, or as a map that holds

@@ -2,6 +2,8 @@ package admission
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -171,5 +173,67 @@ func TestMergeAfterARaiseIsNotTheWriters(t *testing.T) {
 	}
 	if len(changes) > 0 {
 		t.Fatalf("the apiserver's merge of the holder's entries is judged as the writer's: %s %v in the entry of %s", changes[0].why, changes[0].path, changes[0].entry)
+	}
+}
+
+// TestMergeOfTheWritersOwnEntry: an object with ten Update entries (the bucket and nine others, dated to the
+// same second); a write adds an eleventh entry, the writer's, and the apiserver merges it into the bucket
+// (it sorts first after the bucket). What the bucket gains is the writer's: a free field is admitted, a
+// fenced one refused, as if the writer's entry had stayed.
+func TestMergeOfTheWritersOwnEntry(t *testing.T) {
+	bucketFields := map[string]any{"f:data": map[string]any{"f:v": map[string]any{}}}
+	tool := func(i int) map[string]any {
+		return managedEntry("tool-"+string(rune('0'+i)), "Update", map[string]any{
+			"f:metadata": map[string]any{"f:finalizers": map[string]any{`v:"example.com/f` + string(rune('0'+i)) + `"`: map[string]any{}}}})
+	}
+	before := []map[string]any{managedEntry(AncientChanges, "Update", bucketFields)}
+	for i := range 9 {
+		before = append(before, tool(i))
+	}
+	object := func(entries []map[string]any, labels map[string]string) *unstructured.Unstructured {
+		u := withManaged(entries...)
+		u.Object["data"] = map[string]any{"v": "a", "w": "b"}
+		u.SetLabels(labels)
+		var f []string
+		for i := range 9 {
+			f = append(f, "example.com/f"+string(rune('0'+i)))
+		}
+		u.SetFinalizers(f)
+		return u
+	}
+	free := func(p Path) bool { return p.under("metadata", "finalizers") || p.under("metadata", "labels") }
+	for _, c := range []struct {
+		name   string
+		gained map[string]any
+		want   Path // nil: admitted
+	}{
+		{"a label", map[string]any{"f:metadata": map[string]any{"f:labels": map[string]any{"f:team": map[string]any{}}}}, nil},
+		{"data", map[string]any{"f:data": map[string]any{"f:w": map[string]any{}}}, Path{"data", "w"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			merged := map[string]any{}
+			for k, v := range bucketFields {
+				merged[k] = v
+			}
+			for k, v := range c.gained {
+				if m, ok := merged[k].(map[string]any); ok {
+					m = maps.Clone(m)
+					maps.Copy(m, v.(map[string]any))
+					v = m
+				}
+				merged[k] = v
+			}
+			after := append([]map[string]any{managedEntry(AncientChanges, "Update", merged)}, before[1:]...)
+			changes, err := ownershipChanges(object(before, nil), object(after, map[string]string{"team": "a"}), free, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case c.want == nil && len(changes) > 0:
+				t.Fatalf("the writer's own entry merged into the bucket is judged as a gain of the holder's: %s %v in the entry of %s", changes[0].why, changes[0].path, changes[0].entry)
+			case c.want != nil && (len(changes) == 0 || !slices.Equal(changes[0].path, c.want)):
+				t.Fatalf("the writer's ownership of %v, merged into the bucket, is not refused: %v", c.want, changes)
+			}
+		})
 	}
 }

@@ -71,6 +71,10 @@ const (
 type User struct {
 	Name   string
 	Groups []string
+	// Operator: the user is fencekit's operator, the user its own client writes as (which the webhook that
+	// decodes the request learns from the apiserver at start). Its status writes on FencedResources have
+	// an allowance above the bounds (MaxOperatorPartBytes).
+	Operator bool
 }
 
 // is reports whether u is the controller whose ServiceAccount is sa, or kube-controller-manager running

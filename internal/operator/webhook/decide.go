@@ -38,6 +38,9 @@ type decider struct {
 	// A cache may lag the namespace's deletion by its watch's delay (docs/design/residuals.md); the
 	// namespace controller's deletes always read the apiserver.
 	namespaces ctrl.Reader
+	// operator is the user fencekit's operator writes as ("" if unknown): its requests are marked
+	// core.User.Operator.
+	operator string
 }
 
 // Option configures a webhook.
@@ -54,6 +57,10 @@ func WithEventRecorder(r events.EventRecorder) Option { return func(d *decider) 
 // WithNamespaceCache reads, from c (the manager's cache), whether the namespace of a write that presents
 // a token is being deleted, instead of a read from the apiserver per write.
 func WithNamespaceCache(c ctrl.Reader) Option { return func(d *decider) { d.namespaces = c } }
+
+// WithOperatorUser names the user fencekit's operator writes as, whose status writes on FencedResources
+// have their allowance (core.MaxOperatorPartBytes).
+func WithOperatorUser(name string) Option { return func(d *decider) { d.operator = name } }
 
 // WithLeaseCache lets the webhooks admit, on the copy c, what the rule lets a copy admit (see LeaseCache).
 func WithLeaseCache(c *LeaseCache) Option { return func(d *decider) { d.leases = c } }
@@ -72,6 +79,7 @@ func newDecider(webhook string, reader ctrl.Reader, opts []Option) decider {
 // decide returns the rule's verdict on r, reading the Lease only if the rule needs it: first the copy,
 // where the rule allows it, then a quorum read.
 func (d *decider) decide(ctx context.Context, r *core.Request) (core.Verdict, error) {
+	r.User.Operator = d.operator != "" && r.User.Name == d.operator
 	if core.ReadsNamespace(r) {
 		from := d.reader
 		if d.namespaces != nil && r.Operation != core.Delete {

@@ -51,6 +51,8 @@ const (
 	GarbageCollector Actor = admission.GarbageCollectorUser
 	DeploymentCtrl   Actor = admission.DeploymentControllerUser
 	ReplicaSetCtrl   Actor = "system:serviceaccount:kube-system:replicaset-controller"
+	// Operator is fencekit's operator: on the apiserver, the user the test's operator runs as.
+	Operator Actor = "fencekit-operator"
 )
 
 // Groups are the groups an actor authenticates with.

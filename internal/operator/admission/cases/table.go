@@ -54,6 +54,12 @@ var Table = []Case{
 		Why: "managedFields decide what the holder's next server-side apply prunes"},
 	{Name: "an editor adds an owner", Target: FencedResource, Actor: Editor, Token: NoToken, Patch: owners(ghost),
 		Want: fencing.ReasonTokenMissing, Why: "an owner reference deletes"},
+	{Name: "the operator fills the status of a FencedResource labelled to the bound", Target: FencedResource, Actor: Operator, Token: NoToken,
+		Setup: labels(admission.MaxFreePartEntries), Subresource: "status", Patch: fullStatus,
+		Why: "whoever may label a FencedResource cannot hide its status: the operator's status writes have an allowance"},
+	{Name: "an editor fills the status of a FencedResource labelled to the bound", Target: FencedResource, Actor: Editor, Token: NoToken,
+		Setup: labels(admission.MaxFreePartEntries), Subresource: "status", Patch: fullStatus, Want: fencing.ReasonInvalid,
+		Why: "the allowance is the operator's: nobody else can spend it"},
 	{Name: "the garbage collector orphans", Target: FencedResource, Actor: GarbageCollector, Token: NoToken, Setup: owners(ghost),
 		Patch: owners()},
 	{Name: "break glass writes data without a token", Target: FencedResource, Actor: BreakGlass, Token: NoToken, Patch: changeData,
@@ -213,6 +219,28 @@ func status(generation int64) func(map[string]any) map[string]any {
 	return func(map[string]any) map[string]any {
 		return map[string]any{"status": map[string]any{"observedGeneration": generation}}
 	}
+}
+
+// labels sets n labels.
+func labels(n int) func(map[string]any) map[string]any {
+	return func(map[string]any) map[string]any {
+		l := map[string]any{}
+		for i := range n {
+			l[fmt.Sprintf("l%03d", i)] = ""
+		}
+		return map[string]any{"metadata": map[string]any{"labels": l}}
+	}
+}
+
+// fullStatus is a FencedResource's status with as many conditions as the CRD allows (8; fencekit's
+// operator writes 3).
+func fullStatus(map[string]any) map[string]any {
+	var conds []any
+	for _, ty := range []string{"Ready", "LeaseFound", "Fenced", "A", "B", "C", "D", "E"} {
+		conds = append(conds, map[string]any{"type": ty, "status": "False", "reason": "LeaseNotFound",
+			"message": "lease bench/writer not found", "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": int64(1)})
+	}
+	return map[string]any{"status": map[string]any{"observedGeneration": int64(1), "conditions": conds}}
 }
 
 func label(k string, v any) func(map[string]any) map[string]any {
