@@ -2,7 +2,7 @@ package admission_test
 
 // Round 9 of the independent attacker (against 3283263): the attacks that held, and those that worked and
 // are closed (decision 0041). Each test asserts the invariant it tries to break: it fails while the attack
-// works. What stays open is in open_holes_round9_test.go (build tag openholes).
+// works. The last two closed by decision 0042.
 
 import (
 	"context"
