@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -20,6 +21,11 @@ import (
 
 // DefaultGrace is how long a command has to exit after SIGTERM before it gets SIGKILL.
 const DefaultGrace = 5 * time.Second
+
+// KillTimeout is how long Run waits, after SIGKILL, for the command's tree to be gone: a process in an
+// uninterruptible sleep (a hung NFS mount) ends only when the kernel lets it. Run has the elector wait
+// Command.Grace plus KillTimeout, at least, before it releases the Lease or competes again.
+const KillTimeout = 10 * time.Second
 
 // Command is what Run starts while leading.
 type Command struct {
@@ -60,7 +66,9 @@ func (e *ExitError) Error() string {
 // the command's process tree (its process group and every descendant: Command.Subreaper adds those that
 // left with setsid) gets SIGTERM and, after cmd.Grace, SIGKILL. When the command exits on its own, what
 // it left running is stopped the same way, before the Lease is released. When ctx ends first, the command
-// is stopped the same way and the Lease released. Run starts the command at most once.
+// is stopped the same way and the Lease released. The Lease is released, and never competed for again,
+// only once the whole tree is gone: Run raises cfg.ReleaseTimeout to cmd.Grace plus KillTimeout when it
+// is shorter. Run starts the command at most once: a leadership that ends, however, ends Run.
 //
 // Before leading, Run gives up with a *PermanentError when the apiserver answers one kind of request
 // PermanentAttempts times in a row with a permanent error (IsPermanent), and with an error wrapping ErrNotAcquired when
@@ -77,13 +85,23 @@ func Run(ctx context.Context, cfg elector.Config, cmd Command, opts ...elector.O
 			return fmt.Errorf("becoming a child subreaper: %w", err)
 		}
 	}
+	if least := cmd.Grace + KillTimeout; cfg.ReleaseTimeout < least {
+		cfg.ReleaseTimeout = least
+	}
 	log := logr.FromContextOrDiscard(ctx)
 	runCtx, api, stopElector := guard(ctx, &cfg, cmd.AcquireTimeout)
 	defer stopElector(nil)
 	done := make(chan error, 1)
+	var started atomic.Bool
 	cfg.OnStartedLeading = func(lctx context.Context, t elector.Token) {
+		if started.Swap(true) {
+			// A term after the command's: never a second command, even one started while the first's
+			// tree would still run.
+			stopElector(nil)
+			return
+		}
 		api.setLeading(true)
-		err := runWhileLeading(lctx, log, cmd, t)
+		err := runWhileLeading(lctx, log, cmd, t, func() { stopElector(nil) })
 		done <- err
 		stopElector(nil) // the command is over: release the Lease and return
 		<-lctx.Done()
@@ -144,8 +162,10 @@ func gaveUp(runCtx context.Context) error {
 	return nil
 }
 
-// runWhileLeading starts cmd with t and stops its process tree when lctx ends or after it exits.
-func runWhileLeading(lctx context.Context, log logr.Logger, cmd Command, t elector.Token) error {
+// runWhileLeading starts cmd with t and stops its process tree when lctx ends or after it exits. ended is
+// called as soon as the command's term is over (before the tree is stopped), so that the elector does not
+// compete again meanwhile.
+func runWhileLeading(lctx context.Context, log logr.Logger, cmd Command, t elector.Token, ended func()) error {
 	c := exec.Command(cmd.Args[0], cmd.Args[1:]...)
 	c.Env = append(append(os.Environ(), cmd.Env...), Environ(t)...)
 	c.Stdin, c.Stdout, c.Stderr = orDefault(cmd.Stdin, os.Stdin), orWriter(cmd.Stdout, os.Stdout), orWriter(cmd.Stderr, os.Stderr)
@@ -162,11 +182,11 @@ func runWhileLeading(lctx context.Context, log logr.Logger, cmd Command, t elect
 	go func() { exited <- c.Wait() }()
 
 	var waitErr error
-	ended := false
+	exitedAlready := false
 	why := "it exited on its own"
 	select {
 	case waitErr = <-exited:
-		ended = true
+		exitedAlready = true
 		if len(tr.alive()) == 0 {
 			return exitError(waitErr, why)
 		}
@@ -175,18 +195,19 @@ func runWhileLeading(lctx context.Context, log logr.Logger, cmd Command, t elect
 		why = fmt.Sprintf("leadership ended (%v)", context.Cause(lctx))
 		log.Info("Stopping the command", "token", t.String(), "reason", why)
 	}
+	ended()
 	tr.signal(syscall.SIGTERM)
 	grace := time.NewTimer(cmd.Grace)
 	defer grace.Stop()
 	poll := time.NewTicker(20 * time.Millisecond)
 	defer poll.Stop()
-	for !ended || len(tr.alive()) > 0 {
+	for !exitedAlready || len(tr.alive()) > 0 {
 		select {
 		case waitErr = <-exited:
-			ended = true
+			exitedAlready = true
 		case <-poll.C:
 		case <-grace.C:
-			return killTree(tr, exited, ended, waitErr, fmt.Sprintf("killed with SIGKILL %s after SIGTERM: %s", cmd.Grace, why))
+			return killTree(tr, exited, exitedAlready, waitErr, fmt.Sprintf("killed with SIGKILL %s after SIGTERM: %s", cmd.Grace, why))
 		}
 	}
 	if why == "it exited on its own" {
@@ -195,15 +216,20 @@ func runWhileLeading(lctx context.Context, log logr.Logger, cmd Command, t elect
 	return exitError(waitErr, "stopped with SIGTERM: "+why)
 }
 
-// killTree sends SIGKILL to the tree until nothing of it runs, and returns the command's result.
+// killTree sends SIGKILL to the tree until nothing of it runs, and returns the command's result; after
+// KillTimeout, an error that names what still runs.
 func killTree(tr *tree, exited <-chan error, ended bool, waitErr error, why string) error {
 	poll := time.NewTicker(20 * time.Millisecond)
 	defer poll.Stop()
+	deadline := time.NewTimer(KillTimeout)
+	defer deadline.Stop()
 	for tr.signal(syscall.SIGKILL) > 0 || !ended {
 		select {
 		case waitErr = <-exited:
 			ended = true
 		case <-poll.C:
+		case <-deadline.C:
+			return &ExitError{Code: 128 + int(syscall.SIGKILL), Why: fmt.Sprintf("%s; processes %v still run %s after SIGKILL (uninterruptible sleep?)", why, tr.alive(), KillTimeout)}
 		}
 	}
 	return exitError(waitErr, why)

@@ -1,0 +1,162 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fencekit/fencekit/internal/procfs"
+)
+
+// commandsOf lists the processes whose command line is exactly want.
+func commandsOf(want []string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		if args, err := procfs.Cmdline(pid); err == nil && slices.Equal(args, want) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// TestFencekitRunOneCommandAtATime runs `fencekit run` (the real binary, the elector at its default timings)
+// with a command that ignores SIGTERM, at --grace 2 s, 5 s and 20 s, and ends its term two ways: SIGTERM to
+// `fencekit run`, and leadership lost (an admin gives the Lease to another holder, who lets it lapse
+// after a second). Every 20 ms it reads /proc and the Lease. In both: the command is killed with SIGKILL
+// once the grace has passed, the exit status is 137 with a message that says so, the Lease is released
+// only once the command is gone, the command is started once and never a second time by the same `fencekit
+// run` (which competes no more).
+func TestFencekitRunOneCommandAtATime(t *testing.T) {
+	t.Parallel()
+	bin := buildFencekit(t)
+	for i, grace := range []time.Duration{2 * time.Second, 5 * time.Second, 20 * time.Second} {
+		for j, how := range []string{"sigterm", "lost"} {
+			t.Run(fmt.Sprintf("%s/grace=%s", how, grace), func(t *testing.T) {
+				t.Parallel()
+				ctx := t.Context()
+				lease := fmt.Sprintf("once-%s-%d", how, int(grace.Seconds()))
+				// A command line of its own, to find it in /proc: sleep inherits the ignored SIGTERM.
+				sleep := []string{"sleep", fmt.Sprint(1000000 + 10*(os.Getpid()%100000) + 2*i + j)}
+				log := filepath.Join(t.TempDir(), "started.log")
+				script := fmt.Sprintf(`trap "" TERM; echo "$FENCEKIT_EPOCH" >> %s; exec %s`, log, strings.Join(sleep, " "))
+				p := startFencekit(t, bin, nil, "run", "--kubeconfig="+target.W1Kubeconfig, "--namespace="+target.Namespace,
+					"--lease="+lease, "--identity=once", fmt.Sprintf("--grace=%s", grace), "--", "sh", "-c", script)
+				var stoppedAt time.Time
+				waitFor(t, 30*time.Second, "the command to start", func() bool { return len(commandsOf(sleep)) == 1 })
+				key := client.ObjectKey{Namespace: target.Namespace, Name: lease}
+				switch how {
+				case "sigterm":
+					stoppedAt = time.Now()
+					if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+						t.Fatal(err)
+					}
+				case "lost":
+					var l coordinationv1.Lease
+					if err := target.Admin.Get(ctx, key, &l); err != nil {
+						t.Fatal(err)
+					}
+					now := metav1.NewMicroTime(time.Now())
+					l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = ptr.To("someone-else"), ptr.To[int32](1), &now
+					if err := target.Admin.Update(ctx, &l); err != nil {
+						t.Fatal(err)
+					}
+					stoppedAt = time.Now()
+				}
+				var lastAlive, releasedAt time.Time
+				var most int
+				var holders []string
+				deadline := time.Now().Add(grace + 30*time.Second)
+				for time.Now().Before(deadline) {
+					n := len(commandsOf(sleep))
+					most = max(most, n)
+					if n > 0 {
+						lastAlive = time.Now()
+					}
+					var l coordinationv1.Lease
+					if err := target.Admin.Get(ctx, key, &l); err == nil {
+						h := ptr.Deref(l.Spec.HolderIdentity, "")
+						if len(holders) == 0 || holders[len(holders)-1] != h {
+							holders = append(holders, h)
+						}
+						if h == "" && releasedAt.IsZero() {
+							releasedAt = time.Now()
+						}
+					}
+					if exited, _ := p.wait(0); exited && n == 0 {
+						break
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				exited, err := p.wait(5 * time.Second)
+				if !exited {
+					t.Fatalf("fencekit run still runs %s after its term ended (grace %s); holders seen %v", time.Since(stoppedAt).Round(time.Millisecond), grace, holders)
+				}
+				var ee *exec.ExitError
+				if !errors.As(err, &ee) || ee.ExitCode() != 137 {
+					t.Errorf("fencekit run ended with %v, want exit status 137", err)
+				}
+				out := p.output()
+				if want := fmt.Sprintf("killed with SIGKILL %s after SIGTERM", grace); !strings.Contains(out, want) {
+					t.Errorf("fencekit run's output does not say %q:\n%s", want, out)
+				}
+				if most != 1 {
+					t.Errorf("%d commands of lease %s ran at once", most, lease)
+				}
+				// lastAlive is the last 20 ms poll that saw it.
+				if gone := lastAlive.Sub(stoppedAt); gone < grace-200*time.Millisecond {
+					t.Errorf("the command was gone %s after the term ended, before its grace of %s", gone, grace)
+				}
+				started, _ := os.ReadFile(log)
+				if lines := strings.Fields(string(started)); len(lines) != 1 {
+					t.Errorf("the command was started %d times (epochs %v), want once", len(lines), lines)
+				}
+				if len(holders) > 1 && slices.Contains(holders[1:], "once") {
+					t.Errorf("fencekit run took the Lease again after its term ended: holders in turn %v", holders)
+				}
+				if how == "sigterm" {
+					if releasedAt.IsZero() {
+						t.Errorf("the Lease was never released: holders in turn %v", holders)
+					} else if releasedAt.Before(lastAlive) {
+						t.Errorf("the Lease was released %s before the command was gone", lastAlive.Sub(releasedAt))
+					}
+				}
+				t.Logf("term ended; command last seen +%s, Lease released +%s; holders in turn %v",
+					lastAlive.Sub(stoppedAt).Round(time.Millisecond), sinceOrNever(releasedAt, stoppedAt), holders)
+			})
+		}
+	}
+}
+
+func sinceOrNever(at, from time.Time) string {
+	if at.IsZero() {
+		return "never"
+	}
+	return at.Sub(from).Round(time.Millisecond).String()
+}
+
+// waitFor polls ok every 20 ms until it holds, and stops the test after timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, ok func() bool) {
+	t.Helper()
+	for end := time.Now().Add(timeout); !ok(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("waited %s for %s", timeout, what)
+		}
+	}
+}
