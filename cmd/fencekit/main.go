@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fencekit/fencekit/internal/cli/leadrun"
 	"github.com/fencekit/fencekit/internal/version"
 )
 
@@ -90,6 +91,10 @@ must refuse a stale one. See docs/run.md.`,
 }
 
 func main() {
+	if spec, ok := os.LookupEnv(leadrun.WatchdogEnv); ok {
+		// `fencekit run` started this process as its command's watchdog, reading from fd 3.
+		os.Exit(leadrun.RunWatchdog(spec, os.NewFile(3, "watchdog")))
+	}
 	root := newRoot()
 	c, err := root.ExecuteC()
 	if err == nil {

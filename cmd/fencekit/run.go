@@ -77,7 +77,11 @@ the apiserver refuses the election permanently) or 1; see docs/run.md.`,
 			}
 			ctx, stop := signalContext()
 			defer stop()
-			err = leadrun.Run(ctx, cfg, leadrun.Command{Args: args, Grace: grace, AcquireTimeout: f.timeout, Subreaper: true})
+			self, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("finding fencekit's own binary for the command's watchdog: %w", err)
+			}
+			err = leadrun.Run(ctx, cfg, leadrun.Command{Args: args, Grace: grace, AcquireTimeout: f.timeout, Subreaper: true, Watchdog: self})
 			var ee *leadrun.ExitError
 			if errors.As(err, &ee) {
 				return withCode(ee.Code, ee)

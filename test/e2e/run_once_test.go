@@ -160,3 +160,75 @@ func waitFor(t *testing.T, timeout time.Duration, what string, ok func() bool) {
 		}
 	}
 }
+
+// TestFencekitRunPausedSupervisor: `fencekit run` alone is stopped (SIGSTOP to its pid, not its command's)
+// while it leads, with a standby `fencekit run` on the same Lease (quick timings: a 2 s lease, a 200 ms
+// safety margin), both running a command that ignores SIGTERM. The command's watchdog kills it at the
+// safe-work deadline, before the Lease expires: every 20 ms /proc shows at most one command of the Lease,
+// and the standby's command starts once the first is gone. Continued, the paused `fencekit run` exits 137
+// and says its watchdog killed the command.
+func TestFencekitRunPausedSupervisor(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	bin := buildFencekit(t)
+	lease := "paused-supervisor"
+	sleep := []string{"sleep", fmt.Sprint(2000000 + os.Getpid()%100000)}
+	log := filepath.Join(t.TempDir(), "started.log")
+	script := fmt.Sprintf(`trap "" TERM; echo "$FENCEKIT_HOLDER $FENCEKIT_EPOCH" >> %s; exec %s`, log, strings.Join(sleep, " "))
+	start := func(identity string) *fencekitProc {
+		return startFencekit(t, bin, nil, append(append([]string{"run"}, electorFlags(target.W1Kubeconfig, lease, identity)...),
+			"--grace=2s", "--", "sh", "-c", script)...)
+	}
+	a := start("a")
+	waitFor(t, 30*time.Second, "a's command to start", func() bool { return len(commandsOf(sleep)) == 1 })
+	b := start("b")
+	time.Sleep(time.Second) // b stands by
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	pausedAt := time.Now()
+	var most int
+	var goneAt, secondAt time.Time
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		n := len(commandsOf(sleep))
+		most = max(most, n)
+		if n == 0 && goneAt.IsZero() {
+			goneAt = time.Now()
+		}
+		if n == 1 && !goneAt.IsZero() {
+			secondAt = time.Now()
+			break
+		}
+	}
+	var l coordinationv1.Lease
+	if err := target.Admin.Get(ctx, client.ObjectKey{Namespace: target.Namespace, Name: lease}, &l); err != nil {
+		t.Fatal(err)
+	}
+	started, _ := os.ReadFile(log)
+	t.Logf("a paused; its command gone +%s, b's command started +%s; holder now %q; started: %q",
+		sinceOrNever(goneAt, pausedAt), sinceOrNever(secondAt, pausedAt), ptr.Deref(l.Spec.HolderIdentity, ""), strings.TrimSpace(string(started)))
+	if most != 1 {
+		t.Errorf("%d commands of lease %s ran at once", most, lease)
+	}
+	if goneAt.IsZero() {
+		t.Fatalf("a's command still runs %s after a was paused", time.Since(pausedAt).Round(time.Millisecond))
+	}
+	if secondAt.IsZero() || ptr.Deref(l.Spec.HolderIdentity, "") != "b" {
+		t.Errorf("b's command did not start after a's was gone (holder %q)", ptr.Deref(l.Spec.HolderIdentity, ""))
+	}
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	exited, err := a.wait(30 * time.Second)
+	if !exited {
+		t.Fatal("a did not exit after it was continued")
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 137 {
+		t.Errorf("a ended with %v, want exit status 137", err)
+	}
+	if out := a.output(); !strings.Contains(out, "by its watchdog") {
+		t.Errorf("a's output does not say its watchdog killed the command:\n%s", out)
+	}
+	_ = b
+}

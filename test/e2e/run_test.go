@@ -160,14 +160,23 @@ func (p *runProc) waitLine(t *testing.T, what string, ok func(string) bool) {
 	})
 }
 
-// child is the process group `fencekit run` started the script in (its leader's pid).
-func (p *runProc) child(t *testing.T) int {
+// children are the process group `fencekit run` started the script in (its leader's pid) and the script's
+// watchdog (a fencekit process).
+func (p *runProc) children(t *testing.T) (script, watchdog int) {
 	t.Helper()
 	pids := procfs.Children(p.cmd.Process.Pid)
-	if len(pids) != 1 {
-		t.Fatalf("fencekit run %d has children %v, want exactly the script", p.cmd.Process.Pid, pids)
+	for _, pid := range pids {
+		args, _ := procfs.Cmdline(pid)
+		if len(args) > 0 && args[0] == p.cmd.Path {
+			watchdog = pid
+		} else {
+			script = pid
+		}
 	}
-	return pids[0]
+	if len(pids) != 2 || script == 0 || watchdog == 0 {
+		t.Fatalf("fencekit run %d has children %v, want exactly the script and its watchdog", p.cmd.Process.Pid, pids)
+	}
+	return script, watchdog
 }
 
 // TestFencekitRunPausedPastLease: a shell script run by `fencekit run` writes to PostgreSQL with
@@ -197,10 +206,12 @@ func TestFencekitRunPausedPastLease(t *testing.T) {
 
 	a := startRun(t, bin, target.W1Kubeconfig, "run-a", dsn)
 	a.waitLine(t, "run-a's first accepted write", func(l string) bool { return strings.HasPrefix(l, "accepted ") })
-	script := a.child(t)
-	// The pause: the supervisor and the script together, as a GC pause or a frozen node would.
-	if err := syscall.Kill(a.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
+	script, watchdog := a.children(t)
+	// The pause: the supervisor, the script and its watchdog together, as a frozen node or container would.
+	for _, pid := range []int{a.cmd.Process.Pid, watchdog} {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := syscall.Kill(-script, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -233,10 +244,12 @@ func TestFencekitRunPausedPastLease(t *testing.T) {
 			t.Errorf("run-a's script had a write accepted after run-b took over at epoch %d: %q", bEpoch, l)
 		}
 	}
-	// Then its supervisor resumes, finds its deadline passed and stops the script.
+	// Then its supervisor resumes, finds its deadline passed and stops the script (before its watchdog,
+	// continued after it, would).
 	if err := syscall.Kill(a.cmd.Process.Pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
+	defer func() { _ = syscall.Kill(watchdog, syscall.SIGCONT) }()
 	exited, err := a.wait(30 * time.Second)
 	if !exited {
 		t.Fatal("run-a's fencekit run did not stop its script after it resumed")

@@ -46,6 +46,12 @@ type Command struct {
 	// here, and stopped with the rest of the tree. Set it only in a process that starts no other child
 	// processes (fencekit run): every process below this one is then taken for the command's.
 	Subreaper bool
+	// Watchdog, if set, is a fencekit binary that Run starts beside the command as its watchdog
+	// (RunWatchdog, WatchdogEnv): a process of its own that kills the command's tree with SIGKILL at the
+	// safe-work deadline plus half the SafetyMargin, unless this process set it later meanwhile, as it
+	// does after every renewal and while it stops the command. It ends a command whose supervisor is
+	// paused, starved of CPU or killed, before the Lease can expire.
+	Watchdog string
 }
 
 // ExitError is returned by Run when the command did not exit with status 0: Code is what `fencekit run`
@@ -93,6 +99,12 @@ func Run(ctx context.Context, cfg elector.Config, cmd Command, opts ...elector.O
 	defer stopElector(nil)
 	done := make(chan error, 1)
 	var started atomic.Bool
+	var e *elector.Elector
+	slack := cfg.SafetyMargin
+	if slack <= 0 {
+		slack = elector.DefaultSafetyMargin
+	}
+	slack /= 2
 	cfg.OnStartedLeading = func(lctx context.Context, t elector.Token) {
 		if started.Swap(true) {
 			// A term after the command's: never a second command, even one started while the first's
@@ -101,12 +113,18 @@ func Run(ctx context.Context, cfg elector.Config, cmd Command, opts ...elector.O
 			return
 		}
 		api.setLeading(true)
-		err := runWhileLeading(lctx, log, cmd, t, func() { stopElector(nil) })
+		err := runWhileLeading(lctx, log, cmd, t, func() time.Time {
+			if d := e.Deadline(); !d.IsZero() {
+				return d.Add(slack)
+			}
+			return time.Time{}
+		}, func() { stopElector(nil) })
 		done <- err
 		stopElector(nil) // the command is over: release the Lease and return
 		<-lctx.Done()
 	}
-	e, err := elector.New(cfg, opts...)
+	var err error
+	e, err = elector.New(cfg, opts...)
 	if err != nil {
 		return err
 	}
@@ -164,8 +182,9 @@ func gaveUp(runCtx context.Context) error {
 
 // runWhileLeading starts cmd with t and stops its process tree when lctx ends or after it exits. ended is
 // called as soon as the command's term is over (before the tree is stopped), so that the elector does not
-// compete again meanwhile.
-func runWhileLeading(lctx context.Context, log logr.Logger, cmd Command, t elector.Token, ended func()) error {
+// compete again meanwhile. killAt is when the watchdog (cmd.Watchdog) is to kill the tree, read after
+// every renewal.
+func runWhileLeading(lctx context.Context, log logr.Logger, cmd Command, t elector.Token, killAt func() time.Time, ended func()) error {
 	c := exec.Command(cmd.Args[0], cmd.Args[1:]...)
 	c.Env = append(append(os.Environ(), cmd.Env...), Environ(t)...)
 	c.Stdin, c.Stdout, c.Stderr = orDefault(cmd.Stdin, os.Stdin), orWriter(cmd.Stdout, os.Stdout), orWriter(cmd.Stderr, os.Stderr)
@@ -180,15 +199,57 @@ func runWhileLeading(lctx context.Context, log logr.Logger, cmd Command, t elect
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- c.Wait() }()
+	var wd *watchdog
+	if cmd.Watchdog != "" {
+		var err error
+		wd, err = startWatchdog(cmd.Watchdog, c.Process.Pid, killAt())
+		if err != nil {
+			tr.signal(syscall.SIGKILL)
+			<-exited
+			return &ExitError{Code: 1, Why: err.Error()}
+		}
+		tr.skip = wd.pid()
+		defer wd.stop()
+		// Follow the renewals until the command's term is over; then give the stop its own time.
+		follow, stopFollowing := context.WithCancel(lctx)
+		defer stopFollowing()
+		go func() {
+			tick := time.NewTicker(50 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-follow.Done():
+					return
+				case <-tick.C:
+					if at := killAt(); !at.IsZero() {
+						wd.set(at)
+					}
+				}
+			}
+		}()
+		stopping := ended
+		ended = func() {
+			stopFollowing()
+			wd.set(time.Now().Add(cmd.Grace + KillTimeout))
+			stopping()
+		}
+	}
 
 	var waitErr error
+	// result is the command's result; a SIGKILL of the watchdog's is said as such.
+	result := func(why string) error {
+		if wd != nil && wd.fired() && killed(waitErr) {
+			why = "killed with SIGKILL by its watchdog at the safe-work deadline: fencekit run could not stop it in time (paused, or starved of CPU)"
+		}
+		return exitError(waitErr, why)
+	}
 	exitedAlready := false
 	why := "it exited on its own"
 	select {
 	case waitErr = <-exited:
 		exitedAlready = true
 		if len(tr.alive()) == 0 {
-			return exitError(waitErr, why)
+			return result(why)
 		}
 		log.Info("Stopping what the command left running", "token", t.String())
 	case <-lctx.Done():
@@ -211,9 +272,9 @@ func runWhileLeading(lctx context.Context, log logr.Logger, cmd Command, t elect
 		}
 	}
 	if why == "it exited on its own" {
-		return exitError(waitErr, why)
+		return result(why)
 	}
-	return exitError(waitErr, "stopped with SIGTERM: "+why)
+	return result("stopped with SIGTERM: " + why)
 }
 
 // killTree sends SIGKILL to the tree until nothing of it runs, and returns the command's result; after
@@ -233,6 +294,16 @@ func killTree(tr *tree, exited <-chan error, ended bool, waitErr error, why stri
 		}
 	}
 	return exitError(waitErr, why)
+}
+
+// killed reports whether the command's Wait error says SIGKILL ended it.
+func killed(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
 }
 
 // exitError turns the command's Wait error into Run's result.

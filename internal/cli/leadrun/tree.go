@@ -16,6 +16,8 @@ type tree struct {
 	// reap, in subreaper mode, collects the exit status of re-parented processes (never of cmd, which
 	// exec.Cmd.Wait reaps).
 	reap bool
+	// skip is a process below root that is not the command's (its watchdog), nor is anything below it.
+	skip int
 }
 
 // proc is one process of /proc: its parent and its state letter ('Z' for a zombie).
@@ -73,7 +75,7 @@ func (t *tree) alive() []int {
 	for len(queue) > 0 {
 		pid := queue[0]
 		queue = queue[1:]
-		if seen[pid] {
+		if seen[pid] || (pid == t.skip && pid != 0) {
 			continue
 		}
 		seen[pid] = true

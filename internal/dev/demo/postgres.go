@@ -14,6 +14,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // the database/sql driver "pgx"
 
 	"github.com/fencekit/fencekit/internal/dev/postgres"
+	"github.com/fencekit/fencekit/internal/procfs"
 )
 
 // Postgres is the paused-holder scenario's second target: a row of a PostgreSQL table, written by a shell
@@ -114,16 +115,27 @@ func (r *runner) runPostgres(ctx context.Context, pg Postgres) (*Result, error) 
 	if _, err := w1.waitFor(ctx, 10*r.s.Interval+10*time.Second, "the pause before write 2", isMsg("pausing")); err != nil {
 		return nil, err
 	}
-	// The script stopped itself; stop its fencekit run too: the whole holder is paused, as in a GC pause
-	// or a frozen node, so nothing renews its Lease and nothing can signal the script.
+	// The script stopped itself; stop its fencekit run and the script's watchdog too: the whole holder is
+	// paused, as in a frozen node or container, so nothing renews its Lease and nothing can signal the
+	// script.
+	var script, watchdog int
 	kids := w1.children()
-	if len(kids) != 1 {
-		return nil, fmt.Errorf("W1's fencekit run has children %v, want its script alone", kids)
+	for _, pid := range kids {
+		if args, _ := procfs.Cmdline(pid); len(args) > 0 && args[0] == w1.cmd.Path {
+			watchdog = pid
+		} else {
+			script = pid
+		}
 	}
-	script := kids[0]
-	if err := w1.signal(syscall.SIGSTOP); err != nil {
-		return nil, err
+	if len(kids) != 2 || script == 0 || watchdog == 0 {
+		return nil, fmt.Errorf("W1's fencekit run has children %v, want its script and the script's watchdog", kids)
 	}
+	for _, pid := range []int{w1.cmd.Process.Pid, watchdog} {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			return nil, err
+		}
+	}
+	defer func() { _ = syscall.Kill(watchdog, syscall.SIGCONT) }()
 	res.Stopped = time.Since(r.start)
 	r.sayf("W1 stopped with SIGSTOP (its script and its fencekit run) just before write 2")
 
