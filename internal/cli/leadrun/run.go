@@ -204,8 +204,10 @@ func runWhileLeading(lctx context.Context, log logr.Logger, cmd Command, t elect
 		var err error
 		wd, err = startWatchdog(cmd.Watchdog, c.Process.Pid, killAt())
 		if err != nil {
-			tr.signal(syscall.SIGKILL)
-			<-exited
+			_ = tr.signal(syscall.SIGKILL)
+			if werr := <-exited; werr != nil && !killed(werr) {
+				log.Error(werr, "The command, killed as its watchdog could not start, ended otherwise")
+			}
 			return &ExitError{Code: 1, Why: err.Error()}
 		}
 		tr.skip = wd.pid()

@@ -217,7 +217,7 @@ func decideFree(r *Request) Verdict {
 		}
 		return refuse(r.tokenMissing(fenced[0].String(), "this write changes "+listPaths(fenced, 8)))
 	}
-	changes, err := ownershipChanges(r.Old, r.New, free, r.User.clusterController())
+	changes, err := ownershipChanges(r.Old, r.New, free, r.User.clusterController() || r.operatorStatus())
 	if err != nil {
 		return refuse(r.errAt(FieldManagedFields, fencing.ReasonInvalid, 0, 0, "%s: %v", r.what(), err))
 	}

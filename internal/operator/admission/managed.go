@@ -93,8 +93,13 @@ func entries(u *unstructured.Unstructured) (map[string]entry, error) {
 // "ancient-changes" buckets (k8s.io/apiserver's fieldmanager, DefaultMaxUpdateManagers).
 const maxUpdateEntries = 10
 
-// mergedWriter names the entry undoMerges gives back what the apiserver merged of the writer's own entry.
-const mergedWriter = "(this write's own entry, merged by the apiserver into " + AncientChanges + ")"
+// mergedWriter names the entry undoMerges gives back what the apiserver merged of the writer's own entry;
+// its operation, mergedOperation, is one no request can send (the apiserver accepts Apply and Update
+// only), so that no entry a write sends can stand in its place.
+const (
+	mergedWriter    = "(this write's own entry, merged by the apiserver into " + AncientChanges + ")"
+	mergedOperation = "Update, merged"
+)
 
 // undoMerges returns after as it was before the apiserver merged entries into its "ancient-changes"
 // buckets. The apiserver merges after admission sees nothing of the writer: on any write that adds an
@@ -149,7 +154,7 @@ func undoMerges(before, after map[string]entry) map[string]entry {
 			out[id] = a
 		}
 		if !writers.Empty() {
-			w := entry{manager: mergedWriter, operation: "Update", apiVersion: a.apiVersion, fields: writers}
+			w := entry{manager: mergedWriter, operation: mergedOperation, apiVersion: a.apiVersion, fields: writers}
 			out[w.id()] = w
 		}
 	}

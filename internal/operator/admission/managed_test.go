@@ -237,3 +237,39 @@ func TestMergeOfTheWritersOwnEntry(t *testing.T) {
 		})
 	}
 }
+
+// TestForgedMergedWriterEntryIsJudged: a write that sends managedFields itself, with an entry named as the
+// one undoMerges gives the writer's merged fields, has that entry judged: it cannot stand in for it.
+func TestForgedMergedWriterEntryIsJudged(t *testing.T) {
+	bucketFields := map[string]any{"f:data": map[string]any{"f:keep": map[string]any{}}}
+	tool := func(i int) map[string]any {
+		return managedEntry("tool-"+string(rune('0'+i)), "Update", map[string]any{
+			"f:metadata": map[string]any{"f:finalizers": map[string]any{`v:"example.com/f` + string(rune('0'+i)) + `"`: map[string]any{}}}})
+	}
+	before := []map[string]any{managedEntry(AncientChanges, "Update", bucketFields)}
+	for i := range 9 {
+		before = append(before, tool(i))
+	}
+	grown := managedEntry(AncientChanges, "Update", map[string]any{"f:data": map[string]any{"f:keep": map[string]any{}},
+		"f:metadata": map[string]any{"f:finalizers": map[string]any{`v:"example.com/f9"`: map[string]any{}}}})
+	forged := managedEntry(mergedWriter, "Update", map[string]any{"f:data": map[string]any{"f:drop": map[string]any{}}})
+	after := append([]map[string]any{grown, forged}, before[2:]...)
+	object := func(entries []map[string]any, n int) *unstructured.Unstructured {
+		u := withManaged(entries...)
+		u.Object["data"] = map[string]any{"keep": "1", "drop": "1"}
+		var f []string
+		for i := range n {
+			f = append(f, "example.com/f"+string(rune('0'+i)))
+		}
+		u.SetFinalizers(f)
+		return u
+	}
+	free := func(p Path) bool { return p.under("metadata", "finalizers") }
+	changes, err := ownershipChanges(object(before, 9), object(after, 10), free, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(changes, func(c ownershipChange) bool { return slices.Equal(c.path, Path{"data", "drop"}) }) {
+		t.Fatalf("a forged entry named %q gains data.drop unjudged: %v", mergedWriter, changes)
+	}
+}

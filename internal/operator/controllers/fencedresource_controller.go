@@ -181,13 +181,21 @@ func onlyGenerationDiffers(a, b fencingv1alpha1.FencedResourceStatus) bool {
 }
 
 // ComputeStatus is the status of fr given its Lease (nil if missing). Condition transition times are kept
-// from fr's current status when a condition does not change.
+// from fr's current status when a condition does not change. The conditions are the operator's three
+// alone: a condition of another type, which anyone with RBAC on the status may write, is dropped, so that
+// none can fill the CRD's eight or the bounds on writes without the token and keep the operator from
+// reporting.
 func ComputeStatus(fr *fencingv1alpha1.FencedResource, lease *coordinationv1.Lease) fencingv1alpha1.FencedResourceStatus {
 	atEpoch := fr.Spec.FencedEpoch() // spec.epoch, or spec.raisedEpoch of a raised declaration
 	s := fencingv1alpha1.FencedResourceStatus{
 		AdmittedEpoch:      atEpoch,
 		ObservedGeneration: fr.Generation,
-		Conditions:         append([]metav1.Condition(nil), fr.Status.Conditions...),
+	}
+	for _, c := range fr.Status.Conditions {
+		switch c.Type {
+		case fencingv1alpha1.ConditionReady, fencingv1alpha1.ConditionLeaseFound, fencingv1alpha1.ConditionFenced:
+			s.Conditions = append(s.Conditions, c)
+		}
 	}
 	if fr.Spec.Epoch > 0 {
 		s.Holder = fr.Annotations[fencingv1alpha1.WriterAnnotation]
