@@ -57,8 +57,10 @@ func newRunCommand() *cobra.Command {
 FENCEKIT_EPOCH (present it on every write), FENCEKIT_LEASE, FENCEKIT_HOLDER and FENCEKIT_FIELD_MANAGER
 (kubectl --field-manager for fenced Kubernetes writes). CMD's whole process tree (its process group and
 every descendant, setsid ones included) gets SIGTERM when the safe-work deadline passes or leadership is
-lost, and SIGKILL after --grace; what CMD leaves running when it exits is stopped the same way. Exits with
-CMD's status (128+N if signal N ended it) and releases the Lease.
+lost, and SIGKILL after --grace; what CMD leaves running when it exits is stopped the same way. Then it
+releases the Lease, once the tree is gone, and exits with CMD's status (128+N if signal N ended it): it
+runs CMD once. A watchdog process kills the tree at the safe-work deadline if fencekit run cannot (paused,
+starved of CPU, killed).
 
 fencekit's own failures exit 64 (usage), 75 (not acquired within --timeout), 78 (setup: no cluster, or
 the apiserver refuses the election permanently) or 1; see docs/run.md.`,
