@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"sync/atomic"
@@ -190,7 +191,12 @@ func runWhileLeading(lctx context.Context, log logr.Logger, cmd Command, t elect
 	c.Stdin, c.Stdout, c.Stderr = orDefault(cmd.Stdin, os.Stdin), orWriter(cmd.Stdout, os.Stdout), orWriter(cmd.Stderr, os.Stderr)
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its own process group, signalled as a whole
 	if err := c.Start(); err != nil {
-		return &ExitError{Code: 127, Why: fmt.Sprintf("starting %q: %v", cmd.Args[0], err)}
+		// As a shell reports it: 126 for a command found but not executable, 127 for one not found.
+		code := 127
+		if errors.Is(err, fs.ErrPermission) {
+			code = 126
+		}
+		return &ExitError{Code: code, Why: fmt.Sprintf("starting %q: %v", cmd.Args[0], err)}
 	}
 	log.Info("Started the command", "token", t.String(), "pid", c.Process.Pid)
 	tr := &tree{root: c.Process.Pid, cmd: c.Process.Pid}

@@ -85,6 +85,14 @@ func TestRunExitStatus(t *testing.T) {
 	if !errors.As(err, &ee) || ee.Code != 127 {
 		t.Fatalf("Run of a missing command = %v, want an ExitError with code 127", err)
 	}
+	plain := filepath.Join(t.TempDir(), "not-executable")
+	if err := os.WriteFile(plain, []byte("#!/bin/sh\nexit 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = leadrun.Run(t.Context(), config(t, "not-executable"), leadrun.Command{Args: []string{plain}})
+	if !errors.As(err, &ee) || ee.Code != 126 {
+		t.Fatalf("Run of a file that is not executable = %v, want an ExitError with code 126, as a shell reports it", err)
+	}
 }
 
 // takeOver makes an admin the holder of the Lease at the next epoch, as a break-glass recovery would:
