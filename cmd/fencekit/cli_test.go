@@ -203,6 +203,12 @@ current-context: c
 	if r.code != 78 || lastLine(r.stderr) != want {
 		t.Errorf("with a bad token: status %d, last line %q\nwant 78 and %q", r.code, lastLine(r.stderr), want)
 	}
+
+	// No cluster configuration at all: the message says where fencekit looked, in its own words.
+	r = run(t, []string{"KUBECONFIG=", "HOME=" + t.TempDir(), "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT="}, "run", "--lease=orders", "--", "true")
+	if want := "fencekit run: finding the cluster: no --kubeconfig, no $KUBECONFIG, no ~/.kube/config and not in a pod"; r.code != 78 || !strings.HasPrefix(lastLine(r.stderr), want) {
+		t.Errorf("without a cluster configuration: status %d, last line %q\nwant 78 and a line starting %q", r.code, lastLine(r.stderr), want)
+	}
 }
 
 func lastLine(s string) string {

@@ -70,8 +70,12 @@ func (f *electorFlags) config(fs *pflag.FlagSet) (elector.Config, error) {
 	} else {
 		rc, err = ctrl.GetConfig()
 	}
-	if err != nil {
-		return elector.Config{}, withCode(exitConfig, fmt.Errorf("finding the cluster: %w", err))
+	switch {
+	case err != nil && f.kubeconfig != "":
+		return elector.Config{}, withCode(exitConfig, fmt.Errorf("finding the cluster in --kubeconfig %s: %w", f.kubeconfig, err))
+	case err != nil:
+		// client-go's own message names KUBERNETES_MASTER, which is not how a fencekit user says it.
+		return elector.Config{}, withCode(exitConfig, fmt.Errorf("finding the cluster: no --kubeconfig, no $KUBECONFIG, no ~/.kube/config and not in a pod (%w)", err))
 	}
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
