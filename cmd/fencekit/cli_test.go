@@ -96,6 +96,17 @@ const (
 // line naming the flag, the value and the rule, and exit status 64.
 func TestUsageErrors(t *testing.T) {
 	long := strings.Repeat("a", 300)
+	// A cluster configuration that is never contacted: the timings are checked before any request.
+	unreached := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(unreached, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for name, tc := range map[string]struct {
 		args []string
 		want string
@@ -115,6 +126,8 @@ func TestUsageErrors(t *testing.T) {
 			`fencekit elect: --timeout -5s is negative: a duration must be 0 or more`},
 		"negative lease duration": {[]string{"run", "--lease", "x", "--lease-duration=-15s", "--", "true"},
 			`fencekit run: --lease-duration -15s is negative: a duration must be 0 or more`},
+		"inconsistent timings": {[]string{"run", "--kubeconfig", unreached, "--lease", "x", "--lease-duration=2s", "--renew-deadline=5s", "--", "true"},
+			`fencekit run: elector: invalid config: leaseDuration (2s) must be greater than renewDeadline (5s); the safe-work window leaseDuration*(1-maxClockDrift)-safetyMargin = 2s*(1-0.01)-2s = -20ms must be greater than renewDeadline (5s)`},
 		"no command": {[]string{"run", "--lease", "x"},
 			`fencekit run: no command given: fencekit run --lease NAME [flags] -- CMD [ARGS...]`},
 		"unknown flag": {[]string{"run", "--lease", "x", "--bogus", "--", "true"},

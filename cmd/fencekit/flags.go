@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -95,7 +97,8 @@ func (f *electorFlags) config(fs *pflag.FlagSet) (elector.Config, error) {
 	}
 	// The timings are checked as the elector checks them, before anything is started.
 	if _, err := elector.New(cfg); err != nil {
-		return elector.Config{}, withCode(exitUsage, err)
+		// Every problem the elector found, on the one line a failure of fencekit's gets.
+		return elector.Config{}, withCode(exitUsage, errors.New(strings.ReplaceAll(err.Error(), "\n", "; ")))
 	}
 	return cfg, nil
 }
