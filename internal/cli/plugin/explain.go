@@ -260,7 +260,7 @@ func explainObject(ctx context.Context, c client.Reader, gvr schema.GroupVersion
 		if annotations == nil {
 			annotations = map[string]string{}
 		}
-		annotations["kubectl-fencekit/explain"] = "true"
+		annotations[probeAnnotation] = "true"
 		if cd.epoch > 0 {
 			annotations[fencingv1alpha1.ObjectEpochAnnotation] = strconv.FormatInt(cd.epoch, 10)
 		}
@@ -268,6 +268,11 @@ func explainObject(ctx context.Context, c client.Reader, gvr schema.GroupVersion
 		r := admission.Request{Class: admission.Object, Kind: gvk.Kind, Namespace: key.Namespace, Name: key.Name, Policy: e.Policy,
 			LeaseName: e.LeaseName, Old: obj, New: next, CoveredBefore: true, CoveredAfter: true}
 		ferr := cd.decide(r, lease, now)
+		if ferr != nil {
+			// The probe stands for any change of the object: say so, not the probe's own key.
+			ferr.Message = strings.ReplaceAll(ferr.Message, probeField, "its content")
+			ferr.Field = strings.ReplaceAll(ferr.Field, probeField, "content")
+		}
 		if ferr == nil && e.Note != "" {
 			ferr = &fencing.Error{Reason: fencing.ReasonNotHolder, Message: e.Note}
 		}
@@ -275,6 +280,14 @@ func explainObject(ctx context.Context, c client.Reader, gvr schema.GroupVersion
 	}
 	return e, nil
 }
+
+// probeAnnotation is the change explain judges for an object (any kind, so no field of its own): an
+// annotation, which a FencingPolicy fences as it fences the object's content; probeField names it in the
+// rule's refusals.
+const (
+	probeAnnotation = "kubectl-fencekit/explain"
+	probeField      = "metadata.annotations[" + probeAnnotation + "]"
+)
 
 // objectState is the state of an object recording epoch relative to lease.
 func objectState(epoch int64, lease *coordinationv1.Lease) string {

@@ -272,6 +272,9 @@ func TestExplainDeclaredObject(t *testing.T) {
 	got := map[string]string{}
 	for _, v := range e.Writes {
 		got[v.Writer] = fmt.Sprintf("%v %s", v.Admitted, v.Reason)
+		if strings.Contains(v.Message, "kubectl-fencekit/explain") || (v.Writer == "no-token" && !strings.Contains(v.Message, "this write changes its content")) {
+			t.Errorf("the %s write's refusal names explain's own probe, not the change it stands for: %q", v.Writer, v.Message)
+		}
 	}
 	wantWrites := map[string]string{"holder": "true ", "no-token": "false " + string(fencing.ReasonTokenMissing), "requested": "false " + string(fencing.ReasonStale)}
 	if fmt.Sprint(got) != fmt.Sprint(wantWrites) {
