@@ -45,7 +45,7 @@ type FencedObjects struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="resource must be the plural, lower-case resource name, as in RBAC rules (\"deployments\", not \"Deployment\"): lower-case letters, digits and '-'"
 	Resource string `json:"resource"`
 
 	// selector restricts the policy to the objects whose labels match it; absent means every object of the

@@ -399,6 +399,8 @@ func TestFencingPolicyValidation(t *testing.T) {
 		{"SubjectAccessReviews", policy("p", "l", fencingv1alpha1.FencedObjects{Group: "authorization.k8s.io", Resource: "localsubjectaccessreviews"}), "group authorization.k8s.io cannot be fenced"},
 		{"ServiceAccounts", policy("p", "l", fencingv1alpha1.FencedObjects{Resource: "serviceaccounts"}), "core resource serviceaccounts cannot be fenced"},
 		{"a wildcard", policy("p", "l", fencingv1alpha1.FencedObjects{Resource: "*"}), "spec.resources[0].resource"},
+		{"a Kind for a resource", policy("p", "l", fencingv1alpha1.FencedObjects{Group: "apps", Resource: "Deployment"}),
+			`spec.resources[0].resource: Invalid value: "Deployment": resource must be the plural, lower-case resource name, as in RBAC rules ("deployments", not "Deployment")`},
 		{"twice the same resource", policy("p", "l", fencingv1alpha1.FencedObjects{Resource: "configmaps"}, fencingv1alpha1.FencedObjects{Resource: "configmaps"}), "each group and resource may appear only once"},
 		{"an unknown resource", policy("p", "l", fencingv1alpha1.FencedObjects{Group: "example.com", Resource: "widgets"}), "widgets.example.com (the apiserver serves no such resource)"},
 		{"a cluster-scoped resource", policy("p", "l", fencingv1alpha1.FencedObjects{Group: "networking.k8s.io", Resource: "ingressclasses"}), "ingressclasses.networking.k8s.io\": it is cluster-scoped"},
