@@ -139,20 +139,7 @@ func budgeted(ctx context.Context) (context.Context, context.CancelFunc) {
 // too (docs/design/residuals.md).
 func raiseInTime(ctx, budget context.Context, c client.Client, token elector.Token, kind string, n int, raise func(ctx context.Context, i int) error) error {
 	lease := token.Lease.String()
-	errs := make([]error, n)
-	done := make([]bool, n)
-	workqueue.ParallelizeUntil(budget, fenceWorkers, n, func(i int) {
-		if err := raise(ctx, i); err != nil {
-			errs[i] = err
-		}
-		done[i] = true
-	})
-	left := 0
-	for i := range n {
-		if !done[i] {
-			left++
-		}
-	}
+	left, err := raiseWithin(ctx, budget, n, raise)
 	fenceLeft.WithLabelValues(lease, kind).Set(float64(left))
 	if left > 0 {
 		klog.FromContext(ctx).Info("Fence-on-acquire left objects behind: its budget, half of PostAcquireTimeout, ran out; the holder's first write to each raises it",
@@ -160,7 +147,29 @@ func raiseInTime(ctx, budget context.Context, c client.Client, token elector.Tok
 		reportLeft(ctx, c, token, fmt.Sprintf("fence-on-acquire at epoch %d raised %d of %d %s no holder wrote within its budget, half of PostAcquireTimeout; "+
 			"the other %d are not fenced at this epoch until the holder's first write to each raises it", token.Epoch, n-left, n, kind, left))
 	}
-	return errors.Join(errs...)
+	return err
+}
+
+// raiseWithin runs raise for 0..n-1, fenceWorkers at a time, each under budget: a raise the budget ends,
+// started or not, is left behind (not an error); so the budget, not the caller's deadline, bounds the
+// time, however slow the apiserver answers. It returns how many were left and the other raises' errors,
+// joined.
+func raiseWithin(ctx, budget context.Context, n int, raise func(ctx context.Context, i int) error) (left int, err error) {
+	errs := make([]error, n)
+	done := make([]bool, n)
+	workqueue.ParallelizeUntil(budget, fenceWorkers, n, func(i int) {
+		err := raise(budget, i)
+		if err != nil && budget.Err() != nil && ctx.Err() == nil {
+			return // cut by the budget: it may or may not have been applied, so it counts as left
+		}
+		errs[i], done[i] = err, true
+	})
+	for i := range n {
+		if !done[i] {
+			left++
+		}
+	}
+	return left, errors.Join(errs...)
 }
 
 // reportLeft records a Warning Event FenceIncomplete on the Lease: this acquisition left objects unraised.
