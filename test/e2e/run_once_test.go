@@ -232,3 +232,21 @@ func TestFencekitRunPausedSupervisor(t *testing.T) {
 	}
 	_ = b
 }
+
+// TestFencekitRunKilledSupervisor: `fencekit run` killed with SIGKILL while it leads: nothing is left to
+// stop its command but the command's watchdog, which sees its supervisor gone and kills the command at
+// once (before the Lease expires and another holder's command could start).
+func TestFencekitRunKilledSupervisor(t *testing.T) {
+	t.Parallel()
+	bin := buildFencekit(t)
+	sleep := []string{"sleep", fmt.Sprint(3000000 + os.Getpid()%100000)}
+	p := startFencekit(t, bin, nil, append(append([]string{"run"}, electorFlags(target.W1Kubeconfig, "killed-supervisor", "a")...),
+		"--", "sh", "-c", `trap "" TERM; exec `+strings.Join(sleep, " "))...)
+	waitFor(t, 30*time.Second, "the command to start", func() bool { return len(commandsOf(sleep)) == 1 })
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killedAt := time.Now()
+	waitFor(t, 30*time.Second, "the command to be gone after fencekit run was killed", func() bool { return len(commandsOf(sleep)) == 0 })
+	t.Logf("fencekit run killed; its command gone +%s", time.Since(killedAt).Round(time.Millisecond))
+}

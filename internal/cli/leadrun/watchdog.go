@@ -127,6 +127,11 @@ func RunWatchdog(spec string, in io.Reader) int {
 		}
 		switch {
 		case !ok:
+			if os.Getppid() != supervisor {
+				// Its supervisor exited and its pid may be another process's by now: kill below the
+				// command only.
+				tr.root = pgid
+			}
 			killAll(tr, "its supervisor is gone")
 			return 0
 		case l == "stop":
