@@ -141,19 +141,15 @@ func TestMergeAfterARaiseIsNotTheWriters(t *testing.T) {
 		"f:metadata": map[string]any{"f:annotations": map[string]any{}}, "f:data": map[string]any{"f:v": map[string]any{}}})
 	raised := managedEntry("fencing.fencekit.io/epoch=2", "Update", map[string]any{
 		"f:metadata": map[string]any{"f:annotations": map[string]any{record: map[string]any{}}}})
-	tool := func(i int) map[string]any {
-		return managedEntry("tool-"+string(rune('0'+i)), "Update", map[string]any{
-			"f:metadata": map[string]any{"f:finalizers": map[string]any{`v:"example.com/f` + string(rune('0'+i)) + `"`: map[string]any{}}}})
-	}
 	before := []map[string]any{created, raised}
 	for i := range 9 {
-		before = append(before, tool(i))
+		before = append(before, finalizerEntry(i))
 	}
 	bucket := managedEntry(AncientChanges, "Update", map[string]any{
 		"f:metadata": map[string]any{"f:annotations": map[string]any{record: map[string]any{}}}, "f:data": map[string]any{"f:v": map[string]any{}}})
 	after := []map[string]any{bucket}
 	for i := range 10 {
-		after = append(after, tool(i))
+		after = append(after, finalizerEntry(i))
 	}
 	object := func(entries []map[string]any, finalizers int) *unstructured.Unstructured {
 		u := withManaged(entries...)
@@ -182,13 +178,9 @@ func TestMergeAfterARaiseIsNotTheWriters(t *testing.T) {
 // fenced one refused, as if the writer's entry had stayed.
 func TestMergeOfTheWritersOwnEntry(t *testing.T) {
 	bucketFields := map[string]any{"f:data": map[string]any{"f:v": map[string]any{}}}
-	tool := func(i int) map[string]any {
-		return managedEntry("tool-"+string(rune('0'+i)), "Update", map[string]any{
-			"f:metadata": map[string]any{"f:finalizers": map[string]any{`v:"example.com/f` + string(rune('0'+i)) + `"`: map[string]any{}}}})
-	}
 	before := []map[string]any{managedEntry(AncientChanges, "Update", bucketFields)}
 	for i := range 9 {
-		before = append(before, tool(i))
+		before = append(before, finalizerEntry(i))
 	}
 	object := func(entries []map[string]any, labels map[string]string) *unstructured.Unstructured {
 		u := withManaged(entries...)
@@ -242,13 +234,9 @@ func TestMergeOfTheWritersOwnEntry(t *testing.T) {
 // one undoMerges gives the writer's merged fields, has that entry judged: it cannot stand in for it.
 func TestForgedMergedWriterEntryIsJudged(t *testing.T) {
 	bucketFields := map[string]any{"f:data": map[string]any{"f:keep": map[string]any{}}}
-	tool := func(i int) map[string]any {
-		return managedEntry("tool-"+string(rune('0'+i)), "Update", map[string]any{
-			"f:metadata": map[string]any{"f:finalizers": map[string]any{`v:"example.com/f` + string(rune('0'+i)) + `"`: map[string]any{}}}})
-	}
 	before := []map[string]any{managedEntry(AncientChanges, "Update", bucketFields)}
 	for i := range 9 {
-		before = append(before, tool(i))
+		before = append(before, finalizerEntry(i))
 	}
 	grown := managedEntry(AncientChanges, "Update", map[string]any{"f:data": map[string]any{"f:keep": map[string]any{}},
 		"f:metadata": map[string]any{"f:finalizers": map[string]any{`v:"example.com/f9"`: map[string]any{}}}})
@@ -272,4 +260,11 @@ func TestForgedMergedWriterEntryIsJudged(t *testing.T) {
 	if !slices.ContainsFunc(changes, func(c ownershipChange) bool { return slices.Equal(c.path, Path{"data", "drop"}) }) {
 		t.Fatalf("a forged entry named %q gains data.drop unjudged: %v", mergedWriter, changes)
 	}
+}
+
+// finalizerEntry is the Update entry of manager tool-i (i < 10) that owns finalizer example.com/fi, as a
+// namespace editor's free finalizer write leaves it.
+func finalizerEntry(i int) map[string]any {
+	return managedEntry("tool-"+string(rune('0'+i)), "Update", map[string]any{
+		"f:metadata": map[string]any{"f:finalizers": map[string]any{`v:"example.com/f` + string(rune('0'+i)) + `"`: map[string]any{}}}})
 }
