@@ -150,17 +150,20 @@ func raiseInTime(ctx, budget context.Context, c client.Client, token elector.Tok
 	return err
 }
 
-// raiseWithin runs raise for 0..n-1, fenceWorkers at a time, each under budget: a raise the budget ends,
-// started or not, is left behind (not an error); so the budget, not the caller's deadline, bounds the
-// time, however slow the apiserver answers. It returns how many were left and the other raises' errors,
-// joined.
+// raiseWithin runs raise for 0..n-1, fenceWorkers at a time, starting none once budget has ended. A raise
+// in flight then has until halfway between budget's deadline and ctx's to finish; one cut there may or
+// may not have been applied, and counts as left, not as an error: so the caller's deadline is never
+// reached by the raises, however slow the apiserver answers. It returns how many were left and the other
+// raises' errors, joined.
 func raiseWithin(ctx, budget context.Context, n int, raise func(ctx context.Context, i int) error) (left int, err error) {
+	finish, cancel := inFlight(ctx, budget)
+	defer cancel()
 	errs := make([]error, n)
 	done := make([]bool, n)
 	workqueue.ParallelizeUntil(budget, fenceWorkers, n, func(i int) {
-		err := raise(budget, i)
-		if err != nil && budget.Err() != nil && ctx.Err() == nil {
-			return // cut by the budget: it may or may not have been applied, so it counts as left
+		err := raise(finish, i)
+		if err != nil && finish.Err() != nil && ctx.Err() == nil {
+			return // cut: it counts as left
 		}
 		errs[i], done[i] = err, true
 	})
@@ -170,6 +173,17 @@ func raiseWithin(ctx, budget context.Context, n int, raise func(ctx context.Cont
 		}
 	}
 	return left, errors.Join(errs...)
+}
+
+// inFlight is the context of a raise started within budget: it ends halfway between budget's deadline
+// and ctx's (with ctx, if either has none).
+func inFlight(ctx, budget context.Context) (context.Context, context.CancelFunc) {
+	end, ok := ctx.Deadline()
+	cut, bok := budget.Deadline()
+	if !ok || !bok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, cut.Add(end.Sub(cut)/2))
 }
 
 // reportLeft records a Warning Event FenceIncomplete on the Lease: this acquisition left objects unraised.

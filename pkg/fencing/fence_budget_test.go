@@ -8,8 +8,8 @@ import (
 )
 
 // TestRaiseWithinTheBudget: raises the apiserver answers slowly (here: not before their context ends) are
-// cut by the budget and left behind; they do not run on to the caller's deadline and fail the fence. A
-// raise that fails on its own, within the budget, is an error.
+// cut before the caller's deadline and left behind; they do not run on to it and fail the fence. A raise
+// that fails on its own, within the budget, is an error.
 func TestRaiseWithinTheBudget(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -101,13 +102,23 @@ func (w Worker) Renew(t testing.TB, tok elector.Token) {
 func (w Worker) update(t testing.TB, tok elector.Token, doing string, change func(*coordinationv1.Lease, *metav1.MicroTime)) {
 	t.Helper()
 	ctx := t.Context()
-	var lease coordinationv1.Lease
-	if err := w.Client.Get(ctx, tok.Lease, &lease); err != nil {
-		t.Fatal(err)
-	}
-	now := metav1.NewMicroTime(time.Now())
-	change(&lease, &now)
-	if err := w.Client.Update(ctx, &lease, Presenting(tok.Epoch)); err != nil {
+	first := true
+	// As the elector does: a conflict with a write of another field (the operator's finalizer, a label) is
+	// written again on top of it, while the Lease still names this holder at this epoch.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var lease coordinationv1.Lease
+		if err := w.Client.Get(ctx, tok.Lease, &lease); err != nil {
+			return err
+		}
+		if !first && (ptr.Deref(lease.Spec.HolderIdentity, "") != tok.Holder || lease.Annotations[elector.EpochAnnotation] != strconv.FormatInt(tok.Epoch, 10)) {
+			return fmt.Errorf("the Lease changed hands under the write (holder %q, epoch %q)", ptr.Deref(lease.Spec.HolderIdentity, ""), lease.Annotations[elector.EpochAnnotation])
+		}
+		first = false
+		now := metav1.NewMicroTime(time.Now())
+		change(&lease, &now)
+		return w.Client.Update(ctx, &lease, Presenting(tok.Epoch))
+	})
+	if err != nil {
 		t.Fatalf("%s %s lease %s at epoch %d: %v", w.Holder, doing, tok.Lease.Name, tok.Epoch, err)
 	}
 }
