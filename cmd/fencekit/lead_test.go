@@ -151,11 +151,11 @@ func TestSetsidGrandchildIsStopped(t *testing.T) {
 		grandchild := pidIn(t, marker)
 		takeOver(t, types.NamespacedName{Namespace: ns, Name: "lost"})
 		exited(t, done)
-		if code := cmd.ProcessState.ExitCode(); code != 143 {
-			t.Fatalf("fencekit run exited %d, want the command's 143 (SIGTERM)\n%s", code, stderr)
+		if code := cmd.ProcessState.ExitCode(); code != 137 {
+			t.Fatalf("fencekit run exited %d, want 137 (SIGKILL at once: the Lease is another's)\n%s", code, stderr)
 		}
 		if procfs.Running(grandchild) {
-			t.Errorf("the setsid grandchild %d, which ignores SIGTERM, still runs after leadership was lost", grandchild)
+			t.Errorf("the setsid grandchild %d still runs after leadership was lost", grandchild)
 		}
 	})
 }

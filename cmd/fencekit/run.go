@@ -56,8 +56,10 @@ func newRunCommand() *cobra.Command {
 		Long: `Waits until this process leads the Lease, then runs CMD with the fencing token in its environment:
 FENCEKIT_EPOCH (present it on every write), FENCEKIT_LEASE, FENCEKIT_HOLDER and FENCEKIT_FIELD_MANAGER
 (kubectl --field-manager for fenced Kubernetes writes). CMD's whole process tree (its process group and
-every descendant, setsid ones included) gets SIGTERM when the safe-work deadline passes or leadership is
-lost, and SIGKILL after --grace; what CMD leaves running when it exits is stopped the same way. Then it
+every descendant, setsid ones included) gets SIGTERM when the term ends (SIGTERM to fencekit run, no
+renewal in time, the safe-work deadline passed) and SIGKILL after --grace or at the safe-work deadline,
+whichever is sooner; SIGKILL at once when the Lease names another holder. What CMD leaves running when it
+exits is stopped the same way. Then it
 releases the Lease, once the tree is gone, and exits with CMD's status (128+N if signal N ended it): it
 runs CMD once. A watchdog process kills the tree at the safe-work deadline if fencekit run cannot (paused,
 starved of CPU, killed).
@@ -93,7 +95,7 @@ the apiserver refuses the election permanently) or 1; see docs/run.md.`,
 	}
 	c.Flags().SetInterspersed(false) // flags after CMD are CMD's
 	f.register(c.Flags())
-	c.Flags().DurationVar(&grace, "grace", leadrun.DefaultGrace, "Time CMD's process tree has to exit after SIGTERM before SIGKILL.")
+	c.Flags().DurationVar(&grace, "grace", leadrun.DefaultGrace, "Time CMD's process tree has to exit after SIGTERM before SIGKILL (at most until the safe-work deadline: the Lease is not renewed meanwhile).")
 	return c
 }
 

@@ -471,7 +471,9 @@ func (r *runner) retryLater(ctx context.Context, err error, msg string) {
 
 // stepDown ends the leadership involuntarily.
 func (r *runner) stepDown(ctx context.Context, reason, detail string) {
-	r.endTerm(ctx, fmt.Errorf("%w: %s: %s", ErrLeadershipLost, reason, detail), reason, detail, false)
+	taken := reason == reasonHolderChanged || reason == reasonEpochChanged || reason == reasonLeaseDeleted
+	cause := &lostError{msg: fmt.Sprintf("%v: %s: %s", ErrLeadershipLost, reason, detail), taken: taken}
+	r.endTerm(ctx, cause, reason, detail, false)
 }
 
 // shutdown ends the leadership because Run's context ended, releasing the Lease unless ReleaseOnCancel is

@@ -17,7 +17,22 @@ var (
 	ErrLeadershipLost = errors.New("elector: leadership lost")
 	// ErrReleased: Run's context ended; the elector releases the Lease (unless ReleaseOnCancel is false).
 	ErrReleased = errors.New("elector: leadership released")
+	// ErrLeaseTaken: with ErrLeadershipLost, the Lease names another holder or epoch, or was deleted: another
+	// elector may lead now, before this one's safe-work deadline.
+	ErrLeaseTaken = errors.New("elector: the Lease is another's")
 )
+
+// lostError is the cause of an involuntary end: it is ErrLeadershipLost, and ErrLeaseTaken when taken.
+type lostError struct {
+	msg   string
+	taken bool
+}
+
+func (e *lostError) Error() string { return e.msg }
+
+func (e *lostError) Is(target error) bool {
+	return target == ErrLeadershipLost || (e.taken && target == ErrLeaseTaken)
+}
 
 // term is one leadership: from an acquisition to its end.
 type term struct {

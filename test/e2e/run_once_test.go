@@ -37,12 +37,16 @@ func commandsOf(want []string) []int {
 }
 
 // TestFencekitRunOneCommandAtATime runs `fencekit run` (the real binary, the elector at its default timings)
-// with a command that ignores SIGTERM, at --grace 2 s, 5 s and 20 s, and ends its term two ways: SIGTERM to
-// `fencekit run`, and leadership lost (an admin gives the Lease to another holder, who lets it lapse
-// after a second). Every 20 ms it reads /proc and the Lease. In both: the command is killed with SIGKILL
-// once the grace has passed, the exit status is 137 with a message that says so, the Lease is released
-// only once the command is gone, the command is started once and never a second time by the same `fencekit
-// run` (which competes no more).
+// with a command that ignores SIGTERM, at --grace 2 s, 5 s and 20 s, beside a standby `fencekit run` of the
+// same Lease and command, and ends the first's term two ways: SIGTERM to `fencekit run`, and leadership
+// lost (an admin gives the Lease to another holder, who lets it lapse after a second). Every 20 ms it
+// reads /proc and the Lease: never two commands of the Lease at once. Under SIGTERM the command gets
+// SIGKILL once its grace has passed, or at the safe-work deadline of the last renewal when that comes
+// first (the 20 s grace: the Lease is not renewed while the command stops, and it must be gone before the
+// Lease can expire); the Lease is released only once the command is gone, and the standby's command
+// starts after. On a lost Lease the command gets SIGKILL at once: the Lease's new holder may run its own
+// now. The exit status is 137 with a message that says which; the first `fencekit run` starts its command
+// once and never takes the Lease again.
 func TestFencekitRunOneCommandAtATime(t *testing.T) {
 	t.Parallel()
 	bin := buildFencekit(t)
@@ -55,11 +59,16 @@ func TestFencekitRunOneCommandAtATime(t *testing.T) {
 				// A command line of its own, to find it in /proc: sleep inherits the ignored SIGTERM.
 				sleep := []string{"sleep", fmt.Sprint(1000000 + 10*(os.Getpid()%100000) + 2*i + j)}
 				log := filepath.Join(t.TempDir(), "started.log")
-				script := fmt.Sprintf(`trap "" TERM; echo "$FENCEKIT_EPOCH" >> %s; exec %s`, log, strings.Join(sleep, " "))
-				p := startFencekit(t, bin, nil, "run", "--kubeconfig="+target.W1Kubeconfig, "--namespace="+target.Namespace,
-					"--lease="+lease, "--identity=once", fmt.Sprintf("--grace=%s", grace), "--", "sh", "-c", script)
-				var stoppedAt time.Time
+				script := fmt.Sprintf(`trap "" TERM; echo "$FENCEKIT_HOLDER $FENCEKIT_EPOCH" >> %s; exec %s`, log, strings.Join(sleep, " "))
+				run := func(identity string) *fencekitProc {
+					return startFencekit(t, bin, nil, "run", "--kubeconfig="+target.W1Kubeconfig, "--namespace="+target.Namespace,
+						"--lease="+lease, "--identity="+identity, fmt.Sprintf("--grace=%s", grace), "--", "sh", "-c", script)
+				}
+				p := run("once")
 				waitFor(t, 30*time.Second, "the command to start", func() bool { return len(commandsOf(sleep)) == 1 })
+				standby := run("standby")
+				time.Sleep(time.Second) // the standby watches the Lease
+				var stoppedAt time.Time
 				key := client.ObjectKey{Namespace: target.Namespace, Name: lease}
 				switch how {
 				case "sigterm":
@@ -79,27 +88,34 @@ func TestFencekitRunOneCommandAtATime(t *testing.T) {
 					}
 					stoppedAt = time.Now()
 				}
-				var lastAlive, releasedAt time.Time
+				// releasedAt: the first poll that saw the Lease no longer held by "once".
+				var lastAlive, releasedAt, standbyAt time.Time
+				lastAlive = stoppedAt // it was running then (a lost Lease's command may be gone by the first poll)
 				var most int
 				var holders []string
 				deadline := time.Now().Add(grace + 30*time.Second)
 				for time.Now().Before(deadline) {
 					n := len(commandsOf(sleep))
 					most = max(most, n)
-					if n > 0 {
-						lastAlive = time.Now()
-					}
 					var l coordinationv1.Lease
 					if err := target.Admin.Get(ctx, key, &l); err == nil {
 						h := ptr.Deref(l.Spec.HolderIdentity, "")
 						if len(holders) == 0 || holders[len(holders)-1] != h {
 							holders = append(holders, h)
 						}
-						if h == "" && releasedAt.IsZero() {
+						if h != "once" && releasedAt.IsZero() {
 							releasedAt = time.Now()
 						}
 					}
-					if exited, _ := p.wait(0); exited && n == 0 {
+					started, _ := os.ReadFile(log)
+					if strings.Contains(string(started), "standby ") {
+						if standbyAt.IsZero() {
+							standbyAt = time.Now()
+						}
+					} else if n > 0 {
+						lastAlive = time.Now()
+					}
+					if exited, _ := p.wait(0); exited && !standbyAt.IsZero() && n == 1 {
 						break
 					}
 					time.Sleep(20 * time.Millisecond)
@@ -112,33 +128,49 @@ func TestFencekitRunOneCommandAtATime(t *testing.T) {
 				if !errors.As(err, &ee) || ee.ExitCode() != 137 {
 					t.Errorf("fencekit run ended with %v, want exit status 137", err)
 				}
+				// lastAlive is the last 20 ms poll that saw the first command.
+				gone := lastAlive.Sub(stoppedAt)
 				out := p.output()
-				if want := fmt.Sprintf("killed with SIGKILL %s after SIGTERM", grace); !strings.Contains(out, want) {
+				var want string
+				switch {
+				case how == "lost":
+					want = "killed with SIGKILL at once: leadership ended (elector: leadership lost: holder_changed"
+				case grace < 10*time.Second:
+					want = fmt.Sprintf("killed with SIGKILL %s after SIGTERM: ", grace)
+					if gone < grace-200*time.Millisecond {
+						t.Errorf("the command was gone %s after SIGTERM, before its grace of %s", gone, grace)
+					}
+				default:
+					want = fmt.Sprintf("after SIGTERM, at the safe-work deadline, before its grace of %s ended: ", grace)
+					if gone >= 15*time.Second {
+						t.Errorf("the command was gone %s after SIGTERM, not before its Lease (15 s) could expire", gone)
+					}
+				}
+				if !strings.Contains(out, want) {
 					t.Errorf("fencekit run's output does not say %q:\n%s", want, out)
 				}
 				if most != 1 {
 					t.Errorf("%d commands of lease %s ran at once", most, lease)
 				}
-				// lastAlive is the last 20 ms poll that saw it.
-				if gone := lastAlive.Sub(stoppedAt); gone < grace-200*time.Millisecond {
-					t.Errorf("the command was gone %s after the term ended, before its grace of %s", gone, grace)
-				}
 				started, _ := os.ReadFile(log)
-				if lines := strings.Fields(string(started)); len(lines) != 1 {
-					t.Errorf("the command was started %d times (epochs %v), want once", len(lines), lines)
+				lines := strings.Split(strings.TrimSpace(string(started)), "\n")
+				if len(lines) != 2 || !strings.HasPrefix(lines[0], "once ") || !strings.HasPrefix(lines[1], "standby ") {
+					t.Errorf("commands started (holder, epoch): %q, want one of once's, then one of the standby's", lines)
 				}
 				if len(holders) > 1 && slices.Contains(holders[1:], "once") {
 					t.Errorf("fencekit run took the Lease again after its term ended: holders in turn %v", holders)
 				}
 				if how == "sigterm" {
-					if releasedAt.IsZero() {
-						t.Errorf("the Lease was never released: holders in turn %v", holders)
-					} else if releasedAt.Before(lastAlive) {
+					switch {
+					case !strings.Contains(out, "Released the Lease"):
+						t.Errorf("fencekit run did not release the Lease: holders in turn %v", holders)
+					case releasedAt.Before(lastAlive):
 						t.Errorf("the Lease was released %s before the command was gone", lastAlive.Sub(releasedAt))
 					}
 				}
-				t.Logf("term ended; command last seen +%s, Lease released +%s; holders in turn %v",
-					lastAlive.Sub(stoppedAt).Round(time.Millisecond), sinceOrNever(releasedAt, stoppedAt), holders)
+				_ = standby.cmd.Process.Signal(syscall.SIGTERM)
+				t.Logf("term ended; command last seen +%s, Lease released +%s, standby's command started +%s; holders in turn %v",
+					gone.Round(time.Millisecond), sinceOrNever(releasedAt, stoppedAt), sinceOrNever(standbyAt, stoppedAt), holders)
 			})
 		}
 	}

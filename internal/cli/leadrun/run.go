@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -37,7 +38,9 @@ type Command struct {
 	// Stdin, Stdout and Stderr default to the process's own.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
-	// Grace is how long the command has to exit after SIGTERM before SIGKILL. Default DefaultGrace.
+	// Grace is how long the command has to exit after SIGTERM before SIGKILL. Default DefaultGrace. The
+	// Lease is not renewed while the command stops: SIGKILL comes at the last safe-work deadline if that is
+	// sooner, and at once when the Lease is another's (elector.ErrLeaseTaken).
 	Grace time.Duration
 	// AcquireTimeout bounds the wait for leadership: Run returns an error wrapping ErrNotAcquired when it
 	// has not led within it. 0 waits for ever.
@@ -71,7 +74,8 @@ func (e *ExitError) Error() string {
 // the token in its environment (Environ). It returns when the command has exited: nil for status 0, an
 // *ExitError otherwise. When leadership ends first (the safe-work deadline passed, leadership was lost),
 // the command's process tree (its process group and every descendant: Command.Subreaper adds those that
-// left with setsid) gets SIGTERM and, after cmd.Grace, SIGKILL. When the command exits on its own, what
+// left with setsid) gets SIGTERM and, after cmd.Grace or at the last safe-work deadline if sooner,
+// SIGKILL; when the Lease is another's, SIGKILL at once. When the command exits on its own, what
 // it left running is stopped the same way, before the Lease is released. When ctx ends first, the command
 // is stopped the same way and the Lease released. The Lease is released, and never competed for again,
 // only once the whole tree is gone: Run raises cfg.ReleaseTimeout to cmd.Grace plus KillTimeout when it
@@ -114,12 +118,7 @@ func Run(ctx context.Context, cfg elector.Config, cmd Command, opts ...elector.O
 			return
 		}
 		api.setLeading(true)
-		err := runWhileLeading(lctx, log, cmd, t, func() time.Time {
-			if d := e.Deadline(); !d.IsZero() {
-				return d.Add(slack)
-			}
-			return time.Time{}
-		}, func() { stopElector(nil) })
+		err := runWhileLeading(lctx, log, cmd, t, e.Deadline, slack, func() { stopElector(nil) })
 		done <- err
 		stopElector(nil) // the command is over: release the Lease and return
 		<-lctx.Done()
@@ -183,9 +182,10 @@ func gaveUp(runCtx context.Context) error {
 
 // runWhileLeading starts cmd with t and stops its process tree when lctx ends or after it exits. ended is
 // called as soon as the command's term is over (before the tree is stopped), so that the elector does not
-// compete again meanwhile. killAt is when the watchdog (cmd.Watchdog) is to kill the tree, read after
-// every renewal.
-func runWhileLeading(lctx context.Context, log logr.Logger, cmd Command, t elector.Token, killAt func() time.Time, ended func()) error {
+// compete again meanwhile. deadline is the elector's safe-work deadline (zero once the term is over): the
+// tree is gone by the last one read, whatever cmd.Grace, since the Lease is not renewed while it stops;
+// the watchdog (cmd.Watchdog) kills the tree slack after it.
+func runWhileLeading(lctx context.Context, log logr.Logger, cmd Command, t elector.Token, deadline func() time.Time, slack time.Duration, ended func()) error {
 	c := exec.Command(cmd.Args[0], cmd.Args[1:]...)
 	c.Env = append(append(os.Environ(), cmd.Env...), Environ(t)...)
 	c.Stdin, c.Stdout, c.Stderr = orDefault(cmd.Stdin, os.Stdin), orWriter(cmd.Stdout, os.Stdout), orWriter(cmd.Stderr, os.Stderr)
@@ -205,10 +205,19 @@ func runWhileLeading(lctx context.Context, log logr.Logger, cmd Command, t elect
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- c.Wait() }()
+
+	// last is the latest safe-work deadline read: the time the tree must be gone by once the term ends.
+	var lastMu sync.Mutex
+	last := deadline()
+	lastDeadline := func() time.Time {
+		lastMu.Lock()
+		defer lastMu.Unlock()
+		return last
+	}
 	var wd *watchdog
 	if cmd.Watchdog != "" {
 		var err error
-		wd, err = startWatchdog(cmd.Watchdog, c.Process.Pid, killAt())
+		wd, err = startWatchdog(cmd.Watchdog, c.Process.Pid, last.Add(slack))
 		if err != nil {
 			_ = tr.signal(syscall.SIGKILL)
 			if werr := <-exited; werr != nil && !killed(werr) {
@@ -218,29 +227,33 @@ func runWhileLeading(lctx context.Context, log logr.Logger, cmd Command, t elect
 		}
 		tr.skip = wd.pid()
 		defer wd.stop()
-		// Follow the renewals until the command's term is over; then give the stop its own time.
-		follow, stopFollowing := context.WithCancel(lctx)
-		defer stopFollowing()
-		go func() {
-			tick := time.NewTicker(50 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-follow.Done():
-					return
-				case <-tick.C:
-					if at := killAt(); !at.IsZero() {
-						wd.set(at)
+	}
+	// Follow the renewals until the command's term is over.
+	follow, stopFollowing := context.WithCancel(lctx)
+	defer stopFollowing()
+	go func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-follow.Done():
+				return
+			case <-tick.C:
+				if d := deadline(); !d.IsZero() {
+					lastMu.Lock()
+					last = d
+					lastMu.Unlock()
+					if wd != nil {
+						wd.set(d.Add(slack))
 					}
 				}
 			}
-		}()
-		stopping := ended
-		ended = func() {
-			stopFollowing()
-			wd.set(time.Now().Add(cmd.Grace + KillTimeout))
-			stopping()
 		}
+	}()
+	stopping := ended
+	ended = func() {
+		stopFollowing()
+		stopping()
 	}
 
 	var waitErr error
@@ -265,8 +278,24 @@ func runWhileLeading(lctx context.Context, log logr.Logger, cmd Command, t elect
 		log.Info("Stopping the command", "token", t.String(), "reason", why)
 	}
 	ended()
+	if errors.Is(context.Cause(lctx), elector.ErrLeaseTaken) {
+		// Another holder may run its command now: no grace.
+		return killTree(tr, exited, exitedAlready, waitErr, "killed with SIGKILL at once: "+why)
+	}
+	// Nobody renews the Lease from here: the tree gets SIGKILL after its grace, or at the last safe-work
+	// deadline if that comes first, and the watchdog's time is the same plus the slack.
+	stopAt := time.Now()
+	killAt, killWhy := stopAt.Add(cmd.Grace), fmt.Sprintf("killed with SIGKILL %s after SIGTERM: %s", cmd.Grace, why)
+	if d := lastDeadline(); d.Before(killAt) {
+		killAt = d
+		killWhy = fmt.Sprintf("killed with SIGKILL %s after SIGTERM, at the safe-work deadline, before its grace of %s ended: %s",
+			max(d.Sub(stopAt), 0).Round(time.Millisecond), cmd.Grace, why)
+	}
+	if wd != nil {
+		wd.set(killAt.Add(slack))
+	}
 	tr.signal(syscall.SIGTERM)
-	grace := time.NewTimer(cmd.Grace)
+	grace := time.NewTimer(time.Until(killAt))
 	defer grace.Stop()
 	poll := time.NewTicker(20 * time.Millisecond)
 	defer poll.Stop()
@@ -276,7 +305,7 @@ func runWhileLeading(lctx context.Context, log logr.Logger, cmd Command, t elect
 			exitedAlready = true
 		case <-poll.C:
 		case <-grace.C:
-			return killTree(tr, exited, exitedAlready, waitErr, fmt.Sprintf("killed with SIGKILL %s after SIGTERM: %s", cmd.Grace, why))
+			return killTree(tr, exited, exitedAlready, waitErr, killWhy)
 		}
 	}
 	if why == "it exited on its own" {

@@ -151,28 +151,38 @@ func exitAfterTakeover(t *testing.T, cfg elector.Config, res <-chan error) *lead
 	return ee
 }
 
-// TestLostLeadershipStopsTheCommand: when another holder takes the Lease, the command gets SIGTERM and
-// Run reports why it ended.
-func TestLostLeadershipStopsTheCommand(t *testing.T) {
+// TestTakenLeaseKillsTheCommandAtOnce: when another holder takes the Lease (it may run its own command
+// now), the command gets SIGKILL at once, without SIGTERM's grace, and Run reports why it ended.
+func TestTakenLeaseKillsTheCommandAtOnce(t *testing.T) {
 	cfg := config(t, "lost")
 	script := `trap 'echo term >> "$MARKER"; exit 143' TERM; echo started > "$MARKER"; while :; do sleep 0.1; done`
 	marker, res := runUntilStarted(t, cfg, script, 10*time.Second)
-	if ee := exitAfterTakeover(t, cfg, res); ee.Code != 143 || !strings.Contains(ee.Why, "leadership ended") {
-		t.Fatalf("Run = %v, want an ExitError 143 saying leadership ended", ee)
+	ee := exitAfterTakeover(t, cfg, res)
+	if want := `killed with SIGKILL at once: leadership ended (elector: leadership lost: holder_changed: the Lease now names holder "admin")`; ee.Code != 137 || ee.Why != want {
+		t.Fatalf("Run = %v (code %d), want an ExitError 137: %s", ee, ee.Code, want)
 	}
-	if b, _ := os.ReadFile(marker); string(b) != "started\nterm\n" {
-		t.Errorf("the command's marker is %q, want it to have seen SIGTERM", b)
+	if b, _ := os.ReadFile(marker); string(b) != "started\n" {
+		t.Errorf("the command's marker is %q, want no SIGTERM seen", b)
 	}
 }
 
-// TestCommandIgnoringSIGTERMIsKilled: a command that ignores SIGTERM is killed after the grace period,
-// its children too (its process group).
+// TestCommandIgnoringSIGTERMIsKilled: Run's context cancelled (fencekit run got SIGTERM), a command that
+// ignores SIGTERM is killed after the grace period, its children too (its process group).
 func TestCommandIgnoringSIGTERMIsKilled(t *testing.T) {
 	cfg := config(t, "stubborn")
 	script := `trap '' TERM; sleep 1000 & echo $! > "$MARKER"; wait`
-	marker, res := runUntilStarted(t, cfg, script, 500*time.Millisecond)
-	if ee := exitAfterTakeover(t, cfg, res); ee.Code != 137 || !strings.Contains(ee.Why, "SIGKILL") {
-		t.Fatalf("Run = %v, want an ExitError 137 saying SIGKILL", ee)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	marker := filepath.Join(t.TempDir(), "marker")
+	res := make(chan error, 1)
+	go func() {
+		res <- leadrun.Run(ctx, cfg, leadrun.Command{Args: []string{"sh", "-c", script}, Env: []string{"MARKER=" + marker}, Grace: 500 * time.Millisecond})
+	}()
+	waitFile(t, marker)
+	cancel()
+	var ee *leadrun.ExitError
+	if err := <-res; !errors.As(err, &ee) || ee.Code != 137 || !strings.HasPrefix(ee.Why, "killed with SIGKILL 500ms after SIGTERM: ") {
+		t.Fatalf("Run = %v, want an ExitError 137 saying SIGKILL 500ms after SIGTERM", err)
 	}
 	b, err := os.ReadFile(marker)
 	if err != nil {
@@ -209,5 +219,28 @@ func TestCancelStopsTheCommandAndReleases(t *testing.T) {
 	}
 	if h := ptr.Deref(lease(t, cfg).Spec.HolderIdentity, ""); h != "" {
 		t.Errorf("after cancel, the Lease is still held by %q", h)
+	}
+}
+
+// TestGraceEndsAtTheSafeWorkDeadline: the Lease is not renewed while the command stops, so a grace longer
+// than what is left of the term ends at the safe-work deadline of the last renewal (here under 2 s, the
+// Lease's duration), before the Lease can expire; then the Lease is released.
+func TestGraceEndsAtTheSafeWorkDeadline(t *testing.T) {
+	cfg := config(t, "long-grace")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	marker := filepath.Join(t.TempDir(), "marker")
+	res := make(chan error, 1)
+	go func() {
+		res <- leadrun.Run(ctx, cfg, leadrun.Command{Args: []string{"sh", "-c", `trap '' TERM; echo started > "$MARKER"; exec sleep 1000`}, Env: []string{"MARKER=" + marker}, Grace: time.Minute})
+	}()
+	waitFile(t, marker)
+	cancel()
+	var ee *leadrun.ExitError
+	if err := <-res; !errors.As(err, &ee) || ee.Code != 137 || !strings.Contains(ee.Why, " after SIGTERM, at the safe-work deadline, before its grace of 1m0s ended: leadership ended") {
+		t.Fatalf("Run = %v, want an ExitError 137 saying SIGKILL at the safe-work deadline", err)
+	}
+	if h := ptr.Deref(lease(t, cfg).Spec.HolderIdentity, ""); h != "" {
+		t.Errorf("after the command was killed, the Lease is still held by %q", h)
 	}
 }

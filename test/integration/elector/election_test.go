@@ -2,6 +2,7 @@ package elector_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -274,6 +275,9 @@ func TestHandEditedHolderStepsDown(t *testing.T) {
 	case cause := <-stopped:
 		if want := "elector: leadership lost: holder_changed: the Lease now names holder \"intruder\""; cause == nil || cause.Error() != want {
 			t.Errorf("cause = %v, want %s", cause, want)
+		}
+		if !errors.Is(cause, elector.ErrLeadershipLost) || !errors.Is(cause, elector.ErrLeaseTaken) {
+			t.Errorf("cause %v is not both ErrLeadershipLost and ErrLeaseTaken", cause)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the leader did not step down after its Lease was given to another holder")
