@@ -31,4 +31,10 @@
 //
 // A block that does not build fails the test with its file and line and the compiler's messages, which
 // name the Markdown file and line of each error (the generated files carry //line directives).
+//
+// # Shell blocks
+//
+// Every ```sh block of the same files and of the chart's README says how it is checked, in a marker right
+// before it: "runs in the clone" or "runs in your module" (TestShellBlocks runs it, with bash -e, in a
+// copy of the checkout or in a new module beside that copy), "needs a cluster", or "not run: REASON".
 package snippets

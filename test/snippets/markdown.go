@@ -2,6 +2,7 @@ package snippets
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -29,7 +30,23 @@ type Marker struct {
 	// lines is "..."; FrameLine is the line of the Markdown file the frame's first line is on.
 	Frame     string
 	FrameLine int
+	// Shell is set for a shell block (```sh): ShellInClone, ShellInModule, ShellNeedsCluster, or
+	// ShellNotRun with NotRun the reason.
+	Shell  string
+	NotRun string
 }
+
+// How a shell block is run by TestShellBlocks.
+const (
+	// ShellInClone: run in a copy of this checkout, as a user runs it in a clone.
+	ShellInClone = "runs in the clone"
+	// ShellInModule: run in a new Go module beside that copy (../fencekit), as a user's module.
+	ShellInModule = "runs in your module"
+	// ShellNeedsCluster: not run here: it needs a cluster with fencekit installed.
+	ShellNeedsCluster = "needs a cluster"
+	// ShellNotRun: not run, for the reason given ("not run: REASON").
+	ShellNotRun = "not run:"
+)
 
 const (
 	markerPrefix = "snippet:"
@@ -153,9 +170,20 @@ func markerBefore(file string, lines []string, fenceAt int) (*Marker, error) {
 			return nil, fmt.Errorf("%s:%d: the frame of a fragment has %d lines %q, want one (where the block goes)", file, m.Line, n, placeholder)
 		}
 		m.Frame, m.FrameLine = strings.Join(frame, "\n")+"\n", start+2
+	case strings.HasPrefix(first, ShellNotRun):
+		if start != end {
+			return nil, fmt.Errorf("%s:%d: a %q marker is one line", file, m.Line, ShellNotRun)
+		}
+		m.Shell = ShellNotRun
+		m.NotRun = strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(first, ShellNotRun), "-->"))
+		if m.NotRun == "" {
+			return nil, fmt.Errorf("%s:%d: %q needs a reason", file, m.Line, ShellNotRun)
+		}
+	case start == end && slices.Contains([]string{ShellInClone, ShellInModule, ShellNeedsCluster}, strings.TrimSpace(strings.TrimSuffix(first, "-->"))):
+		m.Shell = strings.TrimSpace(strings.TrimSuffix(first, "-->"))
 	default:
-		return nil, fmt.Errorf("%s:%d: unknown snippet marker %q: want %q or %q followed by the frame on the next lines",
-			file, m.Line, first, excluded+" REASON", fragment)
+		return nil, fmt.Errorf("%s:%d: unknown snippet marker %q: want %q or %q followed by the frame on the next lines (Go), or %q, %q, %q or %q (shell)",
+			file, m.Line, first, excluded+" REASON", fragment, ShellInClone, ShellInModule, ShellNeedsCluster, ShellNotRun+" REASON")
 	}
 	return m, nil
 }

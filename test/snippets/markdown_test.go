@@ -27,7 +27,12 @@ func TestBlocksMarkers(t *testing.T) {
 		"marker with text before the block": {
 			md: "<!-- snippet: not compiled: output -->\nsome text\n```go\nx\n```\n", wantErr: "md:1: snippet marker not right before a code block",
 		},
-		"unclosed block": {md: "text\n```go\nx\n", wantErr: "md:2: the code block is not closed"},
+		"unclosed block":               {md: "text\n```go\nx\n", wantErr: "md:2: the code block is not closed"},
+		"shell block run in the clone": {md: "<!-- snippet: runs in the clone -->\n```sh\nmake help\n```\n"},
+		"shell block not run":          {md: "<!-- snippet: not run: takes an hour -->\n```sh\nmake chaos\n```\n"},
+		"shell block not run without a reason": {
+			md: "<!-- snippet: not run: -->\n```sh\nmake chaos\n```\n", wantErr: "md:1: \"not run:\" needs a reason",
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

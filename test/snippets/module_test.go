@@ -132,10 +132,13 @@ func buildModule() (*module, error) {
 		}
 		for _, b := range blocks {
 			if b.Lang != "go" {
-				if b.Marker != nil {
+				if b.Marker != nil && b.Marker.Shell == "" {
 					return nil, fmt.Errorf("%s:%d: snippet marker before a %q block: only Go blocks are compiled", rel, b.Line, b.Lang)
 				}
 				continue
+			}
+			if b.Marker != nil && b.Marker.Shell != "" {
+				return nil, fmt.Errorf("%s:%d: shell marker %q before a Go block", rel, b.Line, b.Marker.Shell)
 			}
 			if b.Marker != nil && b.Marker.Excluded != "" {
 				m.excluded = append(m.excluded, b)
