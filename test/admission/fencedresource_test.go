@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -312,17 +313,22 @@ func TestStaleReplicaOfTheSameUser(t *testing.T) {
 	}, {
 		name: "a read-modify-write Update",
 		write: func() error {
-			fr := get(t, key)
-			fr.Spec.Data.Raw = []byte(`{"v":"r1-rmw"}`)
-			return r1.Client.Update(ctx, fr)
+			// The operator's status writes may move the resourceVersion between the read and the write.
+			return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				fr := get(t, key)
+				fr.Spec.Data.Raw = []byte(`{"v":"r1-rmw"}`)
+				return r1.Client.Update(ctx, fr)
+			})
 		},
 		is: fencing.IsTokenMissing, msg: noToken,
 	}, {
 		name: "a kubectl edit (an Update under kubectl's field manager)",
 		write: func() error {
-			fr := get(t, key)
-			fr.Spec.Data.Raw = []byte(`{"v":"r1-edit"}`)
-			return r1.Client.Update(ctx, fr, client.FieldOwner("kubectl-edit"))
+			return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				fr := get(t, key)
+				fr.Spec.Data.Raw = []byte(`{"v":"r1-edit"}`)
+				return r1.Client.Update(ctx, fr, client.FieldOwner("kubectl-edit"))
+			})
 		},
 		is: fencing.IsTokenMissing, msg: []string{`presents no fencing token (field manager "kubectl-edit")`},
 	}, {
