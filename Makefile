@@ -115,8 +115,11 @@ build: ## Build the manager, the fencekit CLI and the kubectl plugin (kubectl-fe
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/kubectl-fencekit ./cmd/kubectl-fencekit
 
 .PHONY: run
-run: control-plane manifests build ## Start the local control plane, install the CRDs and admission, run the manager against it.
-	go run ./cmd/fencekit-dev devcluster --manager bin/manager
+run: control-plane ## Start the local control plane, install the CRDs and admission (config/, as committed), run the manager against it.
+	@echo "run: building bin/manager and bin/fencekit-dev (the first build on a machine takes a few minutes)"
+	@CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/manager ./cmd/manager
+	@CGO_ENABLED=0 go build -trimpath -o bin/fencekit-dev ./cmd/fencekit-dev
+	@bin/fencekit-dev devcluster --manager bin/manager
 
 .PHONY: demo
 demo: control-plane ## The paused lock holder, fenced and unfenced, on a local control plane (DEMO_ARGS=--quick for short timings).

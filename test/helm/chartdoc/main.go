@@ -79,7 +79,7 @@ func render(dir string) ([]byte, error) {
 	fmt.Fprintf(&b, "%s\n\n", c.Description)
 	fmt.Fprintf(&b, "Chart version %s, fencekit %s, Kubernetes %s.\n\n", c.Version, c.AppVersion, c.KubeVersion)
 	b.WriteString("## Install\n\n")
-	b.WriteString("```sh\nhelm install fencekit charts/fencekit --namespace fencekit-system --create-namespace\n```\n\n")
+	b.WriteString("<!-- snippet: needs a cluster -->\n```sh\nhelm install fencekit charts/fencekit --namespace fencekit-system --create-namespace\n```\n\n")
 	b.WriteString("The repository's README, section \"Install with Helm\", walks through the installation, binding the\n")
 	b.WriteString("`fencekit-elector` ClusterRole to your workloads and the cert-manager mode. `values.schema.json` rejects\n")
 	b.WriteString("values of the wrong type or out of range before anything is installed.\n\n")
@@ -214,6 +214,7 @@ metadata (applied with kubectl, or from a chart's ` + "`crds/`" + ` directory, w
 upgrades) make ` + "`helm install`" + ` and ` + "`helm upgrade`" + ` fail with "cannot be imported into the current release"; hand
 them to the release first (here the release ` + "`fencekit`" + ` in ` + "`fencekit-system`" + `):
 
+<!-- snippet: needs a cluster -->
 ` + "```sh" + `
 for crd in fencedresources.fencing.fencekit.io fencingpolicies.fencing.fencekit.io; do
   kubectl label crd "$crd" app.kubernetes.io/managed-by=Helm
@@ -235,6 +236,16 @@ ServiceAccount's token. ` + "`metrics.secure=false`" + ` serves plain HTTP to an
 ` + "`helm test RELEASE`" + ` runs ` + "`fencekit selftest`" + ` (in the chart's image) as a test ServiceAccount bound to the
 elector ClusterRole in ` + "`tests.namespace`" + `: it elects twice on a test Lease and checks that the webhook refuses a
 write with the previous epoch and admits one with the current epoch.
+
+A test that passes deletes its objects. One that fails keeps its Pod (read its log with
+` + "`kubectl logs -n <tests.namespace> <fullname>-selftest`" + `), ServiceAccount, Lease and FencedResource, and
+` + "`helm uninstall`" + ` does not delete test objects; delete them with (release ` + "`fencekit`" + `, tests in ` + "`default`" + `):
+
+<!-- snippet: needs a cluster -->
+` + "```sh" + `
+kubectl -n default delete pod,serviceaccount,lease,fencedresources \
+  -l app.kubernetes.io/component=selftest,app.kubernetes.io/instance=fencekit
+` + "```" + `
 
 `
 
