@@ -195,21 +195,31 @@ func waitFor(t *testing.T, timeout time.Duration, what string, ok func() bool) {
 
 // TestFencekitRunPausedSupervisor: `fencekit run` alone is stopped (SIGSTOP to its pid, not its command's)
 // while it leads, with a standby `fencekit run` on the same Lease (quick timings: a 2 s lease, a 200 ms
-// safety margin), both running a command that ignores SIGTERM. The command's watchdog kills it at the
-// safe-work deadline, before the Lease expires: every 20 ms /proc shows at most one command of the Lease,
+// safety margin), both running a command that ignores SIGTERM, at --grace 2s, 5s and 20s (a paused
+// supervisor sends no signal, so no grace may matter). The command's watchdog kills it at the safe-work
+// deadline, before the Lease expires: every 20 ms /proc shows at most one command of the Lease,
 // and the standby's command starts once the first is gone. Continued, the paused `fencekit run` exits 137
 // and says its watchdog killed the command.
 func TestFencekitRunPausedSupervisor(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
 	bin := buildFencekit(t)
-	lease := "paused-supervisor"
-	sleep := []string{"sleep", fmt.Sprint(2000000 + os.Getpid()%100000)}
+	// One at a time: each pauses a supervisor on a 2 s lease, which other pauses' load should not blur.
+	for i, grace := range []time.Duration{2 * time.Second, 5 * time.Second, 20 * time.Second} {
+		t.Run(fmt.Sprintf("grace=%s", grace), func(t *testing.T) {
+			pausedSupervisor(t, bin, fmt.Sprintf("paused-supervisor-%d", i), grace,
+				[]string{"sleep", fmt.Sprint(2000000 + i*100000 + os.Getpid()%100000)})
+		})
+	}
+}
+
+// pausedSupervisor runs TestFencekitRunPausedSupervisor's case for one --grace, with sleep as the command.
+func pausedSupervisor(t *testing.T, bin, lease string, grace time.Duration, sleep []string) {
+	ctx := t.Context()
 	log := filepath.Join(t.TempDir(), "started.log")
 	script := fmt.Sprintf(`trap "" TERM; echo "$FENCEKIT_HOLDER $FENCEKIT_EPOCH" >> %s; exec %s`, log, strings.Join(sleep, " "))
 	start := func(identity string) *fencekitProc {
 		return startFencekit(t, bin, nil, append(append([]string{"run"}, electorFlags(target.W1Kubeconfig, lease, identity)...),
-			"--grace=2s", "--", "sh", "-c", script)...)
+			"--grace="+grace.String(), "--", "sh", "-c", script)...)
 	}
 	a := start("a")
 	waitFor(t, 30*time.Second, "a's command to start", func() bool { return len(commandsOf(sleep)) == 1 })

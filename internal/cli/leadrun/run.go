@@ -260,7 +260,7 @@ func runWhileLeading(lctx context.Context, log logr.Logger, cmd Command, t elect
 	// result is the command's result; a SIGKILL of the watchdog's is said as such.
 	result := func(why string) error {
 		if wd != nil && wd.fired() && killed(waitErr) {
-			why = "killed with SIGKILL by its watchdog at the safe-work deadline: fencekit run could not stop it in time (paused, or starved of CPU)"
+			why = byWatchdog
 		}
 		return exitError(waitErr, why)
 	}
@@ -278,9 +278,20 @@ func runWhileLeading(lctx context.Context, log logr.Logger, cmd Command, t elect
 		log.Info("Stopping the command", "token", t.String(), "reason", why)
 	}
 	ended()
+	// kill sends SIGKILL to the tree; if the watchdog's time has already passed, its SIGKILL came first.
+	kill := func(why string) error {
+		if wd != nil && wd.fired() {
+			why = byWatchdog
+		}
+		var err error
+		if waitErr, err = killTree(tr, exited, exitedAlready, waitErr, why); err != nil {
+			return err
+		}
+		return exitError(waitErr, why)
+	}
 	if errors.Is(context.Cause(lctx), elector.ErrLeaseTaken) {
 		// Another holder may run its command now: no grace.
-		return killTree(tr, exited, exitedAlready, waitErr, "killed with SIGKILL at once: "+why)
+		return kill("killed with SIGKILL at once: " + why)
 	}
 	// Nobody renews the Lease from here: the tree gets SIGKILL after its grace, or at the last safe-work
 	// deadline if that comes first, and the watchdog's time is the same plus the slack.
@@ -305,7 +316,7 @@ func runWhileLeading(lctx context.Context, log logr.Logger, cmd Command, t elect
 			exitedAlready = true
 		case <-poll.C:
 		case <-grace.C:
-			return killTree(tr, exited, exitedAlready, waitErr, killWhy)
+			return kill(killWhy)
 		}
 	}
 	if why == "it exited on its own" {
@@ -314,9 +325,12 @@ func runWhileLeading(lctx context.Context, log logr.Logger, cmd Command, t elect
 	return result("stopped with SIGTERM: " + why)
 }
 
-// killTree sends SIGKILL to the tree until nothing of it runs, and returns the command's result; after
+// byWatchdog is what a command killed by its watchdog was ended by.
+const byWatchdog = "killed with SIGKILL by its watchdog at the safe-work deadline: fencekit run could not stop it in time (paused, or starved of CPU)"
+
+// killTree sends SIGKILL to the tree until nothing of it runs, and returns the command's Wait error; after
 // KillTimeout, an error that names what still runs.
-func killTree(tr *tree, exited <-chan error, ended bool, waitErr error, why string) error {
+func killTree(tr *tree, exited <-chan error, ended bool, waitErr error, why string) (error, error) {
 	poll := time.NewTicker(20 * time.Millisecond)
 	defer poll.Stop()
 	deadline := time.NewTimer(KillTimeout)
@@ -327,10 +341,10 @@ func killTree(tr *tree, exited <-chan error, ended bool, waitErr error, why stri
 			ended = true
 		case <-poll.C:
 		case <-deadline.C:
-			return &ExitError{Code: 128 + int(syscall.SIGKILL), Why: fmt.Sprintf("%s; processes %v still run %s after SIGKILL (uninterruptible sleep?)", why, tr.alive(), KillTimeout)}
+			return waitErr, &ExitError{Code: 128 + int(syscall.SIGKILL), Why: fmt.Sprintf("%s; processes %v still run %s after SIGKILL (uninterruptible sleep?)", why, tr.alive(), KillTimeout)}
 		}
 	}
-	return exitError(waitErr, why)
+	return waitErr, nil
 }
 
 // killed reports whether the command's Wait error says SIGKILL ended it.

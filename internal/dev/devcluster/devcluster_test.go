@@ -44,7 +44,8 @@ func TestMakeRunFencesObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM) // devcluster stops the manager and the control plane, then exits
+		// Ctrl-C (SIGINT) stops the manager and the control plane; devcluster then exits 0, so `make run` does.
+		_ = cmd.Process.Signal(syscall.SIGINT)
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
 		select {
@@ -54,7 +55,7 @@ func TestMakeRunFencesObjects(t *testing.T) {
 			}
 		case <-time.After(30 * time.Second):
 			_ = cmd.Process.Kill()
-			t.Errorf("fencekit-dev devcluster did not stop within 30s of SIGTERM")
+			t.Errorf("fencekit-dev devcluster did not stop within 30s of SIGINT")
 		}
 	})
 	kubeconfig := make(chan string, 1)
