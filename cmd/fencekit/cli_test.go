@@ -122,6 +122,8 @@ current-context: c
 			`fencekit run: --namespace "Bad_NS" is not a valid namespace name: ` + labelRule},
 		"negative grace": {[]string{"run", "--lease", "x", "--grace", "-1s", "--", "true"},
 			`fencekit run: --grace -1s is negative: a duration must be 0 or more`},
+		"unknown on-loss": {[]string{"run", "--lease", "x", "--on-loss", "restart", "--", "true"},
+			`fencekit run: --on-loss="restart": want exit (end when a term ends) or again (run CMD again on the next term)`},
 		"negative timeout": {[]string{"elect", "--lease", "x", "--timeout=-5s"},
 			`fencekit elect: --timeout -5s is negative: a duration must be 0 or more`},
 		"negative lease duration": {[]string{"run", "--lease", "x", "--lease-duration=-15s", "--", "true"},

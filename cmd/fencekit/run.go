@@ -50,6 +50,7 @@ func electionError(err error) error {
 func newRunCommand() *cobra.Command {
 	var f electorFlags
 	grace := leadrun.DefaultGrace
+	onLoss := "exit"
 	c := &cobra.Command{
 		Use:   "run --lease NAME [flags] -- CMD [ARGS...]",
 		Short: "Run a command only while leading a Lease, with the fencing token in its environment",
@@ -61,8 +62,10 @@ renewal in time, the safe-work deadline passed) and SIGKILL after --grace or at 
 whichever is sooner; SIGKILL at once when the Lease names another holder. What CMD leaves running when it
 exits is stopped the same way. Then it
 releases the Lease, once the tree is gone, and exits with CMD's status (128+N if signal N ended it): it
-runs CMD once. A watchdog process kills the tree at the safe-work deadline if fencekit run cannot (paused,
-starved of CPU, killed).
+runs CMD once. With --on-loss=again, a term that ends while CMD runs (leadership lost, the safe-work
+deadline passed) is followed, once the tree is gone, by a new competition, and CMD runs again on each new
+term, with that term's FENCEKIT_EPOCH; fencekit run still exits when CMD exits on its own. A watchdog
+process kills the tree at the safe-work deadline if fencekit run cannot (paused, starved of CPU, killed).
 
 fencekit's own failures exit 64 (usage), 75 (not acquired within --timeout), 78 (setup: no cluster, or
 the apiserver refuses the election permanently) or 1; see docs/run.md.`,
@@ -75,6 +78,9 @@ the apiserver refuses the election permanently) or 1; see docs/run.md.`,
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
+			if onLoss != "exit" && onLoss != "again" {
+				return withCode(exitUsage, fmt.Errorf("--on-loss=%q: want exit (end when a term ends) or again (run CMD again on the next term)", onLoss))
+			}
 			cfg, err := f.config(c.Flags())
 			if err != nil {
 				return err
@@ -85,7 +91,8 @@ the apiserver refuses the election permanently) or 1; see docs/run.md.`,
 			if err != nil {
 				return fmt.Errorf("finding fencekit's own binary for the command's watchdog: %w", err)
 			}
-			err = leadrun.Run(ctx, cfg, leadrun.Command{Args: args, Grace: grace, AcquireTimeout: f.timeout, Subreaper: true, Watchdog: self})
+			err = leadrun.Run(ctx, cfg, leadrun.Command{Args: args, Grace: grace, AcquireTimeout: f.timeout, Subreaper: true, Watchdog: self,
+				Again: onLoss == "again"})
 			var ee *leadrun.ExitError
 			if errors.As(err, &ee) {
 				return withCode(ee.Code, ee)
@@ -95,6 +102,7 @@ the apiserver refuses the election permanently) or 1; see docs/run.md.`,
 	}
 	c.Flags().SetInterspersed(false) // flags after CMD are CMD's
 	f.register(c.Flags())
+	c.Flags().StringVar(&onLoss, "on-loss", onLoss, "What a term that ends while CMD runs ends: exit (fencekit run exits with CMD's status) or again (stand by, and run CMD again on the next term).")
 	c.Flags().DurationVar(&grace, "grace", leadrun.DefaultGrace, "Time CMD's process tree has to exit after SIGTERM before SIGKILL (at most until the safe-work deadline: the Lease is not renewed meanwhile).")
 	return c
 }

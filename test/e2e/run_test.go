@@ -124,12 +124,18 @@ type runProc struct {
 // startRun starts `fencekit run` as a worker of the demo's cluster, running the writer script.
 func startRun(t *testing.T, bin, kubeconfig, identity, dsn string) *runProc {
 	t.Helper()
+	return startRunOn(t, bin, kubeconfig, "run-orders", identity, dsn)
+}
+
+// startRunOn is startRun on another Lease, with more flags of `fencekit run`.
+func startRunOn(t *testing.T, bin, kubeconfig, lease, identity, dsn string, flags ...string) *runProc {
+	t.Helper()
 	bindir, err := postgres.BinDir()
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := filepath.Join(t.TempDir(), "writes.log")
-	args := append(electorFlags(kubeconfig, "run-orders", identity), "--grace=2s", "--", "sh", "-c", writer)
+	args := append(append(electorFlags(kubeconfig, lease, identity), flags...), "--grace=2s", "--", "sh", "-c", writer)
 	return &runProc{log: log, fencekitProc: startFencekit(t, bin, []string{"PSQL=" + filepath.Join(bindir, "psql"), "DSN=" + dsn, "LOG=" + log}, append([]string{"run"}, args...)...)}
 }
 

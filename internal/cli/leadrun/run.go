@@ -56,6 +56,11 @@ type Command struct {
 	// does after every renewal and while it stops the command. It ends a command whose supervisor is
 	// paused, starved of CPU or killed, before the Lease can expire.
 	Watchdog string
+	// Again makes Run stand by when a term ends while the command runs (leadership lost, the safe-work
+	// deadline passed) instead of returning: once the command's tree is gone it competes for the Lease
+	// again and runs the command anew on each new term, with that term's token. Run still returns when
+	// the command exits on its own, when ctx ends, and when a tree outlives its SIGKILL.
+	Again bool
 }
 
 // ExitError is returned by Run when the command did not exit with status 0: Code is what `fencekit run`
@@ -64,6 +69,8 @@ type ExitError struct {
 	Code int
 	// Why says how the command ended: on its own, or stopped because leadership ended (and why).
 	Why string
+	// treeLeft is set when processes of the command's tree still ran KillTimeout after SIGKILL.
+	treeLeft bool
 }
 
 func (e *ExitError) Error() string {
@@ -79,7 +86,9 @@ func (e *ExitError) Error() string {
 // it left running is stopped the same way, before the Lease is released. When ctx ends first, the command
 // is stopped the same way and the Lease released. The Lease is released, and never competed for again,
 // only once the whole tree is gone: Run raises cfg.ReleaseTimeout to cmd.Grace plus KillTimeout when it
-// is shorter. Run starts the command at most once: a leadership that ends, however, ends Run.
+// is shorter. Run starts the command at most once, unless cmd.Again: a leadership that ends, however,
+// ends Run. With cmd.Again, a term that ends while the command runs is followed, once the tree is gone, by
+// another competition, and the command runs again on the next term; never two at once.
 //
 // Before leading, Run gives up with a *PermanentError when the apiserver answers one kind of request
 // PermanentAttempts times in a row with a permanent error (IsPermanent), and with an error wrapping ErrNotAcquired when
@@ -104,21 +113,43 @@ func Run(ctx context.Context, cfg elector.Config, cmd Command, opts ...elector.O
 	defer stopElector(nil)
 	done := make(chan error, 1)
 	var started atomic.Bool
+	// running is held while a command's tree may run: a term whose predecessor's tree is not known to be
+	// gone never starts another.
+	var running sync.Mutex
+	var last lastTerm
 	var e *elector.Elector
 	slack := cfg.SafetyMargin
 	if slack <= 0 {
 		slack = elector.DefaultSafetyMargin
 	}
 	slack /= 2
+	// standBy reports whether a term that ended with the command's result err is followed by another.
+	standBy := func(lctx context.Context, err error) bool {
+		var ee *ExitError
+		treeLeft := errors.As(err, &ee) && ee.treeLeft
+		return cmd.Again && lctx.Err() != nil && ctx.Err() == nil && !treeLeft
+	}
 	cfg.OnStartedLeading = func(lctx context.Context, t elector.Token) {
-		if started.Swap(true) {
+		if !running.TryLock() || (started.Swap(true) && !cmd.Again) {
 			// A term after the command's: never a second command, even one started while the first's
 			// tree would still run.
 			stopElector(nil)
 			return
 		}
+		defer running.Unlock()
 		api.setLeading(true)
-		err := runWhileLeading(lctx, log, cmd, t, e.Deadline, slack, func() { stopElector(nil) })
+		err := runWhileLeading(lctx, log, cmd, t, e.Deadline, slack, func() {
+			if !standBy(lctx, nil) {
+				stopElector(nil)
+			}
+		})
+		if standBy(lctx, err) {
+			// The elector competes again once this returns (it waits for it up to ReleaseTimeout, which
+			// covers the command's stop).
+			last.set(t, err)
+			log.Info("Standing by for the next term", "token", t.String(), "command", fmt.Sprint(err))
+			return
+		}
 		done <- err
 		stopElector(nil) // the command is over: release the Lease and return
 		<-lctx.Done()
@@ -139,7 +170,29 @@ func Run(ctx context.Context, cfg elector.Config, cmd Command, opts ...elector.O
 	if err := gaveUp(runCtx); err != nil {
 		return err
 	}
+	if t, err := last.get(); t.Epoch != 0 {
+		return fmt.Errorf("stopped while standing by for lease %s/%s after the term of epoch %d (its command: %s): %w", cfg.Namespace, cfg.Name, t.Epoch, fmt.Sprint(err), context.Cause(ctx))
+	}
 	return fmt.Errorf("stopped before leading lease %s/%s: %w", cfg.Namespace, cfg.Name, context.Cause(ctx))
+}
+
+// lastTerm is the last term whose command Run stopped and stood by after (Command.Again).
+type lastTerm struct {
+	mu    sync.Mutex
+	token elector.Token
+	err   error
+}
+
+func (l *lastTerm) set(t elector.Token, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.token, l.err = t, err
+}
+
+func (l *lastTerm) get() (elector.Token, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.token, l.err
 }
 
 // guard sets cfg's client to one whose answers are followed and returns the context to run the elector
@@ -341,7 +394,7 @@ func killTree(tr *tree, exited <-chan error, ended bool, waitErr error, why stri
 			ended = true
 		case <-poll.C:
 		case <-deadline.C:
-			return waitErr, &ExitError{Code: 128 + int(syscall.SIGKILL), Why: fmt.Sprintf("%s; processes %v still run %s after SIGKILL (uninterruptible sleep?)", why, tr.alive(), KillTimeout)}
+			return waitErr, &ExitError{Code: 128 + int(syscall.SIGKILL), treeLeft: true, Why: fmt.Sprintf("%s; processes %v still run %s after SIGKILL (uninterruptible sleep?)", why, tr.alive(), KillTimeout)}
 		}
 	}
 	return waitErr, nil

@@ -244,3 +244,61 @@ func TestGraceEndsAtTheSafeWorkDeadline(t *testing.T) {
 		t.Errorf("after the command was killed, the Lease is still held by %q", h)
 	}
 }
+
+// TestAgainRunsTheCommandOnEachNewTerm: with Command.Again, a Lease taken by another holder stops the
+// command (SIGKILL at once) and Run stands by; once that holder's Lease expires it acquires again and runs
+// the command anew with the new term's epoch, twice here, never two at once; when the command then exits
+// on its own, Run returns its status and releases the Lease.
+func TestAgainRunsTheCommandOnEachNewTerm(t *testing.T) {
+	cfg := config(t, "again")
+	dir := t.TempDir()
+	log, stop := filepath.Join(dir, "epochs"), filepath.Join(dir, "stop")
+	// Each run appends its epoch and its pid; the third run exits 3 at once.
+	script := `echo "$FENCEKIT_EPOCH $$" >> "$LOG"; [ "$(wc -l < "$LOG")" -ge 3 ] && exit 3; while [ ! -e "$STOP" ]; do sleep 0.05; done`
+	res := make(chan error, 1)
+	go func() {
+		res <- leadrun.Run(t.Context(), cfg, leadrun.Command{Args: []string{"sh", "-c", script}, Env: []string{"LOG=" + log, "STOP=" + stop}, Again: true})
+	}()
+	runs := func() []string {
+		b, _ := os.ReadFile(log)
+		return strings.Fields(string(b))
+	}
+	for n := 1; n <= 2; n++ {
+		testenv.Eventually(t, fmt.Sprintf("run %d of the command", n), func() (bool, string) { return len(runs()) == 2*n, fmt.Sprint(runs()) })
+		takeOver(t, cfg)
+		select {
+		case err := <-res:
+			t.Fatalf("Run returned %v after the Lease was taken, want it to stand by", err)
+		default:
+		}
+	}
+	var err error
+	select {
+	case err = <-res:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("Run did not return after the third run of the command exited; runs: %v", runs())
+	}
+	var ee *leadrun.ExitError
+	if !errors.As(err, &ee) || ee.Code != 3 {
+		t.Fatalf("Run = %v, want the third run's exit status 3", err)
+	}
+	r := runs()
+	if len(r) != 6 {
+		t.Fatalf("runs (epoch, pid): %v, want 3", r)
+	}
+	// Each run's epoch is above the last one's and the admin's takeover (one each).
+	for i := 2; i < len(r); i += 2 {
+		prev, _ := strconv.ParseInt(r[i-2], 10, 64)
+		cur, _ := strconv.ParseInt(r[i], 10, 64)
+		if cur < prev+2 {
+			t.Errorf("run %d at epoch %d after run %d at epoch %d and a takeover at %d: want a new acquisition's epoch", i/2+1, cur, i/2, prev, prev+1)
+		}
+		// The earlier run's process is gone before the next one starts: it no longer runs now.
+		if pid, _ := strconv.Atoi(r[i-1]); procfs.Running(pid) {
+			t.Errorf("run %d's process %d still runs", i/2, pid)
+		}
+	}
+	if h := ptr.Deref(lease(t, cfg).Spec.HolderIdentity, ""); h != "" {
+		t.Errorf("after the command exited, the Lease is still held by %q", h)
+	}
+}
