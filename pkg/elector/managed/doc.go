@@ -16,7 +16,10 @@
 // that runs its own leader election. The elector's metrics go to controller-runtime's metrics.Registry.
 //
 // When leadership is lost (not released), Start returns an error: the manager stops and the pod restarts,
-// as controller-runtime does when its own election is lost (controllers cannot be started twice). When
+// as controller-runtime does when its own election is lost (controllers cannot be started twice), unless
+// the gate builds its leader-only runnables anew for each term (Gate.EachTerm, FenceEachTerm): then the
+// term's runnables stop, the process keeps its caches and stands by, and the next term builds and starts
+// them again at its epoch. When
 // the manager's context ends, the gate ends the leadership context, waits (up to the elector's
 // ReleaseTimeout) for the runnables to return, releases the Lease and returns nil.
 package managed

@@ -84,6 +84,31 @@ func Fence(mgr manager.Manager, cfg elector.Config, opts ...elector.Option) (man
 	}, nil
 }
 
+// FenceEachTerm is Fence for an operator that steps back when it loses its Lease instead of stopping:
+// setup builds the leader-only controllers (SetupWithManager) on the manager it is given, at the start
+// of each term (Gate.EachTerm). When leadership is lost (a pause past the lease, an apiserver out of
+// reach past RenewDeadline, another holder), the term's controllers stop, the process keeps serving
+// webhooks, probes and metrics and keeps its informers' caches, and the elector competes again; the next
+// term builds the controllers anew and they reconcile at the new epoch. A write of the ended term is
+// refused by the fenced client once its token is gone (fencing.ErrNoToken, sent nowhere) and, if it was
+// already on its way, at the resource, which has admitted the new epoch. The returned manager's Add
+// refuses leader-only runnables: build them in setup. Fence (which stops the manager on loss, so that
+// the pod restarts) stays for operators that prefer a restart.
+//
+//	mgr, err = managed.FenceEachTerm(mgr, elector.Config{Namespace: ns, Name: "my-operator"}, func(m manager.Manager) error {
+//		return (&MyReconciler{Client: m.GetClient()}).SetupWithManager(m)
+//	})
+func FenceEachTerm(mgr manager.Manager, cfg elector.Config, setup func(manager.Manager) error, opts ...elector.Option) (manager.Manager, error) {
+	fenced, err := Fence(mgr, cfg, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := GateOf(fenced).EachTerm(fenced, setup); err != nil {
+		return nil, err
+	}
+	return fenced, nil
+}
+
 // NewManager is ctrl.NewManager for an operator that fencekit elects: it refuses opts.LeaderElection (the
 // manager's own election, which fencekit's elector replaces), builds the manager from cfg and opts, and
 // returns Fence(mgr, ecfg, eopts...).

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -19,6 +21,10 @@ type Gate struct {
 	mu        sync.Mutex
 	runnables []manager.Runnable
 	started   bool
+	// setup, when set (EachTerm), builds each term's leader-only runnables on a manager derived from
+	// termBase; a lost term then stops them and the gate stands by for the next.
+	setup    func(manager.Manager) error
+	termBase manager.Manager
 
 	// failed receives why the gate must stop the manager: leadership lost, or a runnable failed.
 	failed chan error
@@ -54,14 +60,42 @@ func NewGate(cfg elector.Config, opts ...elector.Option) (*Gate, error) {
 func (g *Gate) Elector() *elector.Elector { return g.e }
 
 // Add registers a runnable that must run only while this replica leads. Call it before the manager
-// starts.
+// starts. A gate that builds its runnables each term (EachTerm) refuses it: a controller cannot be
+// started twice, so build it in the setup function instead.
 func (g *Gate) Add(r manager.Runnable) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.started {
 		return errors.New("managed: Add called after the gate started")
 	}
+	if g.setup != nil {
+		return fmt.Errorf("managed: a leader-only runnable (%T) added outside the setup function: the gate builds its leader-only runnables anew for each term (EachTerm, FenceEachTerm); build it in the setup function, which gets a manager to add it to", r)
+	}
 	g.runnables = append(g.runnables, r)
+	return nil
+}
+
+// EachTerm makes the gate step back when leadership is lost instead of stopping the manager: setup runs
+// at the start of each term with a manager derived from mgr (the same cache, client and scheme; Add
+// collects the term's leader-only runnables, controllers' names are not checked for uniqueness, since
+// each term builds the same ones again), and the runnables it added run with that term's leadership
+// context. When the term ends they stop; the gate waits for them (up to the elector's ReleaseTimeout) and
+// competes again, and the next term calls setup anew. Build controllers in setup (SetupWithManager),
+// never webhooks, which serve on every replica and are registered once, before the manager starts. Call
+// EachTerm before the manager starts and before any Add. A setup error or a runnable that fails while
+// its term lasts still stops the manager.
+func (g *Gate) EachTerm(mgr manager.Manager, setup func(manager.Manager) error) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case setup == nil:
+		return errors.New("managed: EachTerm needs a setup function")
+	case g.started:
+		return errors.New("managed: EachTerm called after the gate started")
+	case len(g.runnables) > 0:
+		return fmt.Errorf("managed: EachTerm called after %d leader-only runnables were added, which could run only once: build them in the setup function", len(g.runnables))
+	}
+	g.setup, g.termBase = setup, mgr
 	return nil
 }
 
@@ -69,7 +103,8 @@ func (g *Gate) Add(r manager.Runnable) error {
 func (g *Gate) NeedLeaderElection() bool { return false }
 
 // Start runs the elector until ctx ends (then it returns nil, having released the Lease) or leadership is
-// lost or a leader-only runnable fails (then it returns the reason, so that the manager stops).
+// lost (unless EachTerm: then it stands by) or a leader-only runnable fails (then it returns the reason,
+// so that the manager stops).
 func (g *Gate) Start(ctx context.Context) error {
 	g.mu.Lock()
 	if g.started {
@@ -98,7 +133,16 @@ func (g *Gate) Start(ctx context.Context) error {
 func (g *Gate) lead(ctx context.Context, t elector.Token, userStarted func(context.Context, elector.Token)) {
 	g.mu.Lock()
 	runnables := append([]manager.Runnable(nil), g.runnables...)
+	setup, base := g.setup, g.termBase
 	g.mu.Unlock()
+	if setup != nil {
+		term := &termManager{Manager: base}
+		if err := setup(term); err != nil {
+			g.fail(fmt.Errorf("managed: building the leader-only runnables of epoch %d: %w", t.Epoch, err))
+			return
+		}
+		runnables = append(runnables, term.runnables...)
+	}
 	var wg sync.WaitGroup
 	if userStarted != nil {
 		wg.Go(func() { userStarted(ctx, t) })
@@ -111,10 +155,31 @@ func (g *Gate) lead(ctx context.Context, t elector.Token, userStarted func(conte
 		})
 	}
 	<-ctx.Done()
-	if cause := context.Cause(ctx); !errors.Is(cause, elector.ErrReleased) {
+	if cause := context.Cause(ctx); setup == nil && !errors.Is(cause, elector.ErrReleased) {
 		g.fail(fmt.Errorf("managed: leadership of %s lost: %w", t, cause))
 	}
 	wg.Wait()
+}
+
+// termManager is the manager a term's setup builds on (EachTerm): Add collects the term's leader-only
+// runnables; controllers skip the name check, since every term builds the same ones again.
+type termManager struct {
+	manager.Manager
+	runnables []manager.Runnable
+}
+
+func (m *termManager) Add(r manager.Runnable) error {
+	if le, ok := r.(manager.LeaderElectionRunnable); ok && !le.NeedLeaderElection() {
+		return fmt.Errorf("managed: a runnable that runs on every replica (%T) added in a term's setup: add it to the manager before it starts", r)
+	}
+	m.runnables = append(m.runnables, r)
+	return nil
+}
+
+func (m *termManager) GetControllerOptions() config.Controller {
+	o := m.Manager.GetControllerOptions()
+	o.SkipNameValidation = ptr.To(true)
+	return o
 }
 
 func (g *Gate) fail(err error) {
