@@ -2,10 +2,12 @@
 // renders a "source" ConfigMap (label example.fencekit.io/source=true) into a ConfigMap, a Deployment (and
 // its status) and an optional canary Deployment, made safe against a paused leader with one line:
 //
-//	mgr, err = managed.Fence(mgr, elector.Config{Namespace: ns, Name: "configsync"})
+//	mgr, err = managed.FenceEachTerm(mgr, elector.Config{Namespace: ns, Name: "configsync"}, setup)
 //
-// Everything else is what kubebuilder scaffolds: ctrl.NewManager, SetupWithManager, mgr.Start. The objects
-// are fenced in the apiserver by a FencingPolicy naming the same Lease (see config.yaml).
+// where setup calls SetupWithManager: the controller is built for each term, so that a lost Lease stops it
+// and the process stands by and leads again without a restart. Everything else is what kubebuilder
+// scaffolds: ctrl.NewManager, SetupWithManager, mgr.Start. The objects are fenced in the apiserver by a
+// FencingPolicy naming the same Lease (see config.yaml).
 //
 // The flags below the first three exist so that `fencekit-dev demo --scenario controller` and its end-to-end
 // test (test/e2e TestControllerScenario, internal/dev/demo.RunController) can drive it: short timings,
@@ -75,8 +77,12 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
+	setup := func(m ctrl.Manager) error { return (&Reconciler{Client: m.GetClient()}).SetupWithManager(m) }
 	if o.unfenced {
 		go func() { <-mgr.Elected(); log.Info("leading", "holder", "unfenced") }()
+		if err := setup(mgr); err != nil {
+			return err
+		}
 	} else {
 		// Before leadership is reported, every declared object is raised to the new epoch, by a client of
 		// the hook's own without client-side rate limiting (one patch per object, within the PostAcquire
@@ -89,14 +95,12 @@ func run(o options) error {
 		cfg := o.elector
 		// The fence declares itself on the Lease: the webhook admits the writes from its copy of it.
 		cfg.PostAcquire, cfg.OnStartedLeading = fence, logLeading
-		// The one line: leader-only runnables under the fencekit elector, a fenced mgr.GetClient().
-		mgr, err = managed.Fence(mgr, cfg)
+		// The one call: the controller under the fencekit elector, built anew for each term, with a fenced
+		// GetClient(); a lost Lease stops it and the process stands by for the next term.
+		mgr, err = managed.FenceEachTerm(mgr, cfg, setup)
 		if err != nil {
 			return err
 		}
-	}
-	if err := (&Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
-		return err
 	}
 	err = mgr.Start(ctrl.SetupSignalHandler())
 	paused.drain(15 * time.Second)
