@@ -9,8 +9,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -42,17 +44,33 @@ func FenceObjectsOnAcquire(c client.Client, reader client.Reader) elector.Acquir
 		if err := reader.List(ctx, &policies, client.InNamespace(token.Lease.Namespace)); err != nil {
 			return fmt.Errorf("listing the FencingPolicies of namespace %s: %w", token.Lease.Namespace, err)
 		}
+		// Each object once, and each entry's List once, however many policies of the Lease repeat them:
+		// what a policy's author adds may not multiply the acquisition's work.
 		var objects []*unstructured.Unstructured
+		listed, seen := sets.New[string](), sets.New[types.UID]()
 		for _, p := range policies.Items {
 			if p.Spec.LeaseName != token.Lease.Name {
 				continue
 			}
 			for _, e := range p.Spec.Resources {
+				key, err := entryKey(e)
+				if err != nil {
+					return fmt.Errorf("FencingPolicy %s: %w", p.Name, err)
+				}
+				if listed.Has(key) {
+					continue
+				}
+				listed.Insert(key)
 				found, err := declared(ctx, c, reader, token.Lease.Namespace, e)
 				if err != nil {
 					return fmt.Errorf("listing the objects FencingPolicy %s declares: %w", p.Name, err)
 				}
-				objects = append(objects, found...)
+				for _, u := range found {
+					if !seen.Has(u.GetUID()) {
+						seen.Insert(u.GetUID())
+						objects = append(objects, u)
+					}
+				}
 			}
 		}
 		// The objects a holder wrote (HolderWrote), all of them: the webhook's copy of the Lease may admit a
@@ -80,6 +98,18 @@ func FenceObjectsOnAcquireForConfig(cfg *rest.Config) (elector.AcquireFence, err
 		return elector.AcquireFence{}, err
 	}
 	return FenceObjectsOnAcquire(c, c), nil
+}
+
+// entryKey names what one policy entry lists: its group, resource and selector.
+func entryKey(e fencingv1alpha1.FencedObjects) (string, error) {
+	sel := labels.Everything()
+	if e.Selector != nil {
+		var err error
+		if sel, err = metav1.LabelSelectorAsSelector(e.Selector); err != nil {
+			return "", fmt.Errorf("the selector of %s: %w", schema.GroupResource{Group: e.Group, Resource: e.Resource}, err)
+		}
+	}
+	return schema.GroupResource{Group: e.Group, Resource: e.Resource}.String() + "?" + sel.String(), nil
 }
 
 // declared lists the objects of one policy entry in namespace.

@@ -2,6 +2,8 @@ package admission_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +22,8 @@ import (
 // base is the stored target of every row, as the holder wrote it at cases.Current: with the managedFields
 // entry of its epoch manager owning what it wrote.
 func base(target cases.Target) map[string]any {
-	manager := map[string]any{"manager": elector.FieldManagerFor(cases.Current), "operation": "Update", "fieldsType": "FieldsV1"}
+	manager := map[string]any{"manager": elector.FieldManagerFor(cases.Current), "operation": "Update", "fieldsType": "FieldsV1",
+		"time": now.Add(-time.Second).UTC().Format(time.RFC3339)}
 	meta := map[string]any{"namespace": "ns", "resourceVersion": "7", "uid": "00000000-0000-0000-0000-0000000000aa"}
 	switch target {
 	case cases.FencedResource:
@@ -54,6 +57,10 @@ func base(target cases.Target) map[string]any {
 		meta["name"] = "dep"
 		meta["labels"] = map[string]any{"app": "fenced"}
 		meta["annotations"] = map[string]any{fencingv1alpha1.ObjectEpochAnnotation: "3"}
+		manager["apiVersion"] = "apps/v1"
+		manager["fieldsV1"] = map[string]any{"f:spec": map[string]any{"f:replicas": map[string]any{}},
+			"f:metadata": map[string]any{"f:labels": map[string]any{"f:app": map[string]any{}}, "f:annotations": map[string]any{"f:" + fencingv1alpha1.ObjectEpochAnnotation: map[string]any{}}}}
+		meta["managedFields"] = []any{manager}
 		return map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
 			"spec": map[string]any{"replicas": int64(1)}, "status": map[string]any{"observedGeneration": int64(1)}}
 	}
@@ -222,5 +229,37 @@ func TestCopyDecides(t *testing.T) {
 				t.Errorf("Decide on the copy = %v (%v), want %v", v.Need, v.Err, tc.want)
 			}
 		})
+	}
+}
+
+// TestClusterControllersWaitForAHoldBriefly: the rows of the table where the Deployment controller writes
+// status while the holder's hold or marker is armed, with the holder's managedFields entry (the write that
+// armed it) at several ages. Under MaxClusterControllerHold the controller waits (refused, to retry); past
+// it, it writes, so that a hold its holder never cleared cannot lock the cluster out for the term. An
+// editor waits whatever the age.
+func TestClusterControllersWaitForAHoldBriefly(t *testing.T) {
+	for _, c := range cases.Table {
+		if c.Actor != cases.DeploymentCtrl || c.Setup == nil || c.Want != fencing.ReasonTokenMissing {
+			continue
+		}
+		for _, age := range []time.Duration{0, admission.MaxClusterControllerHold, admission.MaxClusterControllerHold + time.Second, time.Hour} {
+			for _, actor := range []cases.Actor{cases.DeploymentCtrl, cases.Editor} {
+				t.Run(fmt.Sprintf("%s/%s/armed %s ago", c.Name, actor, age), func(t *testing.T) {
+					c := c
+					c.Actor = actor
+					r := request(t, c)
+					fields := r.Old.GetManagedFields()
+					for i := range fields {
+						fields[i].Time = &metav1.Time{Time: now.Add(-age)}
+					}
+					r.Old.SetManagedFields(fields)
+					got := decideOnQuorum(r, leaseFor(c))
+					wantHeld := actor == cases.Editor || age <= admission.MaxClusterControllerHold
+					if held := got != nil && got.Reason == fencing.ReasonTokenMissing && strings.Contains(got.Message, "send it again once the holder has written"); held != wantHeld {
+						t.Errorf("armed %s ago, %s: Decide = %v, want held %v", age, actor, got, wantHeld)
+					}
+				})
+			}
+		}
 	}
 }

@@ -67,7 +67,7 @@ func Decide(r *Request, l *Lease, now time.Time) Verdict {
 		return decideDelete(r, l, now)
 	}
 	if !r.presents() {
-		if holds := r.held(); len(holds) > 0 && !r.User.clusterController() {
+		if holds := r.held(now); len(holds) > 0 {
 			if l == nil || l.Source == Copy {
 				return Verdict{Need: NeedQuorum}
 			}
@@ -117,11 +117,14 @@ type hold struct {
 // (a label, a finalizer: free); so such writes wait until the holder has written, and the holder's next
 // write removes a marker or hold it no longer needs. On an object being deleted only the hold holds: no
 // DELETE of the holder's is pending, but its compare-and-swap removal of its finalizer may be, and free
-// writes (labels) may go on there. The cluster's own controllers are not held (Decide): a holder that
-// armed a hold and never wrote again would lock them out for the rest of its term, and what they may
-// write without the token is narrow (status, a binding, the garbage collector's finalizers); the
-// holder's write that loses to one of theirs is retried.
-func (r *Request) held() []hold {
+// writes (labels) may go on there. The cluster's own controllers (kubelets, kube-controller-manager, the
+// scheduler, the apiserver's own writes such as a ResourceQuota's usage) are held too, but only for
+// MaxClusterControllerHold after the holder armed it (the time the apiserver recorded on the holder's
+// managedFields entry of that epoch): their writes cannot be refused for long, since a holder that armed a
+// hold and never wrote again would lock them out for the rest of its term, and a status storm of theirs
+// (a compromised node, an editor whose creates make the apiserver count a quota) must not starve the
+// holder's retry, which follows the hold within one round trip.
+func (r *Request) held(now time.Time) []hold {
 	if r.Operation != Update || r.Old == nil {
 		return nil
 	}
@@ -133,11 +136,34 @@ func (r *Request) held() []hold {
 	for _, k := range keys {
 		if raw, ok := annotationOK(r.Old, k); ok {
 			if e, err := elector.ParseEpoch(raw); err == nil {
+				if r.User.clusterController() {
+					if at, ok := armedAt(r.Old, e); !ok || now.Sub(at) > MaxClusterControllerHold {
+						continue
+					}
+				}
 				holds = append(holds, hold{key: k, epoch: e})
 			}
 		}
 	}
 	return holds
+}
+
+// MaxClusterControllerHold is how long after the holder armed its deletion marker or hold the cluster's
+// own controllers wait with their writes (held). The holder's DELETE, or its retried compare-and-swap
+// write, follows within one round trip; managedFields record the time in whole seconds.
+const MaxClusterControllerHold = 5 * time.Second
+
+// armedAt is the time the apiserver recorded on obj's managedFields entry of the token of epoch: the last
+// write of that term's holder, which armed the marker or hold it carries (the entry that owns it).
+func armedAt(obj *unstructured.Unstructured, epoch int64) (time.Time, bool) {
+	manager := elector.FieldManagerFor(epoch)
+	var at time.Time
+	for _, e := range obj.GetManagedFields() {
+		if e.Manager == manager && e.Time != nil && e.Time.After(at) {
+			at = e.Time.Time
+		}
+	}
+	return at, !at.IsZero()
 }
 
 // copyEligible reports whether the webhook's copy of the Lease may decide r at all: an update of the object

@@ -145,7 +145,8 @@ func (r *FencingPolicyReconciler) updateStatus(ctx context.Context, p *fencingv1
 			return err
 		}
 		if known { // otherwise the coverage stays unrecorded (quorum reads) until the Lease's next change
-			want.CoverageGeneration, want.CoverageEpoch = p.Generation, epoch
+			// Never lower: the webhook refuses it (a higher coverage epoch only sends more writes to a quorum read).
+			want.CoverageGeneration, want.CoverageEpoch = p.Generation, max(epoch, p.Status.CoverageEpoch)
 		}
 	}
 	meta.SetStatusCondition(&want.Conditions, cond)

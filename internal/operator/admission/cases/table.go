@@ -147,6 +147,12 @@ var Table = []Case{
 	// A Deployment the same FencingPolicy covers, and the cluster's controllers.
 	{Name: "the Deployment controller writes status", Target: Deployment, Actor: DeploymentCtrl, Token: NoToken, Subresource: "status",
 		Patch: status(7)},
+	{Name: "the Deployment controller writes status while the holder's hold is armed", Target: Deployment, Actor: DeploymentCtrl, Token: NoToken, Subresource: "status",
+		Setup: annotate(fencingv1alpha1.HoldAtEpochAnnotation, itoa(Current)), Patch: status(8), Want: fencing.ReasonTokenMissing,
+		Why: "a storm of the cluster's status writes would make the holder's compare-and-swap retry lose for ever; they wait a few seconds after the hold is armed (MaxClusterControllerHold)"},
+	{Name: "the Deployment controller writes status while the holder's marker is armed", Target: Deployment, Actor: DeploymentCtrl, Token: NoToken, Subresource: "status",
+		Setup: annotate(markerKey, marker), Patch: status(8), Want: fencing.ReasonTokenMissing,
+		Why: "the holder's DELETE's precondition is the marker write's resourceVersion"},
 	{Name: "the Deployment controller writes the revision", Target: Deployment, Actor: DeploymentCtrl, Token: NoToken, Subresource: "status",
 		Patch: annotate("deployment.kubernetes.io/revision", "2")},
 	{Name: "the Deployment controller annotates through status", Target: Deployment, Actor: DeploymentCtrl, Token: NoToken, Subresource: "status",
