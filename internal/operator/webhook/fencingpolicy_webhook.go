@@ -90,24 +90,28 @@ func (v *PolicyValidator) ValidateUpdate(ctx context.Context, old, p *fencingv1a
 // lower one (the operator's credentials, stolen) would let a lagging copy admit a stale holder's write. The
 // operator only ever raises them (the generation and the Lease's epoch never go down).
 func (v *PolicyValidator) validateStatus(user string, old, p *fencingv1alpha1.FencingPolicy) error {
+	if old.Status.CoverageGeneration == p.Status.CoverageGeneration && old.Status.CoverageEpoch == p.Status.CoverageEpoch {
+		return nil
+	}
+	status := fencingv1alpha1.GroupVersion.WithResource("fencingpolicies/status").GroupResource()
+	if user != v.operator {
+		return apierrors.NewForbidden(status, p.Name, fmt.Errorf(
+			"FencingPolicy %s/%s: status.coverageGeneration and status.coverageEpoch (from %d and %d to %d and %d) are written by the fencekit operator (%s) only, not by %s: "+
+				"the webhook decides the policy's objects on its copy of the Lease only above the coverage epoch",
+			p.Namespace, p.Name, old.Status.CoverageGeneration, old.Status.CoverageEpoch, p.Status.CoverageGeneration, p.Status.CoverageEpoch, v.operator, user))
+	}
 	if p.Status.CoverageGeneration < old.Status.CoverageGeneration || p.Status.CoverageEpoch < old.Status.CoverageEpoch {
-		return apierrors.NewForbidden(fencingv1alpha1.GroupVersion.WithResource("fencingpolicies/status").GroupResource(), p.Name, fmt.Errorf(
+		return apierrors.NewForbidden(status, p.Name, fmt.Errorf(
 			"FencingPolicy %s/%s: status.coverageGeneration and status.coverageEpoch never decrease (from %d and %d to %d and %d, by %s): "+
 				"the webhook decides the policy's objects on its copy of the Lease only above the coverage epoch",
 			p.Namespace, p.Name, old.Status.CoverageGeneration, old.Status.CoverageEpoch, p.Status.CoverageGeneration, p.Status.CoverageEpoch, user))
 	}
 	if p.Status.CoverageGeneration > p.Generation {
-		return apierrors.NewForbidden(fencingv1alpha1.GroupVersion.WithResource("fencingpolicies/status").GroupResource(), p.Name, fmt.Errorf(
+		return apierrors.NewForbidden(status, p.Name, fmt.Errorf(
 			"FencingPolicy %s/%s: status.coverageGeneration %d is ahead of metadata.generation %d (by %s): the coverage of a generation is recorded once it exists, "+
 				"or a later change of the policy would be taken for recorded", p.Namespace, p.Name, p.Status.CoverageGeneration, p.Generation, user))
 	}
-	if user == v.operator || (old.Status.CoverageGeneration == p.Status.CoverageGeneration && old.Status.CoverageEpoch == p.Status.CoverageEpoch) {
-		return nil
-	}
-	return apierrors.NewForbidden(fencingv1alpha1.GroupVersion.WithResource("fencingpolicies/status").GroupResource(), p.Name, fmt.Errorf(
-		"FencingPolicy %s/%s: status.coverageGeneration and status.coverageEpoch (from %d and %d to %d and %d) are written by the fencekit operator (%s) only, not by %s: "+
-			"the webhook decides the policy's objects on its copy of the Lease only above the coverage epoch",
-		p.Namespace, p.Name, old.Status.CoverageGeneration, old.Status.CoverageEpoch, p.Status.CoverageGeneration, p.Status.CoverageEpoch, v.operator, user))
+	return nil
 }
 
 // ValidateDelete admits every delete: deleting a policy stops fencing its objects, which RBAC on

@@ -148,7 +148,7 @@ var Table = []Case{
 	{Name: "the Deployment controller writes status", Target: Deployment, Actor: DeploymentCtrl, Token: NoToken, Subresource: "status",
 		Patch: status(7)},
 	{Name: "the Deployment controller writes status while the holder's hold is armed", Target: Deployment, Actor: DeploymentCtrl, Token: NoToken, Subresource: "status",
-		Setup: annotate(fencingv1alpha1.HoldAtEpochAnnotation, itoa(Current)), Patch: status(8), Want: fencing.ReasonTokenMissing,
+		Setup: annotate(fencingv1alpha1.HoldAtEpochAnnotation, marker), Patch: status(8), Want: fencing.ReasonTokenMissing,
 		Why: "a storm of the cluster's status writes would make the holder's compare-and-swap retry lose for ever; they wait a few seconds after the hold is armed (MaxClusterControllerHold)"},
 	{Name: "the Deployment controller writes status while the holder's marker is armed", Target: Deployment, Actor: DeploymentCtrl, Token: NoToken, Subresource: "status",
 		Setup: annotate(markerKey, marker), Patch: status(8), Want: fencing.ReasonTokenMissing,
