@@ -423,16 +423,23 @@ func (r *runner) renew(ctx context.Context, sent, stepAt time.Time) {
 // another holder or another epoch is there. The conflict a write of another field causes an update cannot
 // recur, so a storm of such writes cannot make the renewal miss RenewDeadline.
 func (r *runner) renewOnTerm(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	return r.patchOnTerm(ctx, r.term.token, l)
+}
+
+// patchOnTerm writes l's holder, renewTime and leaseDurationSeconds (a renewal's or a release's) with a
+// JSON patch that first tests that the stored Lease names tok's holder at tok's epoch, presenting tok.
+func (r *runner) patchOnTerm(ctx context.Context, tok Token, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	patch, err := json.Marshal([]map[string]any{
-		{"op": "test", "path": "/spec/holderIdentity", "value": r.cfg().Identity},
-		{"op": "test", "path": "/metadata/annotations/" + jsonPointerEscape(EpochAnnotation), "value": strconv.FormatInt(r.term.token.Epoch, 10)},
+		{"op": "test", "path": "/spec/holderIdentity", "value": tok.Holder},
+		{"op": "test", "path": "/metadata/annotations/" + jsonPointerEscape(EpochAnnotation), "value": strconv.FormatInt(tok.Epoch, 10)},
+		{"op": "add", "path": "/spec/holderIdentity", "value": l.Spec.HolderIdentity},
 		{"op": "add", "path": "/spec/renewTime", "value": l.Spec.RenewTime},
 		{"op": "add", "path": "/spec/leaseDurationSeconds", "value": l.Spec.LeaseDurationSeconds},
 	})
 	if err != nil {
 		return nil, err
 	}
-	return r.leases.Patch(ctx, l.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: r.term.token.FieldManager()})
+	return r.leases.Patch(ctx, l.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: tok.FieldManager()})
 }
 
 // jsonPointerEscape escapes a key for a JSON pointer (RFC 6901).
@@ -522,33 +529,29 @@ func (r *runner) endTerm(ctx context.Context, cause error, reason, detail string
 	}
 }
 
-// release clears the holder in one CAS write on this holder's last write (re-read once on conflict, and
-// only if the Lease is still this holder's at this epoch).
+// release clears the holder in one CAS write on this holder's last write, and on a conflict (another
+// field written meanwhile) with patchOnTerm: only while the Lease still names this holder at this epoch.
 func (r *runner) release(ctx context.Context, t *term) bool {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg().RenewDeadline)
 	defer cancel()
-	base := r.held
-	for range 2 {
-		l := base.DeepCopy()
-		applyRelease(l, r.e.clock.Now())
-		res, err := r.leases.Update(rctx, l, metav1.UpdateOptions{FieldManager: t.token.FieldManager()})
-		if err == nil {
-			r.held = res
-			r.obs.set(res)
-			return true
-		}
-		if !apierrors.IsConflict(err) {
-			r.log.Error(err, "Cannot release the Lease", "epoch", t.token.Epoch)
-			return false
-		}
-		got := r.reread(rctx)
-		if got == nil || holder(got) != t.token.Holder {
-			return false
-		}
-		if epoch, err := parseEpoch(got); err != nil || epoch != t.token.Epoch {
-			return false
-		}
-		base = got
+	l := r.held.DeepCopy()
+	applyRelease(l, r.e.clock.Now())
+	res, err := r.leases.Update(rctx, l, metav1.UpdateOptions{FieldManager: t.token.FieldManager()})
+	if apierrors.IsConflict(err) {
+		// Another write of the Lease came between (a label, an annotation: anyone's with RBAC on Leases):
+		// release on the term, as renewOnTerm renews, so that a storm of such writes cannot keep the Lease
+		// held until it expires.
+		res, err = r.patchOnTerm(rctx, t.token, l)
 	}
-	return false
+	switch {
+	case err == nil:
+		r.held = res
+		r.obs.set(res)
+		return true
+	case apierrors.IsInvalid(err) || apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		return false // another holder, another epoch, or no Lease: nothing of this term's to release
+	default:
+		r.log.Error(err, "Cannot release the Lease", "epoch", t.token.Epoch)
+		return false
+	}
 }

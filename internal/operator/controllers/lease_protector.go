@@ -18,14 +18,16 @@ import (
 	"github.com/fencekit/fencekit/pkg/elector"
 )
 
-// LeaseFinalizer keeps a Lease that FencedResources are bound to from being deleted: the Lease carries the
-// epoch they compare against, and a recreated Lease must not hand out epochs they have already admitted.
+// LeaseFinalizer keeps a Lease that FencedResources or FencingPolicies are bound to from being deleted: the
+// Lease carries the epoch they compare against, a recreated Lease must not hand out epochs they have already
+// admitted, and while it is gone the holder's writes are refused ("lease not found").
 const LeaseFinalizer = "fencing.fencekit.io/protect"
 
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;patch
 
-// LeaseProtector adds LeaseFinalizer to Leases that FencedResources are bound to and that are labelled
-// elector.FencedLabel=true, and removes it from any Lease that is not both (none bound, or the label gone).
+// LeaseProtector adds LeaseFinalizer to Leases that FencedResources or FencingPolicies are bound to and
+// that are labelled elector.FencedLabel=true, and removes it from any Lease that is not both (none bound,
+// or the label gone).
 //
 // Only a labelled Lease is worth protecting: the webhook trusts no epoch of an unlabelled Lease (a write
 // against it is refused whatever it presents) and the elector does not continue its annotation (it seeds a
@@ -51,6 +53,10 @@ func (p *LeaseProtector) SetupWithManager(mgr ctrl.Manager) error {
 			fr := o.(*fencingv1alpha1.FencedResource)
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: fr.Namespace, Name: fr.Spec.LeaseName}}}
 		})).
+		Watches(&fencingv1alpha1.FencingPolicy{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			fp := o.(*fencingv1alpha1.FencingPolicy)
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: fp.Namespace, Name: fp.Spec.LeaseName}}}
+		})).
 		Named("leaseprotector").
 		Complete(p)
 }
@@ -65,7 +71,17 @@ func (p *LeaseProtector) Reconcile(ctx context.Context, req reconcile.Request) (
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing FencedResources bound to lease %s: %w", req.NamespacedName, err)
 	}
-	want := len(bound) > 0 && fencedLease(&lease)
+	var policies fencingv1alpha1.FencingPolicyList
+	if err := p.client.List(ctx, &policies, client.InNamespace(lease.Namespace)); err != nil {
+		return reconcile.Result{}, fmt.Errorf("listing the FencingPolicies of namespace %s: %w", lease.Namespace, err)
+	}
+	boundPolicies := 0
+	for _, fp := range policies.Items {
+		if fp.Spec.LeaseName == lease.Name && fp.DeletionTimestamp.IsZero() {
+			boundPolicies++
+		}
+	}
+	want := (len(bound) > 0 || boundPolicies > 0) && fencedLease(&lease)
 	if controllerutil.ContainsFinalizer(&lease, LeaseFinalizer) == want {
 		return reconcile.Result{}, nil
 	}
@@ -86,7 +102,7 @@ func (p *LeaseProtector) Reconcile(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{}, fmt.Errorf("updating the finalizer of lease %s: %w", req.NamespacedName, err)
 	}
 	ctrl.LoggerFrom(ctx).Info("updated lease protection", "lease", req.NamespacedName, "protected", want,
-		"boundFencedResources", len(bound), "fenced", fencedLease(&lease))
+		"boundFencedResources", len(bound), "boundFencingPolicies", boundPolicies, "fenced", fencedLease(&lease))
 	return reconcile.Result{}, nil
 }
 
