@@ -22,7 +22,7 @@ type rule struct {
 // controlPlane are the test helpers that start a control plane with fencekit's CRDs and policies but not
 // its operator (internal/procfs reads /proc for them; internal/dev/devcluster is the dev cluster they share with make demo;
 // test/util/httpfencetest is what httpfence's tests in the package and on PostgreSQL share), what the tests of the public packages may use.
-var controlPlane = []string{"test/util/testenv", "internal/dev/devcluster", "internal/scheme", "test/util/pgtest", "internal/dev/postgres", "internal/procfs", "test/util/httpfencetest"}
+var controlPlane = []string{"test/util/testenv", "internal/dev/devcluster", "internal/scheme", "test/util/pgtest", "internal/dev/postgres", "internal/procfs", "test/util/httpfencetest", "test/util/netproxy"}
 
 // testCode are the packages outside the module that no shipped binary may link: Go's testing package and
 // controller-runtime's envtest (which starts kube-apiserver and etcd).

@@ -17,8 +17,8 @@ import (
 
 	"github.com/fencekit/fencekit/internal/procfs"
 	"github.com/fencekit/fencekit/pkg/fencing/sqlfence"
-	"github.com/fencekit/fencekit/test/chaos"
 	"github.com/fencekit/fencekit/test/util/kubeconfig"
+	"github.com/fencekit/fencekit/test/util/netproxy"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
@@ -60,9 +60,9 @@ func TestFencekitRunAgainAfterLoss(t *testing.T) {
 	first := epochOf(t, a.lines())
 
 	// Loss 1: the apiserver unreachable past RenewDeadline (1.5 s) and the lease (2 s).
-	proxy.Set(chaos.Blackhole, 0)
+	proxy.Set(netproxy.Blackhole, 0)
 	time.Sleep(4 * time.Second)
-	proxy.Set(chaos.Pass, 0)
+	proxy.Set(netproxy.Pass, 0)
 	second := waitAcceptedAbove(t, a, first)
 	t.Logf("a wrote at epoch %d, lost the apiserver for 4s, and writes again at epoch %d", first, second)
 
@@ -157,7 +157,7 @@ func waitAcceptedAbove(t *testing.T, p *runProc, after int64) int64 {
 }
 
 // proxied writes a copy of kubeconfig that reaches its apiserver through a proxy of the test's.
-func proxied(t *testing.T, path string) (*chaos.Proxy, string) {
+func proxied(t *testing.T, path string) (*netproxy.Proxy, string) {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
@@ -167,7 +167,7 @@ func proxied(t *testing.T, path string) (*chaos.Proxy, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := chaos.NewProxy("127.0.0.1:0", u.Host)
+	p, err := netproxy.NewProxy("127.0.0.1:0", u.Host)
 	if err != nil {
 		t.Fatal(err)
 	}

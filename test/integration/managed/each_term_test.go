@@ -23,7 +23,7 @@ import (
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/elector/managed"
 	"github.com/fencekit/fencekit/pkg/fencing"
-	"github.com/fencekit/fencekit/test/chaos"
+	"github.com/fencekit/fencekit/test/util/netproxy"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
@@ -65,7 +65,7 @@ func TestFenceEachTermStepsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := chaos.NewProxy("127.0.0.1:0", u.Host)
+	proxy, err := netproxy.NewProxy("127.0.0.1:0", u.Host)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,12 +150,12 @@ func TestFenceEachTermStepsBack(t *testing.T) {
 	running("after the first re-acquisition")
 
 	// Loss 2: the apiserver out of reach past RenewDeadline and the lease.
-	proxy.Set(chaos.Blackhole, 0)
+	proxy.Set(netproxy.Blackhole, 0)
 	time.Sleep(4 * time.Second)
 	if gate.Elector().IsLeader() {
 		t.Error("the elector still leads after 4 s without the apiserver")
 	}
-	proxy.Set(chaos.Pass, 0)
+	proxy.Set(netproxy.Pass, 0)
 	third := rendered(second)
 	running("after the apiserver came back")
 	t.Logf("reconciled at epochs %d, %d (after a takeover), %d (after 4 s without the apiserver); setup ran %d times", first, second, third, builds)
