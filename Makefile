@@ -68,7 +68,7 @@ control-plane: ## Build (once) kube-apiserver, kube-controller-manager and etcd 
 # plane is built (once) by hack/control-plane.sh and its cache used.
 .PHONY: test
 test: $(if $(KUBEBUILDER_ASSETS),,control-plane) vet ## Run every test (unit, envtest integration, e2e) on the local control plane (or on a preset KUBEBUILDER_ASSETS).
-	KUBEBUILDER_ASSETS="$(or $(KUBEBUILDER_ASSETS),$$(hack/control-plane.sh --path))" hack/test.sh -count=1 -timeout $(TEST_TIMEOUT)
+	KUBEBUILDER_ASSETS="$(or $(KUBEBUILDER_ASSETS),$$(hack/control-plane.sh --path))" go test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # The lowest Kubernetes fencekit supports (docs/design/kubernetes-versions.md): its
 # kube-apiserver is built from the Go module proxy like the default one, once, into its own cache directory.

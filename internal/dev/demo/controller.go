@@ -53,6 +53,12 @@ type ControllerResult struct {
 	Late []Event
 	// Before is what B had rendered before A resumed; After what was left once A's writes were answered.
 	Before, After ControllerState
+	// Fenced only (A steps back, managed.FenceEachTerm): AExited is whether A had exited once its late
+	// writes were answered; W1Again the epoch A led at after B stopped; Again what A then rendered of the
+	// source's round 4.
+	AExited bool
+	W1Again int64
+	Again   ControllerState
 }
 
 // RunController plays the Controller scenario once in a fresh namespace, fenced (managed.Fence and a
@@ -136,12 +142,39 @@ func RunController(ctx context.Context, t Target, s Settings, fenced bool, live 
 		}
 		res.Late = append(res.Late, e)
 	}
-	res.After, err = r.readState(ctx, ns)
-	return res, err
+	if res.After, err = r.readState(ctx, ns); err != nil || !fenced {
+		return res, err
+	}
+	// A stepped back instead of exiting: once B stops, it leads again at a new epoch and reconciles.
+	select {
+	case <-a.exited:
+		res.AExited = true
+		return res, nil
+	default:
+	}
+	r.sayf("A stands by, still running; B stops, and the source moves to round 4 (canary on, 4 replicas)")
+	b.terminate()
+	lead, err := a.waitFor(ctx, r.takeover(), "its next term", func(e Event) bool { return e.Msg == "leading" && e.Epoch > res.W2Epoch })
+	if err != nil {
+		return nil, err
+	}
+	res.W1Again = lead.Epoch
+	if err := r.setSource(ctx, ns, "4", "4", "true"); err != nil {
+		return nil, err
+	}
+	if err := r.waitState(ctx, ns, "A renders round 4", func(st ControllerState) bool {
+		res.Again = st
+		return st.RenderedRound == "4" && st.DeploymentRound == "4" && st.StatusReason == "Round4" && st.Canary
+	}); err != nil {
+		return nil, err
+	}
+	r.sayf("A leads again at epoch %d and rendered round 4", res.W1Again)
+	return res, nil
 }
 
 // ControllerCheck reports whether the two runs showed what they should: fenced, every one of A's late
-// writes refused as stale and B's state untouched; unfenced, all four admitted and B's canary deleted.
+// writes refused as stale, B's state untouched, and A, still running, leading again once B stopped and
+// rendering the next round; unfenced, all four admitted and B's canary deleted.
 func ControllerCheck(fenced, unfenced *ControllerResult) error {
 	var problems []string
 	for _, r := range []*ControllerResult{fenced, unfenced} {
@@ -160,6 +193,11 @@ func ControllerCheck(fenced, unfenced *ControllerResult) error {
 	}
 	if fenced.After != fenced.Before {
 		problems = append(problems, fmt.Sprintf("fenced: after A resumed, %v; B had left %v", fenced.After, fenced.Before))
+	}
+	if fenced.AExited {
+		problems = append(problems, "fenced: A exited after it lost the Lease, instead of standing by")
+	} else if fenced.W1Again <= fenced.W2Epoch || fenced.Again.RenderedRound != "4" {
+		problems = append(problems, fmt.Sprintf("fenced: after B stopped, A led at epoch %d (B's was %d) and left %v, want a new epoch and round 4", fenced.W1Again, fenced.W2Epoch, fenced.Again))
 	}
 	for _, e := range unfenced.Late {
 		if e.Accepted == nil || !*e.Accepted {

@@ -149,9 +149,11 @@ func (r *Request) held(now time.Time) []hold {
 }
 
 // MaxClusterControllerHold is how long after the holder armed its deletion marker or hold the cluster's
-// own controllers wait with their writes (held). The holder's DELETE, or its retried compare-and-swap
-// write, follows within one round trip; managedFields record the time in whole seconds.
-const MaxClusterControllerHold = 5 * time.Second
+// own controllers wait with their writes (held): the elector's default RenewDeadline. The holder's DELETE,
+// or its retried compare-and-swap write, follows within one round trip, which an apiserver under load
+// stretches to seconds (a hold armed again with the same value changes nothing, so its time is the first
+// arming's); managedFields record the time in whole seconds.
+const MaxClusterControllerHold = 10 * time.Second
 
 // armedAt is the time the apiserver recorded on obj's managedFields entry of the token of epoch: the last
 // write of that term's holder, which armed the marker or hold it carries (the entry that owns it).

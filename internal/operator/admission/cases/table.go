@@ -149,7 +149,7 @@ var Table = []Case{
 		Patch: status(7)},
 	{Name: "the Deployment controller writes status while the holder's hold is armed", Target: Deployment, Actor: DeploymentCtrl, Token: NoToken, Subresource: "status",
 		Setup: annotate(fencingv1alpha1.HoldAtEpochAnnotation, marker), Patch: status(8), Want: fencing.ReasonTokenMissing,
-		Why: "a storm of the cluster's status writes would make the holder's compare-and-swap retry lose for ever; they wait a few seconds after the hold is armed (MaxClusterControllerHold)"},
+		Why: "a storm of the cluster's status writes would make the holder's compare-and-swap retry lose for ever; they wait up to MaxClusterControllerHold after the hold is armed"},
 	{Name: "the Deployment controller writes status while the holder's marker is armed", Target: Deployment, Actor: DeploymentCtrl, Token: NoToken, Subresource: "status",
 		Setup: annotate(markerKey, marker), Patch: status(8), Want: fencing.ReasonTokenMissing,
 		Why: "the holder's DELETE's precondition is the marker write's resourceVersion"},
