@@ -237,7 +237,7 @@ func TestCoverageAttacks(t *testing.T) {
 	// policy declares, and its writes are decided on the copy.
 	t.Run("a policy before its Lease, the Lease recreated", func(t *testing.T) {
 		ns, _, r2, c1 := a.staleHolder(t, nil, "cm", nil)
-		deleteAndWait(t, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "l"}})
+		deleteLeaseOverridingProtection(t, ns, "l")
 		t5 := acquireAndFence(t, r2, ns, "l", 5)
 		a.seen(t, ns, "l", 5, r2.Holder)
 		c5 := fencing.NewClient(r2.Client, tokenOf(t5))
@@ -267,7 +267,7 @@ func TestCoverageAttacks(t *testing.T) {
 		}
 
 		a.s.set(true)
-		deleteAndWait(t, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "l"}})
+		deleteLeaseOverridingProtection(t, ns, "l")
 		setPolicySelector(t, p, nil)
 		covers(t, ns, "out")
 		coverageOf(t, ns, "app", 0)

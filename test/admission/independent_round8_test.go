@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -31,6 +32,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
@@ -963,15 +965,18 @@ func TestRound8SeededRecordsCountAsTheHolders(t *testing.T) {
 // exactly this: "a resource above epoch 0 without data was raised, never written ... otherwise what anyone
 // declares would become, one acquisition at a time, what every acquisition must raise in full";
 // FenceObjectsOnAcquire does not.) An editor (RBAC on ConfigMaps only) created 300 ConfigMaps before a
-// policy covered them; the holder then acquires again and again (epochs 1..10), each time with fence-on-acquire
-// and a PostAcquireTimeout of 500 ms. Every acquisition must succeed (the Lease still leads).
+// policy covered them; the holder then acquires again and again (epochs 1..10), each time with fence-on-acquire.
+// Every acquisition must succeed (the Lease still leads), and none of the ConfigMaps may count as the
+// holder's (HolderWrote) for carrying a record a budgeted raise wrote: that set, not the time, is what the
+// attack grew. The fence runs at the elector's default PostAcquireTimeout (its RenewDeadline, 10 s), so that
+// a loaded machine's slow List is not mistaken for the attack.
 // Observed (9ac730c): WORKED. The ConfigMaps with a record grow 0, 40-183, 116-246, ... per acquisition (all 301 by
 // epoch 5 with a 1 s timeout); with 500 ms the acquisition at epoch 3 or 4 fails ("fencing 140 objects
 // written under lease ... context deadline exceeded").
 func TestRound8RaisedObjectsBecomeTheHolders(t *testing.T) {
 	operatortest.Start(t, env)
 	const n = 300
-	timeout := 500 * time.Millisecond
+	timeout := elector.DefaultRenewDeadline
 	ns := env.Namespace(t)
 	holder := newWorker(t, ns, "app-operator")
 	grantObjects(t, ns, holder.User, "editor")
@@ -990,11 +995,22 @@ func TestRound8RaisedObjectsBecomeTheHolders(t *testing.T) {
 		if err := env.Client.List(t.Context(), &list, client.InNamespace(ns)); err != nil {
 			t.Fatal(err)
 		}
-		recorded := 0
+		recorded, written := 0, 0
 		for _, cm := range list.Items {
 			if _, ok := cm.Annotations[fencingv1alpha1.ObjectEpochAnnotation]; ok {
 				recorded++
 			}
+			u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&cm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fencing.HolderWrote(&unstructured.Unstructured{Object: u}) {
+				written++
+			}
+		}
+		if written != 0 {
+			t.Errorf("acquisition at epoch %d: %d of %d ConfigMaps count as written by a holder (all must be raised in full at every acquisition), want 0: only earlier fences raised them",
+				epoch, written, len(list.Items))
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), timeout)
 		start := time.Now()

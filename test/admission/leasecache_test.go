@@ -18,7 +18,6 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -704,9 +703,9 @@ func TestLeaseCacheAttacks(t *testing.T) {
 	})
 
 	// RESIDUAL: the Lease is deleted and created again by an elector that declares nothing (a create is not
-	// held to the old Lease's declaration: the policy has no old object). A Lease that only FencingPolicies
-	// are bound to carries no finalizer, so a user allowed to delete Leases (not break glass) suffices; one
-	// that FencedResources are bound to needs its finalizer removed first. The stalled copy still shows the
+	// held to the old Lease's declaration: the policy has no old object). The operator protects a Lease that
+	// FencingPolicies are bound to with its finalizer, so this takes a namespace admin who deletes the Lease
+	// and removes the finalizer (not break glass). The stalled copy still shows the
 	// old Lease at epoch 1 declaring objects, so the stale holder's writes are admitted, though the new Lease
 	// is at a higher epoch and its holder fenced nothing; the quorum read refuses them. They are refused once
 	// the copy sees the deletion.
@@ -721,7 +720,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 		onCopy(t, "objects", "replica-1's write at epoch 1", func() error { return patchConfigMap(t, c1, ns, "cm", `{"data":{"v":"one"}}`) })
 
 		a.s.set(true)
-		deleteAndWait(t, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "l"}})
+		deleteLeaseOverridingProtection(t, ns, "l")
 		r2.Acquire(t, ns, "l", 1000) // a create chooses its starting epoch; the elector seeds a resourceVersion
 		if l := env.ReadLease(t, ns, "l"); l.Annotations[elector.FencesAnnotation] != "" {
 			t.Fatalf("the recreated Lease declares %q, want nothing", l.Annotations[elector.FencesAnnotation])

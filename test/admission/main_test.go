@@ -2,14 +2,18 @@ package admission_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/internal/operator/controllers"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
@@ -57,6 +61,29 @@ func deleteAndWait(t *testing.T, obj client.Object) {
 	testenv.Eventually(t, what+" is gone", func() (bool, string) {
 		err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(obj), obj)
 		return apierrors.IsNotFound(err), fmt.Sprintf("finalizers %v: %s", obj.GetFinalizers(), testenv.ErrString(err))
+	})
+}
+
+// deleteLeaseOverridingProtection deletes a Lease as a namespace admin who also removes the operator's
+// protect finalizer (controllers.LeaseFinalizer, on every fenced Lease that FencedResources or
+// FencingPolicies are bound to), and waits until the apiserver no longer serves it: the deliberate
+// override that the residual cases of a deleted Lease start from.
+func deleteLeaseOverridingProtection(t *testing.T, ns, name string) {
+	t.Helper()
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if err := env.Client.Delete(t.Context(), l); err != nil {
+		t.Fatalf("deleting lease %s/%s: %v", ns, name, err)
+	}
+	testenv.Eventually(t, fmt.Sprintf("lease %s/%s is gone, its protect finalizer removed", ns, name), func() (bool, string) {
+		err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(l), l)
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		if err == nil && slices.Contains(l.Finalizers, controllers.LeaseFinalizer) {
+			l.Finalizers = slices.DeleteFunc(l.Finalizers, func(f string) bool { return f == controllers.LeaseFinalizer })
+			err = env.Client.Update(t.Context(), l)
+		}
+		return false, fmt.Sprintf("finalizers %v: %s", l.Finalizers, testenv.ErrString(err))
 	})
 }
 
