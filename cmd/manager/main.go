@@ -1,6 +1,6 @@
 // Command manager is the fencekit operator: it keeps FencedResource status, protects bound Leases and serves
 // the FencedResource admission webhook. It only wires flags, the manager and signals; the logic lives in
-// internal/operator/controllers/ and pkg/.
+// controllers/ and pkg/.
 package main
 
 import (

@@ -70,16 +70,23 @@ var rules = []rule{
 			"public packages can be imported (test/snippets builds such a copy)",
 	},
 	{
-		Subjects: []string{"cmd/...", "internal/..."},
-		May:      []string{"api/...", "pkg/...", "internal/..."},
+		Subjects: []string{"cmd/...", "controllers", "internal/..."},
+		May:      []string{"api/...", "pkg/...", "controllers", "internal/..."},
 		Why: "the shipped and development binaries link no test helper: test infrastructure lives under test/ " +
 			"(test/util), and only tests import it",
 	},
 	{
 		Subjects: []string{"cmd/manager"},
-		May:      append([]string{"internal/operator/..."}, shared...),
+		May:      append([]string{"internal/operator/...", "controllers"}, shared...),
 		Never:    testCode,
-		Why:      "the operator's binary links the operator and the library, no test code",
+		Why:      "the operator's binary links the operator (its startup, webhooks and reconcilers) and the library, no test code",
+	},
+	{
+		Subjects: []string{"controllers"},
+		May:      append([]string{"controllers", "internal/operator/admission"}, shared...),
+		Never:    testCode,
+		Why: "the operator's reconcilers use the API, the library and the admission decision; the operator's " +
+			"startup and webhooks use them, not the other way round",
 	},
 	{
 		Subjects: []string{"cmd/fencekit"},

@@ -31,7 +31,7 @@ import (
 
 	"github.com/fencekit/fencekit/internal/operator/admission"
 	"github.com/fencekit/fencekit/internal/operator/certs"
-	"github.com/fencekit/fencekit/internal/operator/controllers"
+	"github.com/fencekit/fencekit/controllers"
 	"github.com/fencekit/fencekit/internal/operator/webhook"
 	"github.com/fencekit/fencekit/internal/scheme"
 	"github.com/fencekit/fencekit/pkg/elector"

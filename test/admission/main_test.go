@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/internal/operator/controllers"
+	"github.com/fencekit/fencekit/controllers"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
 

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/internal/operator/controllers"
+	"github.com/fencekit/fencekit/controllers"
 )
 
 // BenchmarkWritePath splits the cost of a FencedResource write with the CRD's rule only (no webhook, no

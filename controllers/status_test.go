@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/internal/operator/controllers"
+	"github.com/fencekit/fencekit/controllers"
 	"github.com/fencekit/fencekit/pkg/elector"
 )
 

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/internal/operator/controllers"
+	"github.com/fencekit/fencekit/controllers"
 )
 
 // TestStatusCoalescesDataWrites: under sustained writes of data by the holder, the operator writes a
