@@ -13,7 +13,7 @@ chart: manifests ## Refresh the chart's copies of config/ (CRDs, webhook, Lease 
 	cp config/webhook/manifests.yaml $(CHART)/files/webhook.yaml
 	cp config/policy/lease_policy.yaml $(CHART)/files/lease_policy.yaml
 	cp config/rbac/elector_role.yaml $(CHART)/files/elector_role.yaml
-	go run ./test/helm/chartdoc $(CHART)
+	go run ./hack/chartdoc $(CHART)
 
 # make verify regenerates the chart too, so that its git diff catches a chart out of step with config/.
 verify: chart

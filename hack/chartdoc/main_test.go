@@ -9,7 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-var chartDir = filepath.Join("..", "..", "..", "charts", "fencekit")
+var chartDir = filepath.Join("..", "..", "charts", "fencekit")
 
 // TestReadmeUpToDate fails when charts/fencekit/README.md is not what `make chart` generates from values.yaml
 // (which also fails if a value has no comment).
