@@ -64,6 +64,11 @@ verify: generate manifests lint importcheck ## Regenerate everything, lint, chec
 control-plane: ## Build (once) kube-apiserver, kube-controller-manager and etcd from the Go module proxy into the cache.
 	hack/control-plane.sh
 
+# make demo and make run start no kube-controller-manager: they build the rest of the control plane only.
+.PHONY: control-plane-apiserver
+control-plane-apiserver: ## Build (once) kube-apiserver and etcd only, what make demo and make run start.
+	hack/control-plane.sh --no-controller-manager
+
 # A KUBEBUILDER_ASSETS set by the caller (environment or make variable) is used as is; otherwise the control
 # plane is built (once) by hack/control-plane.sh and its cache used.
 .PHONY: test
@@ -115,14 +120,14 @@ build: ## Build the manager, the fencekit CLI and the kubectl plugin (kubectl-fe
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/kubectl-fencekit ./cmd/kubectl-fencekit
 
 .PHONY: run
-run: control-plane ## Start the local control plane, install the CRDs and admission (config/, as committed), run the manager against it.
+run: control-plane-apiserver ## Start the local control plane, install the CRDs and admission (config/, as committed), run the manager against it.
 	@echo "run: building bin/manager and bin/fencekit-dev (the first build on a machine takes a few minutes)"
 	@CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/manager ./cmd/manager
 	@CGO_ENABLED=0 go build -trimpath -o bin/fencekit-dev ./cmd/fencekit-dev
 	@bin/fencekit-dev devcluster --manager bin/manager
 
 .PHONY: demo
-demo: control-plane ## The paused lock holder, fenced and unfenced, on a local control plane (DEMO_ARGS=--quick for short timings).
+demo: control-plane-apiserver ## The paused lock holder, fenced and unfenced, on a local control plane (DEMO_ARGS=--quick for short timings).
 	go run ./cmd/fencekit-dev demo $(DEMO_ARGS)
 
 .PHONY: docker-build

@@ -4,11 +4,13 @@
 # clone on this machine share one copy. There is no container engine and no download site: everything comes from the
 # Go module proxy.
 #
-#   hack/control-plane.sh          build what is missing, then print the assets directory
-#   hack/control-plane.sh --path   print the assets directory only (builds nothing)
+#   hack/control-plane.sh                          build what is missing, then print the assets directory
+#   hack/control-plane.sh --no-controller-manager  the same without kube-controller-manager (make demo, make run)
+#   hack/control-plane.sh --path                   print the assets directory only (builds nothing)
 #
 # kube-controller-manager is not part of envtest's control plane; test/cluster and test/util/testenv start it next
-# to the envtest apiserver so that the cluster's own controllers run against fencekit's admission.
+# to the envtest apiserver so that the cluster's own controllers run against fencekit's admission. The demo and
+# the dev cluster run none, so make demo and make run do not build it.
 #
 # Idempotent: a second run finds every binary, checks their versions and does nothing.
 set -euo pipefail
@@ -18,10 +20,19 @@ ETCD_VERSION="${FENCEKIT_ETCD_VERSION:-3.6.16}"
 STAGING_VERSION="v0.${K8S_VERSION#1.}"
 ASSETS="${FENCEKIT_ASSETS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/fencekit/k8s-${K8S_VERSION}}"
 
-if [[ "${1:-}" == "--path" ]]; then
-  echo "$ASSETS"
-  exit 0
-fi
+CONTROLLER_MANAGER=1
+case "${1:-}" in
+  --path)
+    echo "$ASSETS"
+    exit 0
+    ;;
+  --no-controller-manager) CONTROLLER_MANAGER=0 ;;
+  "") ;;
+  *)
+    echo "control-plane: unknown argument $1: want none, --no-controller-manager or --path" >&2
+    exit 2
+    ;;
+esac
 
 log() { echo "control-plane: $*" >&2; }
 die() { echo "control-plane: error: $*" >&2; exit 1; }
@@ -126,6 +137,8 @@ fi
 build_etcd
 build_k8s kube-apiserver "5-25 minutes on 2 cores (11 min measured on an idle machine)"
 # kube-controller-manager shares most of kube-apiserver's packages: built second, it reuses the build cache.
-build_k8s kube-controller-manager "1.5 minutes measured on 2 cores after kube-apiserver (5 on a busy machine)"
+if ((CONTROLLER_MANAGER)); then
+  build_k8s kube-controller-manager "1.5 minutes measured on 2 cores after kube-apiserver (5 on a busy machine)"
+fi
 log "done in $(elapsed)"
 echo "$ASSETS"

@@ -1,6 +1,6 @@
 // Package operatortest runs fencekit's operator in a test process, on a control plane started by
-// internal/testenv. It is on the operator's side of the import rules (docs/design/imports.md): only the tests of
-// the operator, its controllers and the end-to-end suites use it; the public packages' tests use
+// test/util/testenv. It is on the operator's side of the import rules (docs/design/imports.md): only the tests of
+// the operator, its reconcilers (controllers) and the end-to-end suites use it; the public packages' tests use
 // test/util/testenv alone.
 package operatortest
 

@@ -1,6 +1,6 @@
 // Package cases is fencekit's threat model as data: who writes what, with which token, to which fenced
-// object, under which Lease, and whether it is admitted. internal/admission's unit tests run every row
-// through the admission rule; internal/operator's tests run every row on the real apiserver, through the
+// object, under which Lease, and whether it is admitted. internal/operator/admission's unit tests run every row
+// through the admission rule; test/admission's TestCases runs every row on the real apiserver, through the
 // webhooks, the CRD's CEL rule and the Lease policy, so that the Go rule and the CEL rules cannot drift
 // apart. A change to the rule starts here.
 package cases
