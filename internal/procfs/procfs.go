@@ -1,6 +1,6 @@
-// Package procfs reads what the tests, the benchmarks and the demo need to know about their own child
-// processes from Linux's /proc: whether a process is stopped, its threads and its children, the CPU time
-// it used and its memory. One home for parsing
+// Package procfs reads what fencekit run, the tests, the benchmarks and the demo need to know about
+// processes from Linux's /proc: whether a process is stopped, its parent, threads and children, the CPU
+// time it used and its memory. One home for parsing
 // /proc/<pid>/stat, whose second field (the command name, in parentheses) may itself contain spaces and
 // parentheses.
 package procfs
@@ -45,6 +45,36 @@ func statFields(pid int) ([]string, error) {
 		return nil, fmt.Errorf("/proc/%d/stat: nothing after the command name: %q", pid, s)
 	}
 	return strings.Fields(s[i+2:]), nil
+}
+
+// Proc is one process as /proc/<pid>/stat shows it: its parent's pid and its state letter ('Z' for a
+// zombie, 'T' stopped).
+type Proc struct {
+	PPID  int
+	State byte
+}
+
+// All reads every process of /proc; a process that is gone meanwhile, or whose stat cannot be parsed, is
+// left out.
+func All() map[int]Proc {
+	entries, _ := os.ReadDir("/proc")
+	all := make(map[int]Proc, len(entries))
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		f, err := statFields(pid)
+		if err != nil || len(f) < 2 || f[0] == "" {
+			continue
+		}
+		ppid, err := strconv.Atoi(f[1])
+		if err != nil {
+			continue
+		}
+		all[pid] = Proc{PPID: ppid, State: f[0][0]}
+	}
+	return all
 }
 
 // CPUTime is the CPU time process pid has used so far, user and system, all threads (fields 14 utime

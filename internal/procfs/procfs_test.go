@@ -40,6 +40,9 @@ func TestChildLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll("stopped after SIGSTOP", func() bool { return procfs.Stopped(pid) })
+	if p, ok := procfs.All()[pid]; !ok || p.PPID != os.Getpid() || p.State != 'T' {
+		t.Errorf("procfs.All()[%d] = %+v, %v; want parent %d, state T", pid, p, ok, os.Getpid())
+	}
 	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
@@ -48,6 +51,9 @@ func TestChildLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll("not running after SIGKILL (a zombie until reaped)", func() bool { return !procfs.Running(pid) })
+	if p := procfs.All()[pid]; p.State != 'Z' {
+		t.Errorf("procfs.All()[%d] = %+v after SIGKILL, want state Z until reaped", pid, p)
+	}
 	_ = cmd.Wait()
 	if procfs.Running(pid) || procfs.Stopped(pid) || len(procfs.Threads(pid)) != 0 {
 		t.Errorf("a reaped child: Running %v, Stopped %v, Threads %v", procfs.Running(pid), procfs.Stopped(pid), procfs.Threads(pid))

@@ -1,10 +1,9 @@
 package leadrun
 
 import (
-	"os"
-	"strconv"
-	"strings"
 	"syscall"
+
+	"github.com/fencekit/fencekit/internal/procfs"
 )
 
 // tree is the process tree of a command: its process group and every process below root, found by the
@@ -20,51 +19,13 @@ type tree struct {
 	skip int
 }
 
-// proc is one process of /proc: its parent and its state letter ('Z' for a zombie).
-type proc struct {
-	ppid  int
-	state byte
-}
-
-// procs reads every process's parent and state from /proc/<pid>/stat, whose second field (the command
-// name, in parentheses) may itself contain spaces and parentheses.
-func procs() map[int]proc {
-	entries, _ := os.ReadDir("/proc")
-	all := make(map[int]proc, len(entries))
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue // gone meanwhile
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 || i+2 >= len(s) {
-			continue
-		}
-		f := strings.Fields(s[i+2:])
-		if len(f) < 2 {
-			continue
-		}
-		ppid, err := strconv.Atoi(f[1])
-		if err != nil {
-			continue
-		}
-		all[pid] = proc{ppid: ppid, state: f[0][0]}
-	}
-	return all
-}
-
 // alive returns the processes of the tree that still run (zombies excluded), cmd included while it runs.
 // In subreaper mode it first reaps the zombies re-parented to this process.
 func (t *tree) alive() []int {
-	all := procs()
+	all := procfs.All()
 	children := map[int][]int{}
 	for pid, p := range all {
-		children[p.ppid] = append(children[p.ppid], pid)
+		children[p.PPID] = append(children[p.PPID], pid)
 	}
 	var pids []int
 	queue := []int{t.root}
@@ -83,8 +44,8 @@ func (t *tree) alive() []int {
 		p, ok := all[pid]
 		switch {
 		case pid == t.root && t.root != t.cmd, !ok:
-		case p.state == 'Z':
-			if t.reap && pid != t.cmd && p.ppid == t.root {
+		case p.State == 'Z':
+			if t.reap && pid != t.cmd && p.PPID == t.root {
 				var ws syscall.WaitStatus
 				_, _ = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
 			}
