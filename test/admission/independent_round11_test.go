@@ -15,7 +15,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -269,98 +268,6 @@ func TestRound11KubeletStatusStormFailsTheHoldersDelete(t *testing.T) {
 	}
 	if failed > 0 {
 		t.Errorf("a kubelet's tokenless status storm failed %d of the holder's 3 Deletes of its covered Pods (I2): %s", failed, firstFail)
-	}
-}
-
-// round11PadLeaseEntry returns a managedFields fieldsV1 set owning n annotations the Lease does not have.
-func round11PadLeaseEntry(n int) string {
-	var b strings.Builder
-	b.WriteString(`{"f:metadata":{"f:annotations":{`)
-	for i := range n {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		fmt.Fprintf(&b, `"f:example.com/pad-%07d":{}`, i)
-	}
-	b.WriteString(`}}}`)
-	return b.String()
-}
-
-// round11LeaseTimes holds the Lease of namespace ns (worker holder at epoch 1, a policy over ConfigMaps) and
-// measures, after pad (nil: none): ten renewals, ten fenced ConfigMap creates, an acquisition at epoch 2 by
-// another worker, and the Lease's size.
-func round11LeaseTimes(t *testing.T, what string, pad func(ns string)) (renew, creates, acquire time.Duration, size int) {
-	t.Helper()
-	ctx := t.Context()
-	ns := env.Namespace(t)
-	holder, tok := configMapHolder(t, ns)
-	holder.LeaseDuration = 10 * time.Minute
-	holder.Renew(t, tok)
-	fc := fencing.NewClient(holder.Client, tokenOf(tok))
-	if err := retryRBAC(t, "the holder's first ConfigMap", func() error {
-		return fc.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "first"}})
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if pad != nil {
-		pad(ns)
-	}
-	start := time.Now()
-	for range 10 {
-		holder.Renew(t, tok)
-	}
-	renew = time.Since(start)
-	start = time.Now()
-	for i := range 10 {
-		if err := fc.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("cm-%d", i)}}); err != nil {
-			t.Errorf("%s: the holder's fenced create %d: %v", what, i, round9Short(err))
-		}
-	}
-	creates = time.Since(start)
-	next := newWorker(t, ns, "next")
-	start = time.Now()
-	next.Acquire(t, ns, appLease, 2)
-	acquire = time.Since(start)
-	l := env.ReadLease(t, ns, appLease)
-	raw := mustJSON(t, l)
-	size = len(raw)
-	t.Logf("%s: 10 renewals %v, 10 fenced creates %v, acquisition at epoch 2 %v; the Lease is %d bytes with %d managedFields entries",
-		what, renew.Round(time.Millisecond), creates.Round(time.Millisecond), acquire.Round(time.Millisecond), size, len(l.ManagedFields))
-	return renew, creates, acquire, size
-}
-
-// TestRound11LeaseManagedFieldsPadding: persona: another user with the fencekit-elector role (update on
-// Leases). Route: an Update of the fenced Lease that sends metadata.managedFields with one more entry,
-// manager "pad", owning 50,000 annotations the Lease does not have (about 1.3 MB of fieldsV1). The Lease
-// policy bounds the Lease's labels, annotations (252 KiB, 64 entries) and finalizers (16), not its
-// managedFields. Invariants I2 (nothing tokenless makes the holder's next write fail, the Lease's bounds
-// keep room for an acquisition) and I3 (an acquisition's time does not grow with what non-holders write):
-// the padding write must be refused, or the renewals, the holder's fenced writes (each reads the Lease) and
-// the next acquisition must take no more than twice the unpadded times plus one second.
-func TestRound11LeaseManagedFieldsPadding(t *testing.T) {
-	operatortest.Start(t, env)
-	r0, c0, a0, s0 := round11LeaseTimes(t, "unpadded (control)", nil)
-	var padErr error
-	r1, c1, a1, s1 := round11LeaseTimes(t, "padded", func(ns string) {
-		intruder := newWorker(t, ns, "intruder")
-		fields := round11PadLeaseEntry(50000)
-		padErr = retryRBAC(t, "the intruder's padding", func() error {
-			l := testenv.Read[coordinationv1.Lease](t, env.Client, ns, appLease)
-			now := metav1.Now()
-			l.ManagedFields = append(l.ManagedFields, metav1.ManagedFieldsEntry{Manager: "pad", Operation: metav1.ManagedFieldsOperationUpdate,
-				APIVersion: "coordination.k8s.io/v1", Time: &now, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields)})
-			return intruder.Client.Update(t.Context(), l, client.FieldOwner("pad"))
-		})
-		t.Logf("the intruder's padding of the Lease's managedFields (%d bytes of fieldsV1): %v", len(fields), round9Short(padErr))
-	})
-	if padErr != nil {
-		return
-	}
-	t.Logf("Lease %d -> %d bytes", s0, s1)
-	limit := func(d time.Duration) time.Duration { return 2*d + time.Second }
-	if r1 > limit(r0) || c1 > limit(c0) || a1 > limit(a0) {
-		t.Errorf("a non-holder's managedFields padding of the fenced Lease (%d bytes) slowed renewals %v -> %v, fenced creates %v -> %v, the acquisition %v -> %v (I2/I3)",
-			s1, r0, r1, c0, c1, a0, a1)
 	}
 }
 
