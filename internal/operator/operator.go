@@ -29,9 +29,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/fencekit/fencekit/controllers"
 	"github.com/fencekit/fencekit/internal/operator/admission"
 	"github.com/fencekit/fencekit/internal/operator/certs"
-	"github.com/fencekit/fencekit/controllers"
 	"github.com/fencekit/fencekit/internal/operator/webhook"
 	"github.com/fencekit/fencekit/internal/scheme"
 	"github.com/fencekit/fencekit/pkg/elector"

@@ -29,8 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/internal/operator"
 	"github.com/fencekit/fencekit/controllers"
+	"github.com/fencekit/fencekit/internal/operator"
 	"github.com/fencekit/fencekit/internal/operator/webhook"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
