@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
@@ -308,13 +307,11 @@ func TestRound4StatusWaitsForTheHold(t *testing.T) {
 }
 
 // TestRound4LeaseManySmallLabels: the Lease policy's bound is evaluated by CEL over every label and
-// annotation (filter, map, bytes, sum), and CEL's runtime cost is bounded per expression: a write whose
-// evaluation runs out of budget is refused (failurePolicy Fail). Another user with the elector role adds
-// as many empty labels of short keys as the policy admits (45,000 run out of the cost budget; 30,000,
-// about 116 KB, pass). The holder's next acquisition and renewal, evaluated over the same labels, still go
-// through: the cost is the same for every write of the same labels. They take about 2 s each (an update
-// of an unfenced Lease with the same labels, logged for comparison, about 0.2 s), which
-// TestRound4LeaseLabelsSlowEveryRenewal (open_holes_round4_test.go) turns into a loss of leadership.
+// annotation (filter, map, bytes, sum), and CEL's runtime cost is bounded per expression. Another user with
+// the elector role adds many empty labels of short keys to the holder's fenced Lease: 65 (one over the
+// count bound) and 30,000 (about 116 KB) must be refused by the policy's count bound, and the holder's next
+// acquisition and renewal go through. (45,000 labels, measured once: the apiserver's request timed out
+// evaluating the policy, also not admitted; not repeated here, it costs the apiserver most of a minute.)
 func TestRound4LeaseManySmallLabels(t *testing.T) {
 	operatortest.Start(t, env)
 	ctx := t.Context()
@@ -323,8 +320,7 @@ func TestRound4LeaseManySmallLabels(t *testing.T) {
 	holder := newWorker(t, ns, "app-operator")
 	intruder := newWorker(t, ns, "intruder")
 	holder.Acquire(t, ns, lease, 1)
-	admitted := 0
-	for _, n := range []int{45000, 30000, 20000} {
+	for _, n := range []int{65, 30000} {
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			var l coordinationv1.Lease
 			if err := intruder.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: lease}, &l); err != nil {
@@ -335,25 +331,8 @@ func TestRound4LeaseManySmallLabels(t *testing.T) {
 			}
 			return intruder.Client.Update(ctx, &l)
 		})
-		msg := fmt.Sprint(err)
-		if len(msg) > 700 {
-			msg = msg[:700] + "..."
-		}
-		t.Logf("another elector-role user adds %d labels: %s", n, msg)
-		if err == nil {
-			admitted = n
-			break
-		}
+		testenv.WantPolicy(t, err, fmt.Sprintf("fenced lease %s: this write grows its labels and annotations other than fencekit ones from 0 to %d, over the bound of 64", lease, n))
 	}
-	if admitted == 0 {
-		return
-	}
-	var l coordinationv1.Lease
-	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: lease}, &l); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("the Lease carries %d labels, %d bytes counted by the policy", len(l.Labels), round4FreeLeaseBytes(&l))
-	start := time.Now()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var cur coordinationv1.Lease
 		if err := holder.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: lease}, &cur); err != nil {
@@ -362,11 +341,9 @@ func TestRound4LeaseManySmallLabels(t *testing.T) {
 		testenv.AcquiredBy(&cur, holder.User, holder.Holder, 2, 15*time.Second)
 		return holder.Client.Update(ctx, &cur, testenv.Presenting(2))
 	})
-	t.Logf("the holder's acquisition at epoch 2 took %v: %v", time.Since(start), err)
 	if err != nil {
-		t.Errorf("the holder's acquisition after %d small labels (I2): %v", admitted, err)
+		t.Errorf("the holder's acquisition at epoch 2 after the refused label writes (I2): %v", err)
 	}
-	start = time.Now()
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var cur coordinationv1.Lease
 		if err := holder.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: lease}, &cur); err != nil {
@@ -376,22 +353,9 @@ func TestRound4LeaseManySmallLabels(t *testing.T) {
 		cur.Spec.RenewTime = &now
 		return holder.Client.Update(ctx, &cur, testenv.Presenting(2))
 	})
-	t.Logf("the holder's renewal took %v: %v", time.Since(start), err)
 	if err != nil {
-		t.Errorf("the holder's renewal after %d small labels (I2): %v", admitted, err)
+		t.Errorf("the holder's renewal after the refused label writes (I2): %v", err)
 	}
-	// For comparison: the same labels on a Lease the policy does not match (not fenced).
-	plain := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "plain", Labels: map[string]string{}}}
-	for i := range admitted {
-		plain.Labels[fmt.Sprintf("%x", i)] = ""
-	}
-	if err := intruder.Client.Create(ctx, plain); err != nil {
-		t.Fatalf("an unfenced Lease with the same labels: %v", err)
-	}
-	start = time.Now()
-	plain.Spec.HolderIdentity = ptr.To("x")
-	err = intruder.Client.Update(ctx, plain)
-	t.Logf("an update of an unfenced Lease with the same %d labels took %v: %v", admitted, time.Since(start), err)
 }
 
 // TestRound4RaiseOfObjectsBeingDeleted: a write with the token may not change the content of an object
