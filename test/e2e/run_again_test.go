@@ -29,7 +29,7 @@ import (
 // paused (SIGSTOP) past its lease while a second `fencekit run --on-loss=again` stands by: that one takes
 // over and writes; the paused script, continued first, has every write refused by PostgreSQL; its
 // supervisor, continued, stops it and stands by; when the second one is stopped, the first acquires again
-// and writes at a still higher epoch, once b and its script have exited. No write of an ended term is
+// and writes at a still higher epoch, once b's script has exited. No write of an ended term is
 // admitted after the next acquisition.
 func TestFencekitRunAgainAfterLoss(t *testing.T) {
 	t.Parallel()
@@ -97,13 +97,18 @@ func TestFencekitRunAgainAfterLoss(t *testing.T) {
 	if exited, err := a.wait(0); exited {
 		t.Fatalf("a's fencekit run exited after it lost the Lease (%v), want it to stand by", err)
 	}
-	// b stops (and releases): a acquires again.
+	// b stops (and releases): a acquires again. b stops its script before it releases the Lease, so the
+	// script is gone once a writes; b's own process exits a moment after the release.
+	bScript, _ := b.children(t)
 	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	third := waitAcceptedAbove(t, a, bEpoch)
-	if exited, err := b.wait(0); !exited {
-		t.Errorf("a writes at epoch %d while b's fencekit run still runs", third)
+	if procfs.Running(bScript) {
+		t.Errorf("a writes at epoch %d while b's script (process %d) still runs", third, bScript)
+	}
+	if exited, err := b.wait(30 * time.Second); !exited {
+		t.Errorf("b's fencekit run did not exit within 30 s of its SIGTERM")
 	} else if code := exitCode(err); code != 143 {
 		t.Errorf("b's fencekit run ended with %v, want exit status 143 (its script stopped with SIGTERM)", err)
 	}
