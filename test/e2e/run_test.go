@@ -260,9 +260,16 @@ func TestFencekitRunPausedPastLease(t *testing.T) {
 	if !exited {
 		t.Fatal("run-a's fencekit run did not stop its script after it resumed")
 	}
+	// On a loaded machine the watchdog may reach the safe-work deadline before the test's SIGSTOP reaches
+	// it: then it, not the supervisor, stopped the script (137, and fencekit run says so). Either way the
+	// script is stopped and none of its writes after the takeover was accepted (checked above and below).
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 143 {
-		t.Errorf("fencekit run (run-a) ended with %v, want exit status 143 (its script stopped with SIGTERM)", err)
+	switch {
+	case errors.As(err, &ee) && ee.ExitCode() == 143:
+	case errors.As(err, &ee) && ee.ExitCode() == 137 && strings.Contains(a.output(), "killed with SIGKILL by its watchdog"):
+		t.Logf("run-a's watchdog stopped the script before it was paused (exit 137)")
+	default:
+		t.Errorf("fencekit run (run-a) ended with %v, want exit status 143 (its script stopped with SIGTERM), or 137 from its watchdog", err)
 	}
 
 	// The database's own history: once run-b's epoch appears, no row of an earlier epoch follows.
