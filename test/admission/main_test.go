@@ -2,7 +2,6 @@ package admission_test
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 
@@ -11,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/controllers"
@@ -79,8 +79,7 @@ func deleteLeaseOverridingProtection(t *testing.T, ns, name string) {
 		if apierrors.IsNotFound(err) {
 			return true, ""
 		}
-		if err == nil && slices.Contains(l.Finalizers, controllers.LeaseFinalizer) {
-			l.Finalizers = slices.DeleteFunc(l.Finalizers, func(f string) bool { return f == controllers.LeaseFinalizer })
+		if err == nil && controllerutil.RemoveFinalizer(l, controllers.LeaseFinalizer) {
 			err = env.Client.Update(t.Context(), l)
 		}
 		return false, fmt.Sprintf("finalizers %v: %s", l.Finalizers, testenv.ErrString(err))
