@@ -6,7 +6,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // A policy's coverage epoch from its Lease as read after the policy's generation was observed. A malformed
@@ -14,7 +14,7 @@ import (
 // objects at any epoch once the annotation is repaired: the coverage stays unrecorded.
 func TestCoverageEpoch(t *testing.T) {
 	lease := func(epoch string) *coordinationv1.Lease {
-		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{elector.EpochAnnotation: epoch}}}
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{protocol.EpochAnnotation: epoch}}}
 	}
 	for name, tc := range map[string]struct {
 		lease     *coordinationv1.Lease

@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
@@ -164,7 +164,7 @@ func setLeaseEpoch(t *testing.T, key types.NamespacedName, epoch string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.Annotations[elector.EpochAnnotation] = epoch
+	l.Annotations[protocol.EpochAnnotation] = epoch
 	if err := env.Client.Update(t.Context(), l); err != nil {
 		t.Fatalf("an admin setting the epoch of lease %s to %q: %v", key, epoch, err)
 	}

@@ -28,7 +28,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator/admission"
-	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // +kubebuilder:rbac:groups=fencing.fencekit.io,resources=fencingpolicies,verbs=get;list;watch
@@ -195,7 +195,7 @@ func coverageEpoch(lease *coordinationv1.Lease) (epoch int64, known bool) {
 	if lease == nil {
 		return 0, true
 	}
-	if _, set := lease.Annotations[elector.EpochAnnotation]; !set {
+	if _, set := lease.Annotations[protocol.EpochAnnotation]; !set {
 		return 0, true
 	}
 	l := admission.ParseLease(lease, admission.Quorum)

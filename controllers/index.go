@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // LeaseNameField indexes FencedResources by spec.leaseName in the operator's cache (the same name as the
@@ -46,7 +46,7 @@ var leaseChanges = predicate.Funcs{
 			return true
 		}
 		return ptr.Deref(old.Spec.HolderIdentity, "") != ptr.Deref(lease.Spec.HolderIdentity, "") ||
-			old.Annotations[elector.EpochAnnotation] != lease.Annotations[elector.EpochAnnotation] ||
+			old.Annotations[protocol.EpochAnnotation] != lease.Annotations[protocol.EpochAnnotation] ||
 			!slices.Equal(old.Finalizers, lease.Finalizers) ||
 			!old.DeletionTimestamp.Equal(lease.DeletionTimestamp)
 	},

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // LeaseFinalizer keeps a Lease that FencedResources or FencingPolicies are bound to from being deleted: the
@@ -26,7 +26,7 @@ const LeaseFinalizer = "fencing.fencekit.io/protect"
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;patch
 
 // LeaseProtector adds LeaseFinalizer to Leases that FencedResources or FencingPolicies are bound to and
-// that are labelled elector.FencedLabel=true, and removes it from any Lease that is not both (none bound,
+// that are labelled protocol.FencedLabel=true, and removes it from any Lease that is not both (none bound,
 // or the label gone).
 //
 // Only a labelled Lease is worth protecting: the webhook trusts no epoch of an unlabelled Lease (a write
@@ -109,7 +109,7 @@ func (p *LeaseProtector) Reconcile(ctx context.Context, req reconcile.Request) (
 // fencedLease reports whether lease carries the label that puts it under fencekit's Lease policy, the only
 // Leases the protector protects.
 func fencedLease(lease *coordinationv1.Lease) bool {
-	return lease.Labels[elector.FencedLabel] == "true"
+	return lease.Labels[protocol.FencedLabel] == "true"
 }
 
 // fencedLabelChanges passes a Lease update that adds or removes the fenced label, which leaseChanges does not

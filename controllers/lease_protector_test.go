@@ -16,7 +16,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/controllers"
-	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
@@ -170,7 +170,7 @@ func TestLeaseFinalizerOnlyOnFencedLeases(t *testing.T) {
 		t.Fatal(err)
 	}
 	unlabelled := l.DeepCopy()
-	delete(unlabelled.Labels, elector.FencedLabel)
+	delete(unlabelled.Labels, protocol.FencedLabel)
 	if err := env.Client.Patch(ctx, unlabelled, client.MergeFrom(l)); err != nil {
 		t.Fatalf("the admin removing the fenced label of %s: %v", fenced, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/fencekit/fencekit/internal/dev/devcluster"
 	"github.com/fencekit/fencekit/internal/operator"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
@@ -73,7 +74,7 @@ func TestOperatorWithItsOwnRole(t *testing.T) {
 	if !fencing.IsNotHolder(err) {
 		t.Fatalf("worker-b's write with worker-a's token: got %v, want a not-holder refusal", err)
 	}
-	eventuallyEvent(t, ns, "orders", fencing.ReasonNotHolder,
+	eventuallyEvent(t, ns, "orders", protocol.ReasonNotHolder,
 		fmt.Sprintf(`user "worker-b-user" is not the user that acquired lease orders-writer at epoch 1 ("worker-a-user"): only the holder worker-a may write FencedResource %s/orders`, ns))
 
 	deleteFencedResource(t, key)

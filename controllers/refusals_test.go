@@ -18,13 +18,14 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 // refusals reads fencekit_webhook_admission_refusals_total{webhook,namespace,lease,reason} from
 // controller-runtime's registry, which the in-process operator's webhooks count into.
-func refusals(t *testing.T, webhook, namespace, lease string, reason fencing.Reason) float64 {
+func refusals(t *testing.T, webhook, namespace, lease string, reason protocol.Reason) float64 {
 	t.Helper()
 	families, err := metrics.Registry.Gather()
 	if err != nil {
@@ -55,7 +56,7 @@ func refusals(t *testing.T, webhook, namespace, lease string, reason fencing.Rea
 
 // eventuallyEvent waits for a Warning Write Event (events.k8s.io/v1) regarding the FencedResource name
 // with the given reason and note.
-func eventuallyEvent(t *testing.T, ns, name string, reason fencing.Reason, note string) {
+func eventuallyEvent(t *testing.T, ns, name string, reason protocol.Reason, note string) {
 	t.Helper()
 	eventuallyEventOn(t, ns, "FencedResource", name, reason, "Write", note)
 }
@@ -79,7 +80,7 @@ func refusalEvents(t *testing.T, ns string) []string {
 
 // eventuallyEventOn waits for a Warning Event regarding the object kind/name with the given reason,
 // action and note.
-func eventuallyEventOn(t *testing.T, ns, kind, name string, reason fencing.Reason, action, note string) {
+func eventuallyEventOn(t *testing.T, ns, kind, name string, reason protocol.Reason, action, note string) {
 	t.Helper()
 	testenv.Eventually(t, fmt.Sprintf("a Warning %s Event on %s %s", reason, kind, name), func() (bool, string) {
 		var list eventsv1.EventList
@@ -154,9 +155,9 @@ func TestRefusedWritesAreReported(t *testing.T) {
 	if !fencing.IsStale(err) {
 		t.Fatalf("worker-a's late write: got %v, want a stale refusal", err)
 	}
-	eventuallyEvent(t, ns, "orders", fencing.ReasonStale, "FencedResource "+ns+"/orders: stale epoch 5: lease orders-writer is at epoch 6, held by worker-b")
-	if got := refusals(t, "fencedresources", ns, "orders-writer", fencing.ReasonStale); got != 1 {
-		t.Errorf("fencekit_webhook_admission_refusals_total{reason=%q} = %v after one refused write, want 1", fencing.ReasonStale, got)
+	eventuallyEvent(t, ns, "orders", protocol.ReasonStale, "FencedResource "+ns+"/orders: stale epoch 5: lease orders-writer is at epoch 6, held by worker-b")
+	if got := refusals(t, "fencedresources", ns, "orders-writer", protocol.ReasonStale); got != 1 {
+		t.Errorf("fencekit_webhook_admission_refusals_total{reason=%q} = %v after one refused write, want 1", protocol.ReasonStale, got)
 	}
 
 	// worker-a presents worker-b's token: the right epoch, the wrong user.
@@ -164,13 +165,13 @@ func TestRefusedWritesAreReported(t *testing.T) {
 	if !fencing.IsNotHolder(err) {
 		t.Fatalf("worker-a's write with worker-b's token: got %v, want a not-holder refusal", err)
 	}
-	eventuallyEvent(t, ns, "orders", fencing.ReasonNotHolder,
+	eventuallyEvent(t, ns, "orders", protocol.ReasonNotHolder,
 		fmt.Sprintf(`user "worker-a-user" is not the user that acquired lease orders-writer at epoch 6 ("worker-b-user"): only the holder worker-b may write FencedResource %s/orders`, ns))
-	if got := refusals(t, "fencedresources", ns, "orders-writer", fencing.ReasonNotHolder); got != 1 {
-		t.Errorf("fencekit_webhook_admission_refusals_total{reason=%q} = %v after one refused write, want 1", fencing.ReasonNotHolder, got)
+	if got := refusals(t, "fencedresources", ns, "orders-writer", protocol.ReasonNotHolder); got != 1 {
+		t.Errorf("fencekit_webhook_admission_refusals_total{reason=%q} = %v after one refused write, want 1", protocol.ReasonNotHolder, got)
 	}
-	if got := refusals(t, "fencedresources", ns, "orders-writer", fencing.ReasonStale); got != 1 {
-		t.Errorf("fencekit_webhook_admission_refusals_total{reason=%q} = %v, want still 1", fencing.ReasonStale, got)
+	if got := refusals(t, "fencedresources", ns, "orders-writer", protocol.ReasonStale); got != 1 {
+		t.Errorf("fencekit_webhook_admission_refusals_total{reason=%q} = %v, want still 1", protocol.ReasonStale, got)
 	}
 }
 
@@ -191,21 +192,21 @@ func TestDryRunRefusalsLeaveNoTrace(t *testing.T) {
 	if err := write(ta, client.DryRunAll); !fencing.IsStale(err) {
 		t.Fatalf("worker-a's dry-run stale write: got %v, want a stale refusal", err)
 	}
-	if got := refusals(t, "fencedresources", ns, "orders-writer", fencing.ReasonStale); got != 0 {
-		t.Errorf("a refused dry run counted: fencekit_webhook_admission_refusals_total{reason=%q} = %v, want 0", fencing.ReasonStale, got)
+	if got := refusals(t, "fencedresources", ns, "orders-writer", protocol.ReasonStale); got != 0 {
+		t.Errorf("a refused dry run counted: fencekit_webhook_admission_refusals_total{reason=%q} = %v, want 0", protocol.ReasonStale, got)
 	}
 	// A real refusal afterwards (another reason, so another Event): once its Event is there, the dry run's
 	// would be too, as the recorder posts Events in order.
 	if err := write(tb); !fencing.IsNotHolder(err) {
 		t.Fatalf("worker-a's write with worker-b's token: got %v, want a not-holder refusal", err)
 	}
-	eventuallyEvent(t, ns, "orders", fencing.ReasonNotHolder,
+	eventuallyEvent(t, ns, "orders", protocol.ReasonNotHolder,
 		fmt.Sprintf(`user "worker-a-user" is not the user that acquired lease orders-writer at epoch 6 ("worker-b-user"): only the holder worker-b may write FencedResource %s/orders`, ns))
-	if got := refusals(t, "fencedresources", ns, "orders-writer", fencing.ReasonNotHolder); got != 1 {
-		t.Errorf("fencekit_webhook_admission_refusals_total{reason=%q} = %v after one refused write, want 1", fencing.ReasonNotHolder, got)
+	if got := refusals(t, "fencedresources", ns, "orders-writer", protocol.ReasonNotHolder); got != 1 {
+		t.Errorf("fencekit_webhook_admission_refusals_total{reason=%q} = %v after one refused write, want 1", protocol.ReasonNotHolder, got)
 	}
 	for _, e := range refusalEvents(t, ns) {
-		if strings.HasPrefix(e, string(fencing.ReasonStale)) {
+		if strings.HasPrefix(e, string(protocol.ReasonStale)) {
 			t.Errorf("the refused dry run left an Event: %s", e)
 		}
 	}
@@ -233,19 +234,19 @@ func TestObjectRefusalsAreReported(t *testing.T) {
 		err := env.Client.Create(ctx, cm("probe"), client.DryRunAll)
 		return fencing.IsTokenMissing(err), fmt.Sprint(err)
 	})
-	if got := refusals(t, "objects", ns, "app-writer", fencing.ReasonTokenMissing); got != 0 {
+	if got := refusals(t, "objects", ns, "app-writer", protocol.ReasonTokenMissing); got != 0 {
 		t.Errorf("refused dry runs counted: fencekit_webhook_admission_refusals_total{webhook=\"objects\"} = %v, want 0", got)
 	}
 	if err := env.Client.Create(ctx, cm("settings")); !fencing.IsTokenMissing(err) {
 		t.Fatalf("an unfenced ConfigMap create: got %v, want a token-missing refusal", err)
 	}
-	if got := refusals(t, "objects", ns, "app-writer", fencing.ReasonTokenMissing); got != 1 {
+	if got := refusals(t, "objects", ns, "app-writer", protocol.ReasonTokenMissing); got != 1 {
 		t.Errorf("fencekit_webhook_admission_refusals_total{webhook=\"objects\"} = %v after one refused write, want 1", got)
 	}
 	var note string
 	testenv.Eventually(t, "a Warning Event on ConfigMap settings", func() (bool, string) {
 		for _, e := range refusalEvents(t, ns) {
-			if strings.HasPrefix(e, string(fencing.ReasonTokenMissing)+" Write ConfigMap/settings: ") {
+			if strings.HasPrefix(e, string(protocol.ReasonTokenMissing)+" Write ConfigMap/settings: ") {
 				note = e
 				return true, ""
 			}

@@ -11,7 +11,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/controllers"
-	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 func cond(typ string, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
@@ -77,7 +77,7 @@ func TestComputeStatus(t *testing.T) {
 	}
 	lease := func(epoch, holder string) *coordinationv1.Lease {
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "orders-writer",
-			Annotations: map[string]string{elector.EpochAnnotation: epoch, elector.AcquirerAnnotation: holder + "-user"}}}
+			Annotations: map[string]string{protocol.EpochAnnotation: epoch, protocol.AcquirerAnnotation: holder + "-user"}}}
 		l.Spec.HolderIdentity = ptr.To(holder)
 		return l
 	}
@@ -167,14 +167,14 @@ func TestComputeStatusTransitionTimes(t *testing.T) {
 		Spec: fencingv1alpha1.FencedResourceSpec{LeaseName: "orders-writer", Epoch: 3},
 	}
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "orders-writer",
-		Annotations: map[string]string{elector.EpochAnnotation: "3"}}}
+		Annotations: map[string]string{protocol.EpochAnnotation: "3"}}}
 	then := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	fr.Status = controllers.ComputeStatus(fr, lease)
 	for i := range fr.Status.Conditions {
 		fr.Status.Conditions[i].LastTransitionTime = then
 	}
 
-	lease.Annotations[elector.EpochAnnotation] = "4"
+	lease.Annotations[protocol.EpochAnnotation] = "4"
 	got := controllers.ComputeStatus(fr, lease)
 	want := map[string]bool{ // condition type -> keeps its transition time
 		fencingv1alpha1.ConditionLeaseFound: true,

@@ -34,7 +34,7 @@ const (
 	// read-and-write. Changing it needs the token.
 	HoldAtEpochAnnotation = "fencing.fencekit.io/hold-at-epoch"
 
-	// MaxEpoch is the highest epoch a FencedResource stores: 2^53-1, as pkg/elector.MaxEpoch (api/v1alpha1
+	// MaxEpoch is the highest epoch a FencedResource stores: 2^53-1, as pkg/protocol.MaxEpoch (api/v1alpha1
 	// imports nothing of fencekit; a test checks that the two agree).
 	MaxEpoch int64 = 1<<53 - 1
 )

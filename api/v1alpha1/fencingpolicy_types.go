@@ -2,6 +2,8 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 const (
@@ -9,8 +11,8 @@ const (
 	// Every fenced create and update sets it to the epoch the request presents (its field manager
 	// fencing.fencekit.io/epoch=N), which must be the Lease's current epoch, and every acquisition's
 	// fence-on-acquire writes it, so that a record the Lease issued never goes down. It is a record, never a
-	// token: the token is always the request's field manager.
-	ObjectEpochAnnotation = "fencing.fencekit.io/epoch"
+	// token: the token is always the request's field manager. It is the key of the Lease's epoch.
+	ObjectEpochAnnotation = protocol.EpochAnnotation
 
 	// MaxPolicyResources bounds spec.resources of a FencingPolicy.
 	MaxPolicyResources = 16

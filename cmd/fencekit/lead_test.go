@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fencekit/fencekit/internal/procfs"
-	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
@@ -116,7 +116,7 @@ func takeOver(t *testing.T, key types.NamespacedName) {
 	if err := env.Client.Get(t.Context(), key, &l); err != nil {
 		t.Fatal(err)
 	}
-	epoch, err := strconv.ParseInt(l.Annotations[elector.EpochAnnotation], 10, 64)
+	epoch, err := strconv.ParseInt(l.Annotations[protocol.EpochAnnotation], 10, 64)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	fkscheme "github.com/fencekit/fencekit/internal/scheme"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // newSelftestCommand is `fencekit selftest`, the chart's `helm test`: as the pod's ServiceAccount (bound
@@ -102,7 +103,7 @@ func selftest(ctx context.Context, rc *rest.Config, key types.NamespacedName, le
 	if err == nil {
 		return fmt.Errorf("a write to FencedResource %s with the previous epoch %d (the Lease is at %d) was admitted: fencekit's webhook does not fence", key, old.Epoch, current.Epoch)
 	}
-	if !refusedByWebhook(err, fencing.ReasonStale) {
+	if !refusedByWebhook(err, protocol.ReasonStale) {
 		return fmt.Errorf("a write to FencedResource %s with the previous epoch %d was refused, but not by fencekit's webhook as stale: %w", key, old.Epoch, err)
 	}
 	fmt.Printf("the write with the previous epoch %d was refused by the webhook: %v\n", old.Epoch, err)
@@ -154,7 +155,7 @@ func lead(ctx context.Context, cs kubernetes.Interface, namespace, lease, identi
 
 // refusedByWebhook reports whether err is the API error of fencekit's admission webhook with reason: its
 // causes carry the reason as their type (the CRD's own epoch rule answers with a field error instead).
-func refusedByWebhook(err error, reason fencing.Reason) bool {
+func refusedByWebhook(err error, reason protocol.Reason) bool {
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) || status.Status().Details == nil {
 		return false

@@ -31,8 +31,8 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
-	"github.com/fencekit/fencekit/pkg/elector/managed"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/managed"
 )
 
 type options struct {

@@ -34,21 +34,32 @@ var shared = []string{"api/...", "pkg/...", "internal/scheme", "internal/version
 // rules are the import rules of docs/design/imports.md.
 var rules = []rule{
 	{
+		Subjects: []string{"pkg/protocol"},
+		May:      []string{"pkg/protocol"},
+		Why:      "pkg/protocol is the wire contract every other package reads and writes: it imports nothing of fencekit",
+	},
+	{
 		Subjects: []string{"api/..."},
-		May:      []string{"api/..."},
-		Why:      "api/v1alpha1 is the contract: it imports nothing of fencekit",
+		May:      []string{"api/...", "pkg/protocol"},
+		Why:      "api/v1alpha1 is the API: it imports nothing of fencekit but the wire contract",
 	},
 	{
 		Subjects: []string{"pkg/elector"},
-		May:      []string{"pkg/elector", "pkg/internal/seal"},
+		May:      []string{"pkg/elector", "pkg/protocol", "pkg/internal/seal"},
 		Why: "pkg/elector is generic (Leases, epochs, deadlines): it knows nothing of FencedResource or pkg/fencing " +
 			"(pkg/internal/seal only lets pkg/fencing build the AcquireFences that declare what they raise)",
 	},
 	{
 		Subjects: []string{"pkg/elector"},
-		May:      []string{"pkg/elector", "pkg/internal/seal"},
+		May:      []string{"pkg/elector", "pkg/protocol", "pkg/internal/seal"},
 		Never:    []string{"sigs.k8s.io/controller-runtime/..."},
 		Why:      "a client-go program embeds pkg/elector without linking controller-runtime (package managed is the bridge)",
+	},
+	{
+		Subjects: []string{"pkg/fencing/..."},
+		May:      []string{"api/...", "pkg/protocol", "pkg/elector", "pkg/fencing/...", "pkg/internal/..."},
+		Why: "pkg/ is layered, each room reaching only the rooms below it: pkg/protocol, pkg/elector, " +
+			"pkg/fencing (and its sqlfence and httpfence), pkg/managed (controller-runtime's side); no import climbs back up",
 	},
 	{
 		Subjects: []string{"pkg/..."},

@@ -35,7 +35,7 @@ import (
 	"github.com/fencekit/fencekit/internal/operator/webhook"
 	"github.com/fencekit/fencekit/internal/scheme"
 	"github.com/fencekit/fencekit/pkg/elector"
-	"github.com/fencekit/fencekit/pkg/elector/managed"
+	"github.com/fencekit/fencekit/pkg/managed"
 )
 
 // LeaseName is the Lease the operator's replicas elect their leader on.

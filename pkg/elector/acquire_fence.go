@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/fencekit/fencekit/pkg/internal/seal"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // AcquireFence is what an acquisition does before leadership is reported (Config.PostAcquire): a raise,
@@ -20,12 +21,12 @@ import (
 // several and declares what they all declare. The zero AcquireFence does nothing.
 type AcquireFence struct {
 	raises []func(ctx context.Context, t Token) error
-	fences Fences
+	fences protocol.Fences
 }
 
 // DeclaredFence is the constructor pkg/fencing uses: raise, declared as fencing fences. Its first parameter's
 // type is internal to fencekit's pkg/, so no other code can call it.
-func DeclaredFence(_ seal.Key, raise func(ctx context.Context, t Token) error, fences Fences) AcquireFence {
+func DeclaredFence(_ seal.Key, raise func(ctx context.Context, t Token) error, fences protocol.Fences) AcquireFence {
 	return AcquireFence{raises: []func(context.Context, Token) error{raise}, fences: fences}
 }
 
@@ -67,10 +68,10 @@ func (f AcquireFence) Observe(observe func(ctx context.Context, t Token) (done f
 }
 
 // Fences is what f declares on the Lease.
-func (f AcquireFence) Fences() Fences { return f.fences }
+func (f AcquireFence) Fences() protocol.Fences { return f.fences }
 
 // IsZero reports whether f does nothing (the zero AcquireFence).
-func (f AcquireFence) IsZero() bool { return len(f.raises) == 0 && f.fences == (Fences{}) }
+func (f AcquireFence) IsZero() bool { return len(f.raises) == 0 && f.fences == (protocol.Fences{}) }
 
 // Raise runs f's hooks in turn with t, as the elector does after acquiring at t, turning a panic into an
 // error. Tests that write Leases by hand call it to fence as an elector would.

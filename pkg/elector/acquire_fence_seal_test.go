@@ -45,12 +45,13 @@ import (
 	"context"
 
 	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 func noop(context.Context, elector.Token) error { return nil }
 
 func main() {
-	objects := elector.Fences{Objects: true}
+	objects := protocol.Fences{Objects: true}
 	_ = elector.Config{PostAcquire: elector.AcquireHook(noop), PostAcquireFences: objects}
 	_ = elector.AcquireFence{fences: objects}
 	_ = elector.DeclaredFence(struct{ _ [0]func() }{}, noop, objects)

@@ -9,6 +9,8 @@ import (
 
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // Defaults for the zero values of Config.
@@ -165,7 +167,7 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %v", d.name, d.v))
 		}
 	}
-	if f := c.PostAcquire; f.fences != (Fences{}) && len(f.raises) == 0 {
+	if f := c.PostAcquire; f.fences != (protocol.Fences{}) && len(f.raises) == 0 {
 		errs = append(errs, fmt.Errorf("postAcquire declares %q but has no hook to raise them", f.fences.String()))
 	}
 	if c.LockDelay < 0 {

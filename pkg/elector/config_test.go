@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // idleClient is a real clientset for an address nothing listens on: New checks its Config and sends
@@ -53,7 +55,7 @@ func TestConfigValidation(t *testing.T) {
 			want: "elector: invalid config: lockDelay must not be negative, got -1s"},
 		"margin eats the window": {mutate: func(c *Config) { c.SafetyMargin = 5 * time.Second },
 			want: "elector: invalid config: the safe-work window leaseDuration*(1-maxClockDrift)-safetyMargin = 15s*(1-0.01)-5s = 9.85s must be greater than renewDeadline (10s)"},
-		"fences declared without a hook": {mutate: func(c *Config) { c.PostAcquire = AcquireFence{fences: Fences{Objects: true}} },
+		"fences declared without a hook": {mutate: func(c *Config) { c.PostAcquire = AcquireFence{fences: protocol.Fences{Objects: true}} },
 			want: `elector: invalid config: postAcquire declares "objects" but has no hook to raise them`},
 		"negative release timeout": {mutate: func(c *Config) { c.ReleaseTimeout = -time.Second },
 			want: "elector: invalid config: releaseTimeout must be positive, got -1s"},

@@ -14,9 +14,9 @@
 // a Lease without a valid epoch, including a new one and one that lacks the fenced label, whose annotation
 // nobody guarded, is seeded from a storage resourceVersion, which on Kubernetes >= 1.35 is a comparable
 // integer above the resourceVersion of every earlier write and hence above every earlier epoch; see
-// docs/design/epochs.md.) Epochs stay within [1, MaxEpoch]: rather than exceed it, or issue an epoch at or below
+// docs/design/epochs.md.) Epochs stay within [1, protocol.MaxEpoch]: rather than exceed it, or issue an epoch at or below
 // one it has seen under the name, the elector does not acquire and logs why ("no epoch can be issued safely", with the numbers). Every Lease
-// write presents its epoch in the request, as its field manager (see FieldManagerFor), as fencekit's
+// write presents its epoch in the request, as its field manager (see protocol.FieldManagerFor), as fencekit's
 // Lease policy requires.
 //
 // # What is not guaranteed

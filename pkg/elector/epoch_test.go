@@ -8,10 +8,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 func TestNextEpoch(t *testing.T) {
-	ann := func(v string) map[string]string { return map[string]string{EpochAnnotation: v} }
+	ann := func(v string) map[string]string { return map[string]string{protocol.EpochAnnotation: v} }
 	unlabelled := func(l *coordinationv1.Lease) *coordinationv1.Lease { l.Labels = nil; return l }
 	withRV := func(l *coordinationv1.Lease, rv string) *coordinationv1.Lease { l.ResourceVersion = rv; return l }
 	const prefix = "elector: no epoch can be issued safely: lease ns/lock: "
@@ -34,7 +36,7 @@ func TestNextEpoch(t *testing.T) {
 		"unlabelled above its own RV": {lease: unlabelled(lease("", i32(1), ann("600"))),
 			wantErr: prefix + "the next epoch 500 is not above 600, the epoch in its annotation fencing.fencekit.io/epoch; an admin must repair the Lease"},
 		// The epoch space is bounded, and nothing overflows.
-		"MaxEpoch - 1 + 1": {lease: lease("a", i32(15), ann("9007199254740990")), want: epochChoice{epoch: MaxEpoch}},
+		"MaxEpoch - 1 + 1": {lease: lease("a", i32(15), ann("9007199254740990")), want: epochChoice{epoch: protocol.MaxEpoch}},
 		"at MaxEpoch": {lease: lease("a", i32(15), ann("9007199254740991")),
 			wantErr: "elector: no epoch can be issued safely: lease ns/lock is at epoch 9007199254740991; the next epoch 9007199254740992 would exceed the highest epoch 9007199254740991"},
 		"above MaxEpoch": {lease: lease("a", i32(15), ann("9007199254740992")),

@@ -8,6 +8,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // The package's own tests are pure: they call its functions with values and a fake clock, and need no
@@ -20,7 +22,7 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // leaseDurationSeconds seconds (nil: none) and annotations.
 func lease(holder string, seconds *int32, annotations map[string]string) *coordinationv1.Lease {
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "lock", Namespace: "ns", ResourceVersion: "500", Annotations: annotations,
-		Labels: map[string]string{FencedLabel: "true"}}}
+		Labels: map[string]string{protocol.FencedLabel: "true"}}}
 	if holder != "-" {
 		l.Spec.HolderIdentity = &holder
 	}

@@ -6,6 +6,8 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // acquisition is what one acquire write sets.
@@ -13,7 +15,7 @@ type acquisition struct {
 	identity      string
 	acquirer      string
 	epoch         int64
-	fences        Fences
+	fences        protocol.Fences
 	leaseDuration time.Duration
 	now           time.Time // wall clock, for acquireTime/renewTime (informational only)
 }
@@ -34,17 +36,17 @@ func applyAcquisition(l *coordinationv1.Lease, a acquisition) {
 	if l.Annotations == nil {
 		l.Annotations = map[string]string{}
 	}
-	l.Annotations[EpochAnnotation] = strconv.FormatInt(a.epoch, 10)
-	l.Annotations[AcquirerAnnotation] = a.acquirer
+	l.Annotations[protocol.EpochAnnotation] = strconv.FormatInt(a.epoch, 10)
+	l.Annotations[protocol.AcquirerAnnotation] = a.acquirer
 	if f := a.fences.String(); f != "" {
-		l.Annotations[FencesAnnotation] = f
+		l.Annotations[protocol.FencesAnnotation] = f
 	} else {
-		delete(l.Annotations, FencesAnnotation)
+		delete(l.Annotations, protocol.FencesAnnotation)
 	}
 	if l.Labels == nil {
 		l.Labels = map[string]string{}
 	}
-	l.Labels[FencedLabel] = "true"
+	l.Labels[protocol.FencedLabel] = "true"
 	id := a.identity
 	secs := leaseSeconds(a.leaseDuration)
 	now := metav1.NewMicroTime(a.now)

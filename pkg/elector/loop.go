@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // runner is one Run: a single goroutine that owns every decision. It sleeps on one timer (set for the next
@@ -155,7 +157,7 @@ func (r *runner) checkObserved(ctx context.Context, o observation) bool {
 		return true
 	}
 	if epoch, err := parseEpoch(o.lease); err != nil || epoch != r.term.token.Epoch {
-		detail := fmt.Sprintf("the Lease now carries epoch %q, not %d", o.lease.Annotations[EpochAnnotation], r.term.token.Epoch)
+		detail := fmt.Sprintf("the Lease now carries epoch %q, not %d", o.lease.Annotations[protocol.EpochAnnotation], r.term.token.Epoch)
 		r.stepDown(ctx, reasonEpochChanged, detail)
 		return true
 	}
@@ -232,7 +234,7 @@ func (r *runner) writeAcquisition(rctx context.Context, observed *coordinationv1
 		leaseDuration: cfg.LeaseDuration, now: r.e.clock.Now()}
 	sent = r.e.clock.Now()
 	// Every Lease write presents the epoch it writes at in the request (the Lease policy requires it).
-	fm := FieldManagerFor(epoch)
+	fm := protocol.FieldManagerFor(epoch)
 	if observed == nil {
 		res, err = r.leases.Create(rctx, newLease(r.e.lease.Namespace, r.e.lease.Name, a), metav1.CreateOptions{FieldManager: fm})
 		return res, sent, err
@@ -250,7 +252,7 @@ func (r *runner) writeAcquisition(rctx context.Context, observed *coordinationv1
 // make every acquisition lose. It returns an error, and the caller the conflict, when the observed Lease
 // has no epoch or labels to test and add to.
 func (r *runner) acquireOnState(ctx context.Context, observed *coordinationv1.Lease, epoch int64) (*coordinationv1.Lease, error) {
-	observedEpoch, ok := observed.Annotations[EpochAnnotation]
+	observedEpoch, ok := observed.Annotations[protocol.EpochAnnotation]
 	if !ok || observed.Labels == nil {
 		return nil, errors.New("the observed Lease has no epoch annotation or no labels")
 	}
@@ -261,24 +263,24 @@ func (r *runner) acquireOnState(ctx context.Context, observed *coordinationv1.Le
 	annotation := func(key string) string { return "/metadata/annotations/" + jsonPointerEscape(key) }
 	ops := []map[string]any{
 		{"op": "test", "path": "/spec", "value": observed.Spec},
-		{"op": "test", "path": annotation(EpochAnnotation), "value": observedEpoch},
-		{"op": "add", "path": annotation(EpochAnnotation), "value": l.Annotations[EpochAnnotation]},
-		{"op": "add", "path": annotation(AcquirerAnnotation), "value": l.Annotations[AcquirerAnnotation]},
-		{"op": "add", "path": "/metadata/labels/" + jsonPointerEscape(FencedLabel), "value": l.Labels[FencedLabel]},
+		{"op": "test", "path": annotation(protocol.EpochAnnotation), "value": observedEpoch},
+		{"op": "add", "path": annotation(protocol.EpochAnnotation), "value": l.Annotations[protocol.EpochAnnotation]},
+		{"op": "add", "path": annotation(protocol.AcquirerAnnotation), "value": l.Annotations[protocol.AcquirerAnnotation]},
+		{"op": "add", "path": "/metadata/labels/" + jsonPointerEscape(protocol.FencedLabel), "value": l.Labels[protocol.FencedLabel]},
 		{"op": "add", "path": "/spec", "value": l.Spec},
 	}
-	switch f, had := observed.Annotations[FencesAnnotation]; {
-	case l.Annotations[FencesAnnotation] != "":
-		ops = append(ops, map[string]any{"op": "add", "path": annotation(FencesAnnotation), "value": l.Annotations[FencesAnnotation]})
+	switch f, had := observed.Annotations[protocol.FencesAnnotation]; {
+	case l.Annotations[protocol.FencesAnnotation] != "":
+		ops = append(ops, map[string]any{"op": "add", "path": annotation(protocol.FencesAnnotation), "value": l.Annotations[protocol.FencesAnnotation]})
 	case had:
-		ops = append(ops, map[string]any{"op": "test", "path": annotation(FencesAnnotation), "value": f},
-			map[string]any{"op": "remove", "path": annotation(FencesAnnotation)})
+		ops = append(ops, map[string]any{"op": "test", "path": annotation(protocol.FencesAnnotation), "value": f},
+			map[string]any{"op": "remove", "path": annotation(protocol.FencesAnnotation)})
 	}
 	patch, err := json.Marshal(ops)
 	if err != nil {
 		return nil, err
 	}
-	return r.leases.Patch(ctx, l.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: FieldManagerFor(epoch)})
+	return r.leases.Patch(ctx, l.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: protocol.FieldManagerFor(epoch)})
 }
 
 // lostRace handles an acquisition someone else wrote first: re-read the Lease and decide again on what is
@@ -403,7 +405,7 @@ func (r *runner) renew(ctx context.Context, sent, stepAt time.Time) {
 			r.stepDown(ctx, reasonHolderChanged, fmt.Sprintf("the Lease now names holder %q", holder(got)))
 		default:
 			if epoch, perr := parseEpoch(got); perr != nil || epoch != r.term.token.Epoch {
-				r.stepDown(ctx, reasonEpochChanged, fmt.Sprintf("the Lease now carries epoch %q, not %d", got.Annotations[EpochAnnotation], r.term.token.Epoch))
+				r.stepDown(ctx, reasonEpochChanged, fmt.Sprintf("the Lease now carries epoch %q, not %d", got.Annotations[protocol.EpochAnnotation], r.term.token.Epoch))
 				return
 			}
 			r.held = got // another field was edited: renew on top of it now
@@ -431,7 +433,7 @@ func (r *runner) renewOnTerm(ctx context.Context, l *coordinationv1.Lease) (*coo
 func (r *runner) patchOnTerm(ctx context.Context, tok Token, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	patch, err := json.Marshal([]map[string]any{
 		{"op": "test", "path": "/spec/holderIdentity", "value": tok.Holder},
-		{"op": "test", "path": "/metadata/annotations/" + jsonPointerEscape(EpochAnnotation), "value": strconv.FormatInt(tok.Epoch, 10)},
+		{"op": "test", "path": "/metadata/annotations/" + jsonPointerEscape(protocol.EpochAnnotation), "value": strconv.FormatInt(tok.Epoch, 10)},
 		{"op": "add", "path": "/spec/holderIdentity", "value": l.Spec.HolderIdentity},
 		{"op": "add", "path": "/spec/renewTime", "value": l.Spec.RenewTime},
 		{"op": "add", "path": "/spec/leaseDurationSeconds", "value": l.Spec.LeaseDurationSeconds},

@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // observer keeps the latest version of the one Lease, fed by a single-object watch (an informer with a
@@ -72,7 +74,7 @@ func (o *observer) set(l *coordinationv1.Lease) {
 // sameTerm reports whether b shows the same holder, epoch, renewal and lease duration as a: a version of
 // the Lease that neither renews, releases nor acquires it.
 func sameTerm(a, b *coordinationv1.Lease) bool {
-	return holder(a) == holder(b) && a.Annotations[EpochAnnotation] == b.Annotations[EpochAnnotation] &&
+	return holder(a) == holder(b) && a.Annotations[protocol.EpochAnnotation] == b.Annotations[protocol.EpochAnnotation] &&
 		a.Spec.RenewTime.Equal(b.Spec.RenewTime) && a.Spec.AcquireTime.Equal(b.Spec.AcquireTime) &&
 		ptr.Equal(a.Spec.LeaseDurationSeconds, b.Spec.LeaseDurationSeconds)
 }

@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // A standby times the holder's renewals: a version of the Lease that changes only what a renewal does not
@@ -20,7 +22,7 @@ func TestObserverTimesRenewalsOnly(t *testing.T) {
 	renewed := metav1.NewMicroTime(start)
 	lease := func(rv, holder, epoch string, renew metav1.MicroTime, labels map[string]string) *coordinationv1.Lease {
 		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "l", ResourceVersion: rv, Labels: labels,
-			Annotations: map[string]string{EpochAnnotation: epoch}},
+			Annotations: map[string]string{protocol.EpochAnnotation: epoch}},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](15), RenewTime: &renew}}
 	}
 	steps := []struct {

@@ -19,6 +19,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // ErrNoToken is returned, without sending anything, by a write of NewClient's client while the token
@@ -381,7 +382,7 @@ func (s *fencedSubResource) notDeleting(ctx context.Context, gvk schema.GroupVer
 		return m.ResourceVersion, nil
 	}
 	name := m.Namespace + "/" + m.Name
-	return "", errorf(ReasonInvalid, name, t.Lease.Name, t.Epoch, 0,
+	return "", errorf(protocol.ReasonInvalid, name, t.Lease.Name, t.Epoch, 0,
 		"%s %s is being deleted (deletionTimestamp %s, finalizers %q): a scale write would go with it once its finalizers are removed; wait until it is gone, then create it again",
 		gvk.Kind, name, m.DeletionTimestamp.UTC().Format(time.RFC3339), m.Finalizers)
 }

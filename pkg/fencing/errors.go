@@ -10,37 +10,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-)
-
-// Reason says why a fenced write was refused. It travels from the admission webhook to the writer as the
-// type of the first cause in the API error's details, so that clients can test for it.
-type Reason string
-
-const (
-	// ReasonStale means the write carries an epoch below the Lease's current epoch (or below the epoch the
-	// resource already admitted). The writer is a former holder: it must stop writing.
-	ReasonStale Reason = "FencingStaleEpoch"
-	// ReasonNotHolder means the write carries the current epoch but does not come from the Lease's current holder
-	// (wrong holder identity, wrong authenticated user, or a Lease with no live holder).
-	ReasonNotHolder Reason = "FencingNotHolder"
-	// ReasonLeaseMissing means the bound Lease does not exist, carries no valid fencekit epoch (missing,
-	// malformed, below 1 or above elector.MaxEpoch), or is not a fenced Lease (label
-	// fencing.fencekit.io/fenced=true): the epochs of such a Lease are not guarded and prove nothing.
-	ReasonLeaseMissing Reason = "FencingLeaseMissing"
-	// ReasonFutureEpoch means the write carries an epoch above the Lease's current epoch: no elector issued it.
-	ReasonFutureEpoch Reason = "FencingFutureEpoch"
-	// ReasonInvalid means the write is malformed: data over the size bound, a field manager that starts like a
-	// token but is not one, a spec.epoch other than the presented epoch, a deletion marker other than it.
-	ReasonInvalid Reason = "FencingInvalid"
-	// ReasonTokenMissing means the write changes a fenced field without presenting a fencing token in the
-	// request (fieldManager fencing.fencekit.io/epoch=N), or a delete under a live Lease comes without the
-	// deletion marker written at the current epoch. A plain kubectl edit, patch or apply gets this.
-	ReasonTokenMissing Reason = "FencingTokenMissing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // Error is a fenced write refused by fencekit, with the numbers involved.
 type Error struct {
-	Reason Reason
+	Reason protocol.Reason
 	// Resource is what was written: a FencedResource ("namespace/name"), or for the fences outside
 	// Kubernetes a fence name (sqlfence) or a fenced key (httpfence). Lease is the bound Lease's name, when
 	// known.
@@ -70,7 +45,7 @@ func (e *Error) APIStatus() metav1.Status {
 	}
 	code := int32(http.StatusForbidden)
 	reason := metav1.StatusReasonForbidden
-	if e.Reason == ReasonInvalid {
+	if e.Reason == protocol.ReasonInvalid {
 		code, reason = http.StatusUnprocessableEntity, metav1.StatusReasonInvalid
 	}
 	group, kind := fencingv1alpha1.GroupVersion.Group, "fencedresources"
@@ -102,8 +77,8 @@ func (e *Error) StatusError() *apierrors.StatusError {
 
 // ReasonOf returns the fencing reason of err: an *Error in its chain, or an API error returned by the
 // apiserver for a write that fencekit refused (from the webhook, or from the CRD's own epoch rule, which
-// counts as ReasonStale). It returns "" for any other error.
-func ReasonOf(err error) Reason {
+// counts as protocol.ReasonStale). It returns "" for any other error.
+func ReasonOf(err error) protocol.Reason {
 	if err == nil {
 		return ""
 	}
@@ -118,14 +93,14 @@ func ReasonOf(err error) Reason {
 	s := status.Status()
 	if s.Details != nil {
 		for _, c := range s.Details.Causes {
-			switch r := Reason(c.Type); r {
-			case ReasonStale, ReasonNotHolder, ReasonLeaseMissing, ReasonFutureEpoch, ReasonInvalid, ReasonTokenMissing:
+			switch r := protocol.Reason(c.Type); r {
+			case protocol.ReasonStale, protocol.ReasonNotHolder, protocol.ReasonLeaseMissing, protocol.ReasonFutureEpoch, protocol.ReasonInvalid, protocol.ReasonTokenMissing:
 				return r
 			}
 			// The CRD's rules: "stale epoch 4: this FencedResource has already admitted epoch 5", and those
 			// on a declaration's spec.raisedEpoch.
 			if (c.Field == "spec.epoch" || c.Field == "spec.raisedEpoch") && strings.Contains(c.Message, fencingv1alpha1.StaleEpochMessage) {
-				return ReasonStale
+				return protocol.ReasonStale
 			}
 		}
 	}
@@ -134,21 +109,21 @@ func ReasonOf(err error) Reason {
 
 // IsStale reports whether err refused a write because its epoch is below the current one: the writer is a
 // former holder and must stop.
-func IsStale(err error) bool { return ReasonOf(err) == ReasonStale }
+func IsStale(err error) bool { return ReasonOf(err) == protocol.ReasonStale }
 
 // IsNotHolder reports whether err refused a write that did not come from the Lease's current holder.
-func IsNotHolder(err error) bool { return ReasonOf(err) == ReasonNotHolder }
+func IsNotHolder(err error) bool { return ReasonOf(err) == protocol.ReasonNotHolder }
 
 // IsLeaseMissing reports whether err refused a write because the bound Lease is missing or has no epoch.
-func IsLeaseMissing(err error) bool { return ReasonOf(err) == ReasonLeaseMissing }
+func IsLeaseMissing(err error) bool { return ReasonOf(err) == protocol.ReasonLeaseMissing }
 
 // IsTokenMissing reports whether err refused a write of a fenced field that presented no fencing token
 // (or a delete under a live Lease without the current deletion marker).
-func IsTokenMissing(err error) bool { return ReasonOf(err) == ReasonTokenMissing }
+func IsTokenMissing(err error) bool { return ReasonOf(err) == protocol.ReasonTokenMissing }
 
 // IsFenced reports whether err is any refusal by fencekit's fencing (as opposed to a network or API error).
 func IsFenced(err error) bool { return ReasonOf(err) != "" }
 
-func errorf(reason Reason, resource, lease string, epoch, leaseEpoch int64, format string, args ...any) *Error {
+func errorf(reason protocol.Reason, resource, lease string, epoch, leaseEpoch int64, format string, args ...any) *Error {
 	return &Error{Reason: reason, Resource: resource, Lease: lease, Epoch: epoch, LeaseEpoch: leaseEpoch, Message: fmt.Sprintf(format, args...)}
 }

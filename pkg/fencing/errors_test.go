@@ -13,6 +13,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // crdStaleEpoch is the error the apiserver returns when the CRD's own transition rule on spec.epoch refuses
@@ -24,31 +25,31 @@ func crdStaleEpoch(epoch, admitted int64) error {
 }
 
 func TestReasonOf(t *testing.T) {
-	stale := refusal(fencing.ReasonStale, 5, 6, "stale epoch 5: lease orders-writer is at epoch 6, held by worker-b")
-	notHolder := refusal(fencing.ReasonNotHolder, 6, 6, "not the holder")
-	missing := refusal(fencing.ReasonLeaseMissing, 6, 0, "lease missing")
-	future := refusal(fencing.ReasonFutureEpoch, 7, 6, "future")
-	invalid := refusal(fencing.ReasonInvalid, 6, 0, "too big")
-	noToken := at("spec.data", refusal(fencing.ReasonTokenMissing, 0, 0, "no token"))
+	stale := refusal(protocol.ReasonStale, 5, 6, "stale epoch 5: lease orders-writer is at epoch 6, held by worker-b")
+	notHolder := refusal(protocol.ReasonNotHolder, 6, 6, "not the holder")
+	missing := refusal(protocol.ReasonLeaseMissing, 6, 0, "lease missing")
+	future := refusal(protocol.ReasonFutureEpoch, 7, 6, "future")
+	invalid := refusal(protocol.ReasonInvalid, 6, 0, "too big")
+	noToken := at("spec.data", refusal(protocol.ReasonTokenMissing, 0, 0, "no token"))
 	tests := map[string]struct {
 		err  error
-		want fencing.Reason
+		want protocol.Reason
 	}{
-		"the webhook's token missing": {err: noToken.StatusError(), want: fencing.ReasonTokenMissing},
+		"the webhook's token missing": {err: noToken.StatusError(), want: protocol.ReasonTokenMissing},
 		"nil":                         {err: nil, want: ""},
 		"a plain error":               {err: errors.New("connection refused"), want: ""},
-		"a stale *Error":              {err: stale, want: fencing.ReasonStale},
-		"a wrapped *Error":            {err: fmt.Errorf("writing FencedResource ns/orders: %w", notHolder), want: fencing.ReasonNotHolder},
-		"the webhook's stale":         {err: stale.StatusError(), want: fencing.ReasonStale},
-		"the webhook's not-holder":    {err: notHolder.StatusError(), want: fencing.ReasonNotHolder},
-		"the webhook's missing":       {err: missing.StatusError(), want: fencing.ReasonLeaseMissing},
-		"the webhook's future":        {err: future.StatusError(), want: fencing.ReasonFutureEpoch},
-		"the webhook's invalid":       {err: invalid.StatusError(), want: fencing.ReasonInvalid},
+		"a stale *Error":              {err: stale, want: protocol.ReasonStale},
+		"a wrapped *Error":            {err: fmt.Errorf("writing FencedResource ns/orders: %w", notHolder), want: protocol.ReasonNotHolder},
+		"the webhook's stale":         {err: stale.StatusError(), want: protocol.ReasonStale},
+		"the webhook's not-holder":    {err: notHolder.StatusError(), want: protocol.ReasonNotHolder},
+		"the webhook's missing":       {err: missing.StatusError(), want: protocol.ReasonLeaseMissing},
+		"the webhook's future":        {err: future.StatusError(), want: protocol.ReasonFutureEpoch},
+		"the webhook's invalid":       {err: invalid.StatusError(), want: protocol.ReasonInvalid},
 		"the webhook's, wrapped by the writer": {
-			err: fmt.Errorf("writing FencedResource ns/orders at epoch 5: %w", missing.StatusError()), want: fencing.ReasonLeaseMissing,
+			err: fmt.Errorf("writing FencedResource ns/orders at epoch 5: %w", missing.StatusError()), want: protocol.ReasonLeaseMissing,
 		},
-		"the CRD's 422 stale epoch":          {err: crdStaleEpoch(4, 5), want: fencing.ReasonStale},
-		"the CRD's 422 stale epoch, wrapped": {err: fmt.Errorf("writing FencedResource ns/orders at epoch 4: %w", crdStaleEpoch(4, 5)), want: fencing.ReasonStale},
+		"the CRD's 422 stale epoch":          {err: crdStaleEpoch(4, 5), want: protocol.ReasonStale},
+		"the CRD's 422 stale epoch, wrapped": {err: fmt.Errorf("writing FencedResource ns/orders at epoch 4: %w", crdStaleEpoch(4, 5)), want: protocol.ReasonStale},
 		"a 422 on another field": {
 			err: apierrors.NewInvalid(schema.GroupKind{Group: fencingv1alpha1.GroupVersion.Group, Kind: "FencedResource"}, "orders",
 				field.ErrorList{field.Invalid(field.NewPath("spec", "leaseName"), "Orders", "stale epoch is not a name")}),
@@ -79,10 +80,10 @@ func TestReasonOf(t *testing.T) {
 			preds := map[string]struct {
 				got, want bool
 			}{
-				"IsStale":        {fencing.IsStale(tc.err), tc.want == fencing.ReasonStale},
-				"IsNotHolder":    {fencing.IsNotHolder(tc.err), tc.want == fencing.ReasonNotHolder},
-				"IsLeaseMissing": {fencing.IsLeaseMissing(tc.err), tc.want == fencing.ReasonLeaseMissing},
-				"IsTokenMissing": {fencing.IsTokenMissing(tc.err), tc.want == fencing.ReasonTokenMissing},
+				"IsStale":        {fencing.IsStale(tc.err), tc.want == protocol.ReasonStale},
+				"IsNotHolder":    {fencing.IsNotHolder(tc.err), tc.want == protocol.ReasonNotHolder},
+				"IsLeaseMissing": {fencing.IsLeaseMissing(tc.err), tc.want == protocol.ReasonLeaseMissing},
+				"IsTokenMissing": {fencing.IsTokenMissing(tc.err), tc.want == protocol.ReasonTokenMissing},
 				"IsFenced":       {fencing.IsFenced(tc.err), tc.want != ""},
 			}
 			for p, v := range preds {
@@ -112,13 +113,13 @@ func TestAPIStatus(t *testing.T) {
 		err  *fencing.Error
 		want metav1.Status
 	}{
-		"stale": {refusal(fencing.ReasonStale, 5, 6, stale),
+		"stale": {refusal(protocol.ReasonStale, 5, 6, stale),
 			refused(403, metav1.StatusReasonForbidden, "FencingStaleEpoch", "spec.epoch", stale)},
-		"invalid": {refusal(fencing.ReasonInvalid, 6, 0, "too big"),
+		"invalid": {refusal(protocol.ReasonInvalid, 6, 0, "too big"),
 			refused(422, metav1.StatusReasonInvalid, "FencingInvalid", "spec.epoch", "too big")},
-		"data over the size bound names spec.data": {at("spec.data", refusal(fencing.ReasonInvalid, 6, 0, tooMuch)),
+		"data over the size bound names spec.data": {at("spec.data", refusal(protocol.ReasonInvalid, 6, 0, tooMuch)),
 			refused(422, metav1.StatusReasonInvalid, "FencingInvalid", "spec.data", tooMuch)},
-		"token missing names the changed field": {at("spec.data", refusal(fencing.ReasonTokenMissing, 0, 0, "no token")),
+		"token missing names the changed field": {at("spec.data", refusal(protocol.ReasonTokenMissing, 0, 0, "no token")),
 			refused(403, metav1.StatusReasonForbidden, "FencingTokenMissing", "spec.data", "no token")},
 	}
 	for name, tc := range tests {
@@ -138,6 +139,6 @@ func at(field string, e *fencing.Error) *fencing.Error {
 	return e
 }
 
-func refusal(reason fencing.Reason, epoch, leaseEpoch int64, msg string) *fencing.Error {
+func refusal(reason protocol.Reason, epoch, leaseEpoch int64, msg string) *fencing.Error {
 	return &fencing.Error{Reason: reason, Resource: "ns/orders", Lease: "orders-writer", Epoch: epoch, LeaseEpoch: leaseEpoch, Message: msg}
 }

@@ -22,6 +22,7 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/internal/seal"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // fenceWorkers bounds the concurrent writes of one fence-on-acquire.
@@ -29,7 +30,7 @@ const fenceWorkers = 16
 
 // FenceOnAcquire returns an elector.Config.PostAcquire fence that raises every FencedResource bound to the
 // acquired Lease to the new epoch before the elector hands leadership to user code, and declares it on the
-// Lease (elector.Fences{FencedResources: true}), so that fencekit's webhook admits the holder's writes on
+// Lease (protocol.Fences{FencedResources: true}), so that fencekit's webhook admits the holder's writes on
 // its watch-fed copy of the Lease (as an HDFS NameNode
 // opens a new epoch on its journal before writing). From then on, a write by any earlier holder is refused
 // by the apiserver, even if the new holder never writes.
@@ -101,7 +102,7 @@ func FenceOnAcquire(c client.Client) elector.AcquireFence {
 			return fmt.Errorf("fencing %d FencedResources declared for lease %s at epoch %d: %w", len(declared), token.Lease, token.Epoch, err)
 		}
 		return ctx.Err()
-	}, elector.Fences{FencedResources: true})
+	}, protocol.Fences{FencedResources: true})
 }
 
 // raiseAll raises n objects a holder wrote, fenceWorkers at a time, every one of them: until they are
@@ -279,7 +280,7 @@ func raiseDeclaration(ctx context.Context, c client.Client, fr *fencingv1alpha1.
 	case fr.Spec.RaisedEpoch == token.Epoch:
 		return nil // already fenced at this epoch
 	case fr.Spec.RaisedEpoch > token.Epoch:
-		return errorf(ReasonFutureEpoch, fr.Namespace+"/"+fr.Name, fr.Spec.LeaseName, fr.Spec.RaisedEpoch, token.Epoch,
+		return errorf(protocol.ReasonFutureEpoch, fr.Namespace+"/"+fr.Name, fr.Spec.LeaseName, fr.Spec.RaisedEpoch, token.Epoch,
 			"FencedResource %s/%s is at epoch %d, above lease %s's new epoch %d (in spec.raisedEpoch): it cannot be fenced at %d (see \"A resource ahead of its Lease\" in fencekit's design)",
 			fr.Namespace, fr.Name, fr.Spec.RaisedEpoch, token.Lease, token.Epoch, token.Epoch)
 	}
@@ -318,7 +319,7 @@ func raise(ctx context.Context, c client.Client, fr *fencingv1alpha1.FencedResou
 	case fr.Spec.Epoch == token.Epoch:
 		return nil // already fenced at this epoch
 	case fr.Spec.Epoch > token.Epoch:
-		return errorf(ReasonFutureEpoch, fr.Namespace+"/"+fr.Name, fr.Spec.LeaseName, fr.Spec.Epoch, token.Epoch,
+		return errorf(protocol.ReasonFutureEpoch, fr.Namespace+"/"+fr.Name, fr.Spec.LeaseName, fr.Spec.Epoch, token.Epoch,
 			"FencedResource %s/%s is at epoch %d, above lease %s's new epoch %d: it cannot be fenced at %d (see \"A resource ahead of its Lease\" in fencekit's design)",
 			fr.Namespace, fr.Name, fr.Spec.Epoch, token.Lease, token.Epoch, token.Epoch)
 	}

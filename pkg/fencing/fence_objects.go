@@ -19,11 +19,12 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/internal/seal"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // FenceObjectsOnAcquire returns an elector.Config.PostAcquire fence that does for the objects declared by
 // FencingPolicies what FenceOnAcquire does for FencedResources, declared on the Lease as
-// elector.Fences{Objects: true}: before the elector hands leadership to user code, it raises the epoch record (annotation fencing.fencekit.io/epoch) of every object that a
+// protocol.Fences{Objects: true}: before the elector hands leadership to user code, it raises the epoch record (annotation fencing.fencekit.io/epoch) of every object that a
 // FencingPolicy bound to the acquired Lease declares, with one merge patch each that presents the new token.
 // From then on a write by an earlier holder is refused by the per-object rule (new == presented >= stored),
 // even one whose Lease read came before the acquisition and whose commit comes after it: the apiserver
@@ -86,7 +87,7 @@ func FenceObjectsOnAcquire(c client.Client, reader client.Reader) elector.Acquir
 			return fmt.Errorf("fencing %d objects declared for lease %s at epoch %d: %w", len(others), token.Lease, token.Epoch, err)
 		}
 		return ctx.Err()
-	}, elector.Fences{Objects: true})
+	}, protocol.Fences{Objects: true})
 }
 
 // FenceObjectsOnAcquireForConfig returns FenceObjectsOnAcquire's fence with one client of its own for both

@@ -6,6 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // Mechanisms that refuse a fenced write, as the mechanism label of fencekit_writer_refusals_total names them.
@@ -43,7 +45,7 @@ func init() {
 // when the API status names the reason as a cause's type (Error.APIStatus), the CRD's epoch rule when
 // ReasonOf recognises its message. It returns "", "" for any other error, including an *Error the writer
 // raised itself before sending (nothing was refused by the apiserver).
-func refusedBy(err error) (mechanism string, reason Reason) {
+func refusedBy(err error) (mechanism string, reason protocol.Reason) {
 	reason = ReasonOf(err)
 	if reason == "" {
 		return "", ""
@@ -55,7 +57,7 @@ func refusedBy(err error) (mechanism string, reason Reason) {
 	var status apierrors.APIStatus
 	if errors.As(err, &status) && status.Status().Details != nil {
 		for _, c := range status.Status().Details.Causes {
-			if Reason(c.Type) == reason {
+			if protocol.Reason(c.Type) == reason {
 				return MechanismWebhook, reason
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // TestRefusedBy tells the webhook's refusals from the CRD rule's, and ignores what the apiserver did not
@@ -18,16 +19,16 @@ func TestRefusedBy(t *testing.T) {
 	crdRule := apierrors.NewInvalid(schema.GroupKind{Group: "fencing.fencekit.io", Kind: "FencedResource"}, "orders", nil)
 	crdRule.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseType("FieldValueForbidden"), Field: "spec.epoch",
 		Message: "Forbidden: stale epoch 4: this FencedResource has already admitted epoch 5"}}
-	webhook := (&fencing.Error{Reason: fencing.ReasonNotHolder, Message: "not the holder"}).StatusError()
+	webhook := (&fencing.Error{Reason: protocol.ReasonNotHolder, Message: "not the holder"}).StatusError()
 	tests := map[string]struct {
 		err       error
 		mechanism string
-		reason    fencing.Reason
+		reason    protocol.Reason
 	}{
-		"webhook refusal":          {webhook, fencing.MechanismWebhook, fencing.ReasonNotHolder},
-		"webhook refusal, wrapped": {errors.Join(errors.New("writing"), webhook), fencing.MechanismWebhook, fencing.ReasonNotHolder},
-		"CRD rule":                 {crdRule, fencing.MechanismCRDRule, fencing.ReasonStale},
-		"raised by the writer":     {&fencing.Error{Reason: fencing.ReasonNotHolder}, "", ""},
+		"webhook refusal":          {webhook, fencing.MechanismWebhook, protocol.ReasonNotHolder},
+		"webhook refusal, wrapped": {errors.Join(errors.New("writing"), webhook), fencing.MechanismWebhook, protocol.ReasonNotHolder},
+		"CRD rule":                 {crdRule, fencing.MechanismCRDRule, protocol.ReasonStale},
+		"raised by the writer":     {&fencing.Error{Reason: protocol.ReasonNotHolder}, "", ""},
 		"conflict":                 {apierrors.NewConflict(schema.GroupResource{}, "orders", errors.New("changed")), "", ""},
 		"forbidden by RBAC":        {apierrors.NewForbidden(schema.GroupResource{}, "orders", errors.New("rbac")), "", ""},
 		"no error":                 {nil, "", ""},

@@ -21,6 +21,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // retryConflicts runs write until it returns anything but a resourceVersion conflict, or ctx ends: then it
@@ -341,7 +342,7 @@ func (w *Writer) disarm(ctx context.Context, token elector.Token, key types.Name
 func checkBinding(fr *fencingv1alpha1.FencedResource, token elector.Token) error {
 	key := fr.Namespace + "/" + fr.Name
 	if fr.Namespace != token.Lease.Namespace || fr.Spec.LeaseName != token.Lease.Name {
-		return errorf(ReasonNotHolder, key, fr.Spec.LeaseName, token.Epoch, 0,
+		return errorf(protocol.ReasonNotHolder, key, fr.Spec.LeaseName, token.Epoch, 0,
 			"FencedResource %s is bound to lease %s/%s, not to the token's lease %s", key, fr.Namespace, fr.Spec.LeaseName, token.Lease)
 	}
 	return nil
@@ -354,7 +355,7 @@ func checkNotDeleting(fr *fencingv1alpha1.FencedResource, token elector.Token) e
 		return nil
 	}
 	key := fr.Namespace + "/" + fr.Name
-	return errorf(ReasonInvalid, key, fr.Spec.LeaseName, token.Epoch, 0,
+	return errorf(protocol.ReasonInvalid, key, fr.Spec.LeaseName, token.Epoch, 0,
 		"FencedResource %s is being deleted (deletionTimestamp %s, finalizers %q): its data would go with it; wait until it is gone, then create it again",
 		key, fr.DeletionTimestamp.UTC().Format(time.RFC3339), fr.Finalizers)
 }

@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // recordKeys are the annotations a raise writes with the token: the epoch record, the deletion marker and
@@ -39,7 +39,7 @@ func HolderWrote(u *unstructured.Unstructured) bool {
 			}
 			continue
 		}
-		if !strings.HasPrefix(manager, elector.FieldManagerPrefix) {
+		if !strings.HasPrefix(manager, protocol.FieldManagerPrefix) {
 			continue
 		}
 		fields, ok := e["fieldsV1"].(map[string]any)

@@ -23,6 +23,7 @@ import (
 	"github.com/fencekit/fencekit/internal/operator/admission/cases"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
@@ -47,7 +48,7 @@ func TestCases(t *testing.T) {
 	// app=fenced, all Deployments), bound to the Lease the rows of the object kinds use, in turn.
 	declarePolicyFor(t, ns, "app", "objects")
 	holder := newWorker(t, ns, "holder")
-	holder.Fences = elector.Fences{FencedResources: true, Objects: true}
+	holder.Fences = protocol.Fences{FencedResources: true, Objects: true}
 	stale := holder
 	stale.Holder = "stale-replica"
 	intruder := newWorker(t, ns, "intruder")
@@ -108,7 +109,7 @@ func TestCases(t *testing.T) {
 				p := stamp(c.Patch(read(t, obj).Object), presented)
 				var opts []client.PatchOption
 				if presented != 0 {
-					opts = append(opts, client.FieldOwner(elector.FieldManagerFor(presented)))
+					opts = append(opts, client.FieldOwner(protocol.FieldManagerFor(presented)))
 				}
 				patch := client.RawPatch(types.MergePatchType, p)
 				if c.Target == cases.Lease {
@@ -119,7 +120,7 @@ func TestCases(t *testing.T) {
 				if c.Subresource != "" {
 					var sub []client.SubResourcePatchOption
 					if presented != 0 {
-						sub = append(sub, client.FieldOwner(elector.FieldManagerFor(presented)))
+						sub = append(sub, client.FieldOwner(protocol.FieldManagerFor(presented)))
 					}
 					err = w.SubResource(c.Subresource).Patch(t.Context(), obj.DeepCopy(), patch, sub...)
 				} else {
@@ -162,7 +163,7 @@ func nextEpoch(t *testing.T, ns, name string) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := strconv.ParseInt(l.Annotations[elector.EpochAnnotation], 10, 64)
+	e, err := strconv.ParseInt(l.Annotations[protocol.EpochAnnotation], 10, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +244,7 @@ func read(t *testing.T, ref *unstructured.Unstructured) *unstructured.Unstructur
 
 // verdictOf is what err says of the write: "" admitted, the fencing reason of a refusal, or
 // cases.LeasePolicy for a refusal of fencekit's Lease policy. Anything else (RBAC, a 500) fails the test.
-func verdictOf(t *testing.T, err error) fencing.Reason {
+func verdictOf(t *testing.T, err error) protocol.Reason {
 	t.Helper()
 	if err == nil {
 		return ""

@@ -21,6 +21,7 @@ import (
 	"github.com/fencekit/fencekit/internal/operator/admission"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
@@ -123,7 +124,7 @@ func TestFencedWrites(t *testing.T) {
 			_, err := fencing.NewWriter(a.Client).Set(ctx, tok, key, map[string]any{"v": "a6"})
 			return err
 		},
-		is:  func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonFutureEpoch },
+		is:  func(err error) bool { return fencing.ReasonOf(err) == protocol.ReasonFutureEpoch },
 		msg: []string{"epoch 6 was never issued: lease orders-writer is at epoch 5, held by worker-a"},
 	}, {
 		name: "data over the byte bound",
@@ -133,7 +134,7 @@ func TestFencedWrites(t *testing.T) {
 		},
 		// The cause names the field that is too big (not spec.epoch).
 		is: func(err error) bool {
-			return fencing.ReasonOf(err) == fencing.ReasonInvalid && causeField(err) == "spec.data"
+			return fencing.ReasonOf(err) == protocol.ReasonInvalid && causeField(err) == "spec.data"
 		},
 		msg: []string{"FencedResource " + ns + "/orders: spec.data is 262155 bytes, over the bound of 262144 bytes"},
 	}}
@@ -446,7 +447,7 @@ func TestUnlabelledLease(t *testing.T) {
 	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(lease), lease); err != nil {
 		t.Fatal(err)
 	}
-	delete(lease.Labels, elector.FencedLabel)
+	delete(lease.Labels, protocol.FencedLabel)
 	if err := env.Client.Update(t.Context(), lease); err != nil {
 		t.Fatal(err)
 	}
@@ -478,7 +479,7 @@ func TestFenceOnAcquireResourceAhead(t *testing.T) {
 	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "orders-writer"}, &lease); err != nil {
 		t.Fatal(err)
 	}
-	lease.Annotations[elector.EpochAnnotation] = "1"
+	lease.Annotations[protocol.EpochAnnotation] = "1"
 	if err := env.Client.Update(ctx, &lease); err != nil {
 		t.Fatal(err)
 	}

@@ -21,8 +21,8 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator/admission"
-	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
@@ -140,8 +140,8 @@ func TestSeededRecords(t *testing.T) {
 	// it) and the holder's writes go through.
 	t.Run("a seeded epoch record above every epoch, or at the next", func(t *testing.T) {
 		ns := env.Namespace(t)
-		holder := fencingHolder(t, ns, elector.Fences{Objects: true})
-		seedThenCover(t, ns, fencingv1alpha1.ObjectEpochAnnotation, map[string]string{"above": strconv.FormatInt(elector.MaxEpoch, 10), "next": "2"}, holder.User)
+		holder := fencingHolder(t, ns, protocol.Fences{Objects: true})
+		seedThenCover(t, ns, fencingv1alpha1.ObjectEpochAnnotation, map[string]string{"above": strconv.FormatInt(protocol.MaxEpoch, 10), "next": "2"}, holder.User)
 		holder.Acquire(t, ns, appLease, 1)
 		tok := holder.Acquire(t, ns, appLease, 2)
 		if err := fencing.FenceObjectsOnAcquire(holder.Client, holder.Client).Raise(ctx, tok); err != nil {
@@ -162,7 +162,7 @@ func TestSeededRecords(t *testing.T) {
 	// raise removes any marker.
 	t.Run("a seeded deletion marker at the next epoch", func(t *testing.T) {
 		ns := env.Namespace(t)
-		holder := fencingHolder(t, ns, elector.Fences{Objects: true})
+		holder := fencingHolder(t, ns, protocol.Fences{Objects: true})
 		seedThenCover(t, ns, fencingv1alpha1.DeleteAtEpochAnnotation, map[string]string{"seeded": "2"}, holder.User)
 		t1 := holder.Acquire(t, ns, appLease, 1)
 		if err := fencing.FenceObjectsOnAcquire(holder.Client, holder.Client).Raise(ctx, t1); err != nil {
@@ -203,7 +203,7 @@ func TestFreeWritesAreBounded(t *testing.T) {
 
 	t.Run("finalizers, labels and annotations", func(t *testing.T) {
 		ns := env.Namespace(t)
-		holder := fencingHolder(t, ns, elector.Fences{Objects: true, FencedResources: true})
+		holder := fencingHolder(t, ns, protocol.Fences{Objects: true, FencedResources: true})
 		grantObjects(t, ns, holder.User, "editor")
 		env.Grant(t, ns, "fr-editor", []rbacv1.PolicyRule{{APIGroups: []string{fencingv1alpha1.GroupVersion.Group}, Resources: []string{"fencedresources"},
 			Verbs: []string{"get", "patch", "update"}}}, "editor")
@@ -236,10 +236,10 @@ func TestFreeWritesAreBounded(t *testing.T) {
 			return string(b)
 		}
 		mustContain(t, fmt.Sprintf("%d long finalizers on a ConfigMap without a token", many), patchConfigMap(t, editor, ns, "app", long(many)),
-			func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonInvalid },
+			func(err error) bool { return fencing.ReasonOf(err) == protocol.ReasonInvalid },
 			"ConfigMap "+ns+"/app: this write without a fencing token grows the object from", fmt.Sprintf("over the bound of %d bytes", admission.MaxFreeObjectBytes))
 		mustContain(t, fmt.Sprintf("%d long finalizers on a FencedResource without a token", many), mergePatch(t, editor, key, long(many)),
-			func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonInvalid }, "FencedResource "+ns+"/orders", fmt.Sprintf("over the bound of %d bytes", admission.MaxFreeObjectBytes))
+			func(err error) bool { return fencing.ReasonOf(err) == protocol.ReasonInvalid }, "FencedResource "+ns+"/orders", fmt.Sprintf("over the bound of %d bytes", admission.MaxFreeObjectBytes))
 		pad := fmt.Sprintf(`{"metadata":{"annotations":{"example.com/pad":%q}}}`, strings.Repeat("x", 40*1024))
 		if err := mergePatch(t, editor, key, pad); err != nil {
 			t.Errorf("40 KiB of annotations on a FencedResource without a token (within the bounds): %v", err)
@@ -248,11 +248,11 @@ func TestFreeWritesAreBounded(t *testing.T) {
 		// holder's objects costs in proportion to their size).
 		mustContain(t, "200 KiB more annotations on a FencedResource without a token", mergePatch(t, editor, key,
 			fmt.Sprintf(`{"metadata":{"annotations":{"example.com/pad2":%q}}}`, strings.Repeat("x", 200*1024))),
-			func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonInvalid },
+			func(err error) bool { return fencing.ReasonOf(err) == protocol.ReasonInvalid },
 			"FencedResource "+ns+"/orders: this write without a fencing token grows its labels, annotations", fmt.Sprintf("over the bound of %d bytes", admission.MaxFreePartBytes))
 		mustContain(t, "padding a FencedResource's labels past the bound without a token", mergePatch(t, editor, key,
 			fmt.Sprintf(`{"metadata":{"labels":{%s}}}`, labelPad(0, 64*1024))),
-			func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonInvalid }, fmt.Sprintf("over the bound of %d bytes", admission.MaxFreePartBytes))
+			func(err error) bool { return fencing.ReasonOf(err) == protocol.ReasonInvalid }, fmt.Sprintf("over the bound of %d bytes", admission.MaxFreePartBytes))
 		if err := mergePatch(t, editor, key, `{"metadata":{"labels":{"team":"orders"},"annotations":{"example.com/note":"x"}}}`); err != nil {
 			t.Errorf("a label and an annotation on a FencedResource without a token (free): %v", err)
 		}
@@ -651,7 +651,7 @@ func TestRuleChangeAttacks(t *testing.T) {
 		}
 		p := `{"metadata":{"annotations":{"` + fencingv1alpha1.DeleteAtEpochAnnotation + `":"2"}}}`
 		if err := r2.Client.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "x"}},
-			client.RawPatch(types.MergePatchType, []byte(p)), client.FieldOwner(elector.FieldManagerFor(2))); err != nil {
+			client.RawPatch(types.MergePatchType, []byte(p)), client.FieldOwner(protocol.FieldManagerFor(2))); err != nil {
 			t.Fatal(err)
 		}
 		var seen corev1.ConfigMap
@@ -760,7 +760,7 @@ func TestRuleChangeAttacks(t *testing.T) {
 	t.Run("deletes under a live Lease and their preconditions", func(t *testing.T) {
 		ns := env.Namespace(t)
 		r1, r2 := replicas(t, ns)
-		r1.Fences, r2.Fences = elector.Fences{Objects: true}, elector.Fences{Objects: true}
+		r1.Fences, r2.Fences = protocol.Fences{Objects: true}, protocol.Fences{Objects: true}
 		grantRuleObjects(t, ns, r1.User)
 		grantPolicies(t, ns, r1.User)
 		rulePolicy(t, ns)
@@ -776,7 +776,7 @@ func TestRuleChangeAttacks(t *testing.T) {
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 			p := `{"metadata":{"annotations":{"` + fencingv1alpha1.DeleteAtEpochAnnotation + `":"` + strconv.FormatInt(epoch, 10) + `","` +
 				fencingv1alpha1.ObjectEpochAnnotation + `":"` + strconv.FormatInt(epoch, 10) + `"}}}`
-			if err := c.Patch(ctx, cm, client.RawPatch(types.MergePatchType, []byte(p)), client.FieldOwner(elector.FieldManagerFor(epoch))); err != nil {
+			if err := c.Patch(ctx, cm, client.RawPatch(types.MergePatchType, []byte(p)), client.FieldOwner(protocol.FieldManagerFor(epoch))); err != nil {
 				t.Fatalf("marker on %s: %v", name, err)
 			}
 			return cm

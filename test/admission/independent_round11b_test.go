@@ -29,6 +29,7 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
@@ -37,9 +38,9 @@ import (
 func round11bLeaseState(t *testing.T, ns, name string) string {
 	t.Helper()
 	l := env.ReadLease(t, ns, name)
-	return fmt.Sprintf("epoch=%s acquirer=%s holder=%s fenced=%s fences=%q", l.Annotations[elector.EpochAnnotation],
-		l.Annotations[elector.AcquirerAnnotation], ptr.Deref(l.Spec.HolderIdentity, ""), l.Labels[elector.FencedLabel],
-		l.Annotations[elector.FencesAnnotation])
+	return fmt.Sprintf("epoch=%s acquirer=%s holder=%s fenced=%s fences=%q", l.Annotations[protocol.EpochAnnotation],
+		l.Annotations[protocol.AcquirerAnnotation], ptr.Deref(l.Spec.HolderIdentity, ""), l.Labels[protocol.FencedLabel],
+		l.Annotations[protocol.FencesAnnotation])
 }
 
 // TestRound11bLeaseApplyByAnotherElector: persona: another user with the fencekit-elector role (create,
@@ -68,8 +69,8 @@ func TestRound11bLeaseApplyByAnotherElector(t *testing.T) {
 	full := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
 		"metadata": map[string]any{"name": appLease, "namespace": ns,
-			"labels":      map[string]any{elector.FencedLabel: "true"},
-			"annotations": map[string]any{elector.EpochAnnotation: lease.Annotations[elector.EpochAnnotation], elector.AcquirerAnnotation: lease.Annotations[elector.AcquirerAnnotation]}},
+			"labels":      map[string]any{protocol.FencedLabel: "true"},
+			"annotations": map[string]any{protocol.EpochAnnotation: lease.Annotations[protocol.EpochAnnotation], protocol.AcquirerAnnotation: lease.Annotations[protocol.AcquirerAnnotation]}},
 		"spec": map[string]any{"holderIdentity": *lease.Spec.HolderIdentity, "leaseDurationSeconds": int64(*lease.Spec.LeaseDurationSeconds),
 			"renewTime": lease.Spec.RenewTime.UTC().Format("2006-01-02T15:04:05.000000Z07:00"), "acquireTime": lease.Spec.AcquireTime.UTC().Format("2006-01-02T15:04:05.000000Z07:00"),
 			"leaseTransitions": int64(ptr.Deref(lease.Spec.LeaseTransitions, 0))},
@@ -83,14 +84,14 @@ func TestRound11bLeaseApplyByAnotherElector(t *testing.T) {
 	t.Logf("after the applies: %s", round11bLeaseState(t, ns, appLease))
 
 	patch := fmt.Sprintf(`[{"op":"test","path":"/spec/holderIdentity","value":"w1"},{"op":"test","path":"/metadata/annotations/%s","value":"1"},{"op":"replace","path":"/spec/holderIdentity","value":"w2"}]`,
-		strings.ReplaceAll(elector.EpochAnnotation, "/", "~1"))
+		strings.ReplaceAll(protocol.EpochAnnotation, "/", "~1"))
 	err = other.Client.Patch(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: appLease}}, client.RawPatch(types.JSONPatchType, []byte(patch)), testenv.Presenting(1))
 	t.Logf("w2's JSON patch test+replace of the holder, presenting epoch 1: %v", round9Short(err))
 
 	renew := full.DeepCopy()
 	_ = unstructured.SetNestedField(renew.Object, time.Now().Add(time.Hour).UTC().Format("2006-01-02T15:04:05.000000Z07:00"), "spec", "renewTime")
-	err = apply(renew, elector.FieldManagerFor(1))
-	t.Logf("w2's apply of a renewTime one hour ahead, field manager %s: %v", elector.FieldManagerFor(1), round9Short(err))
+	err = apply(renew, protocol.FieldManagerFor(1))
+	t.Logf("w2's apply of a renewTime one hour ahead, field manager %s: %v", protocol.FieldManagerFor(1), round9Short(err))
 
 	odd := full.DeepCopy()
 	_ = unstructured.SetNestedField(odd.Object, "2", "metadata", "annotations", "Fencing.fencekit.io/epoch")
@@ -204,7 +205,7 @@ func TestRound11bFencedResourceAheadOfTheLease(t *testing.T) {
 	env.Grant(t, ns, "fr-creator", []rbacv1.PolicyRule{{APIGroups: []string{fencingv1alpha1.GroupVersion.Group}, Resources: []string{"fencedresources"},
 		Verbs: []string{"get", "list", "create", "update", "patch"}}}, "editor")
 	editor := env.ClientAs(t, "editor")
-	const maxEpoch = elector.MaxEpoch
+	const maxEpoch = protocol.MaxEpoch
 	fr := func(name string, epoch, raised int64) *fencingv1alpha1.FencedResource {
 		f := &fencingv1alpha1.FencedResource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: fencingv1alpha1.FencedResourceSpec{LeaseName: "l"}}
 		f.Spec.Epoch = epoch
@@ -335,7 +336,7 @@ func TestRound11bStatusRouteWithoutTheToken(t *testing.T) {
 	}
 	hasEpochManager := false
 	for _, m := range mfAfter {
-		if strings.HasPrefix(m, elector.FieldManagerPrefix) {
+		if strings.HasPrefix(m, protocol.FieldManagerPrefix) {
 			hasEpochManager = true
 		}
 	}
@@ -475,7 +476,7 @@ func TestRound11bLabelStormFailsTheRelease(t *testing.T) {
 		l := env.ReadLease(t, ns, appLease)
 		h := ptr.Deref(l.Spec.HolderIdentity, "")
 		t.Logf("round %d: led at epoch %d; after Run returned (%s): holder %q, epoch %s, duration %d s", k, tok.Epoch, took.Round(time.Millisecond), h,
-			l.Annotations[elector.EpochAnnotation], ptr.Deref(l.Spec.LeaseDurationSeconds, 0))
+			l.Annotations[protocol.EpochAnnotation], ptr.Deref(l.Spec.LeaseDurationSeconds, 0))
 		if h != "" {
 			failed++
 			// The Lease stays held until it expires: wait for it, so that the next round acquires.

@@ -33,6 +33,7 @@ import (
 	"github.com/fencekit/fencekit/internal/operator/admission"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
@@ -184,7 +185,7 @@ func TestRound9TerminatingDeclarationBlocksTakeover(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		l := env.ReadLease(t, ns, appLease)
 		t.Errorf("p2 did not become leader within 20 s of starting (the Lease: holder %q, epoch %s): a declaration a user without the token declared and deleted keeps every acquisition's fence-on-acquire failing (I3)",
-			round9PtrString(l.Spec.HolderIdentity), l.Annotations[elector.EpochAnnotation])
+			round9PtrString(l.Spec.HolderIdentity), l.Annotations[protocol.EpochAnnotation])
 		if err := mergePatch(t, env.Client, trap, `{"metadata":{"finalizers":null}}`); err != nil {
 			t.Fatal(err)
 		}
@@ -481,7 +482,7 @@ func TestRound9EditorRaisesADeclaration(t *testing.T) {
 		{"another elector workload presenting the next token", func() error {
 			return other.Client.Patch(ctx, frOf("d"), client.RawPatch(types.MergePatchType,
 				fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}},"spec":{"raisedEpoch":%d}}`, fencingv1alpha1.WriterAnnotation, tok.Holder, tok.Epoch+1)),
-				client.FieldOwner(elector.FieldManagerFor(tok.Epoch+1)))
+				client.FieldOwner(protocol.FieldManagerFor(tok.Epoch+1)))
 		}},
 	}
 	admitted := 0
@@ -1310,10 +1311,10 @@ func TestRound9AcquisitionPatchUnderStormAndExpiry(t *testing.T) {
 	default:
 	}
 	lease := env.ReadLease(t, ns, "l")
-	if got := lease.Annotations[elector.EpochAnnotation]; got != fmt.Sprint(current.epoch) {
+	if got := lease.Annotations[protocol.EpochAnnotation]; got != fmt.Sprint(current.epoch) {
 		t.Errorf("the Lease carries epoch %s, the last leader %s was handed %d", got, current.id, current.epoch)
 	}
-	t.Logf("the Lease: holder %q, epoch %s; %d storm writes", round9PtrString(lease.Spec.HolderIdentity), lease.Annotations[elector.EpochAnnotation], writes.Load())
+	t.Logf("the Lease: holder %q, epoch %s; %d storm writes", round9PtrString(lease.Spec.HolderIdentity), lease.Annotations[protocol.EpochAnnotation], writes.Load())
 }
 
 // TestRound9EditorFinalizersBlockEvictions: TestRound9EditorFinalizersLockOutControllers against the

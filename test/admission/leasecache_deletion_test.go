@@ -12,6 +12,7 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // Attacks on the webhooks' copy of the Lease (TestLeaseCacheAttacks has the others): the
@@ -29,7 +30,7 @@ func TestLeaseCacheAttacksOnDeletion(t *testing.T) {
 		a.s.set(false)
 		ns = env.Namespace(t)
 		r1, r2 = replicas(t, ns)
-		r1.Fences, r2.Fences = elector.Fences{FencedResources: true}, elector.Fences{FencedResources: true}
+		r1.Fences, r2.Fences = protocol.Fences{FencedResources: true}, protocol.Fences{FencedResources: true}
 		key = declare(t, ns, "r", "l")
 		grantFencedResources(t, ns, r1.User) // delete: the role the holder's user needs to delete (Writer.Delete)
 		t1 = r1.Acquire(t, ns, "l", 1)
@@ -120,7 +121,7 @@ func TestLeaseCacheAttacksOnDeletion(t *testing.T) {
 	t.Run("a stale replica's fenced ConfigMap delete across a takeover, the copy stalled", func(t *testing.T) {
 		ns := a.namespace(t)
 		r1, r2 := replicas(t, ns)
-		r1.Fences, r2.Fences = elector.Fences{Objects: true}, elector.Fences{Objects: true}
+		r1.Fences, r2.Fences = protocol.Fences{Objects: true}, protocol.Fences{Objects: true}
 		configMapPolicy(t, ns, "l", nil, r1.User)
 		_, c1 := holderClient(t, r1, ns, "l", 1)
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm"}}

@@ -34,6 +34,7 @@ import (
 	"github.com/fencekit/fencekit/internal/operator/webhook"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
@@ -121,13 +122,13 @@ func TestLeaseCacheLagsAnAcquisition(t *testing.T) {
 	type kind struct {
 		name    string
 		webhook string
-		fences  elector.Fences
+		fences  protocol.Fences
 		// setup declares the fenced object (bound to lease) and returns a write presenting tok's epoch and
 		// the fence-on-acquire hook of that kind.
 		setup func(t *testing.T, ns, lease string, w worker) (write func(tok elector.Token, v string) error, fence func(elector.Token) error)
 	}
 	kinds := []kind{
-		{name: "FencedResource", webhook: "fencedresources", fences: elector.Fences{FencedResources: true},
+		{name: "FencedResource", webhook: "fencedresources", fences: protocol.Fences{FencedResources: true},
 			setup: func(t *testing.T, ns, lease string, w worker) (func(elector.Token, string) error, func(elector.Token) error) {
 				key := declare(t, ns, "r", lease)
 				writer := fencing.NewWriter(w.Client)
@@ -138,7 +139,7 @@ func TestLeaseCacheLagsAnAcquisition(t *testing.T) {
 						return fencing.FenceOnAcquire(w.Client).Raise(ctx, tok)
 					}
 			}},
-		{name: "ConfigMap under a FencingPolicy", webhook: "objects", fences: elector.Fences{Objects: true},
+		{name: "ConfigMap under a FencingPolicy", webhook: "objects", fences: protocol.Fences{Objects: true},
 			setup: func(t *testing.T, ns, lease string, w worker) (func(elector.Token, string) error, func(elector.Token) error) {
 				configMapPolicy(t, ns, lease, nil, w.User)
 				created := false
@@ -175,7 +176,7 @@ func TestLeaseCacheLagsAnAcquisition(t *testing.T) {
 				}
 				testenv.Eventually(t, "the copy shows the Lease at epoch 1", func() (bool, string) {
 					l := leases.Lease(ns, "l")
-					return l != nil && l.Annotations[elector.EpochAnnotation] == "1", fmt.Sprint(l)
+					return l != nil && l.Annotations[protocol.EpochAnnotation] == "1", fmt.Sprint(l)
 				})
 				if declared {
 					testenv.Eventually(t, "replica-1's write at epoch 1 admitted on the copy of the Lease", func() (bool, string) {
@@ -261,8 +262,8 @@ func (a copyAttack) seen(t *testing.T, ns, name string, epoch int64, holder stri
 		if l.Spec.HolderIdentity != nil {
 			h = *l.Spec.HolderIdentity
 		}
-		return l.Annotations[elector.EpochAnnotation] == fmt.Sprint(epoch) && (holder == "" || h == holder),
-			fmt.Sprintf("epoch %s, holder %q", l.Annotations[elector.EpochAnnotation], h)
+		return l.Annotations[protocol.EpochAnnotation] == fmt.Sprint(epoch) && (holder == "" || h == holder),
+			fmt.Sprintf("epoch %s, holder %q", l.Annotations[protocol.EpochAnnotation], h)
 	})
 }
 
@@ -365,7 +366,7 @@ func holderClient(t *testing.T, r worker, ns, lease string, epoch int64) (electo
 func objectReplicas(t *testing.T, ns string) (worker, worker) {
 	t.Helper()
 	r1, r2 := replicas(t, ns)
-	r1.Fences, r2.Fences = elector.Fences{Objects: true}, elector.Fences{Objects: true}
+	r1.Fences, r2.Fences = protocol.Fences{Objects: true}, protocol.Fences{Objects: true}
 	return r1, r2
 }
 
@@ -489,7 +490,7 @@ func webhookAnswers(t *testing.T, path string) float64 {
 func TestLeaseCacheAttacks(t *testing.T) {
 	a := startCopyAttack(t)
 	ctx := t.Context()
-	objects := elector.Fences{Objects: true}
+	objects := protocol.Fences{Objects: true}
 	fenced := map[string]string{"app": "fenced"}
 
 	// HOLE (closed): a ConfigMap outside the policy's selector is not fenced, so the stale holder may write
@@ -545,7 +546,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 	// stale write of the undeclared kind is refused at once from the quorum read, though the stalled copy
 	// shows the stale epoch and a declaration.
 	t.Run("a declaration of the other kind decides nothing", func(t *testing.T) {
-		for _, declared := range []elector.Fences{{FencedResources: true}, objects} {
+		for _, declared := range []protocol.Fences{{FencedResources: true}, objects} {
 			ns := a.namespace(t)
 			r1, r2 := replicas(t, ns)
 			r1.Fences, r2.Fences = declared, declared
@@ -678,7 +679,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 	t.Run("the holder writes after releasing, residual", func(t *testing.T) {
 		ns := a.namespace(t)
 		r1, r2 := replicas(t, ns)
-		r1.Fences, r2.Fences = elector.Fences{FencedResources: true}, elector.Fences{FencedResources: true}
+		r1.Fences, r2.Fences = protocol.Fences{FencedResources: true}, protocol.Fences{FencedResources: true}
 		key := declare(t, ns, "r", "l")
 		t1 := r1.Acquire(t, ns, "l", 1)
 		writer := fencing.NewWriter(r1.Client)
@@ -722,8 +723,8 @@ func TestLeaseCacheAttacks(t *testing.T) {
 		a.s.set(true)
 		deleteLeaseOverridingProtection(t, ns, "l")
 		r2.Acquire(t, ns, "l", 1000) // a create chooses its starting epoch; the elector seeds a resourceVersion
-		if l := env.ReadLease(t, ns, "l"); l.Annotations[elector.FencesAnnotation] != "" {
-			t.Fatalf("the recreated Lease declares %q, want nothing", l.Annotations[elector.FencesAnnotation])
+		if l := env.ReadLease(t, ns, "l"); l.Annotations[protocol.FencesAnnotation] != "" {
+			t.Fatalf("the recreated Lease declares %q, want nothing", l.Annotations[protocol.FencesAnnotation])
 		}
 		admittedOnCopy(t, "objects", "replica-1's write at epoch 1 after the recreation", func() error { return patchConfigMap(t, c1, ns, "cm", `{"data":{"v":"late"}}`) })
 		a.s.set(false)
@@ -771,7 +772,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 	t.Run("break glass takes over dropping the declaration, residual", func(t *testing.T) {
 		ns := a.namespace(t)
 		r1, _ := replicas(t, ns)
-		r1.Fences = elector.Fences{FencedResources: true}
+		r1.Fences = protocol.Fences{FencedResources: true}
 		key := declare(t, ns, "r", "l")
 		t1 := r1.Acquire(t, ns, "l", 1)
 		writer := fencing.NewWriter(r1.Client)
@@ -785,7 +786,7 @@ func TestLeaseCacheAttacks(t *testing.T) {
 		a.s.set(true)
 		l := env.ReadLease(t, ns, "l")
 		testenv.AcquiredBy(l, "oncall", "oncall", 2, 15*time.Second)
-		delete(l.Annotations, elector.FencesAnnotation)
+		delete(l.Annotations, protocol.FencesAnnotation)
 		if err := env.Client.Update(ctx, l, testenv.Presenting(2)); err != nil {
 			t.Fatalf("break glass taking the Lease over at epoch 2: %v", err)
 		}

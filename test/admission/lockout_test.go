@@ -30,6 +30,7 @@ import (
 	"github.com/fencekit/fencekit/internal/operator/admission"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
@@ -101,7 +102,7 @@ func TestManagedFieldsPaddingLocksOutApply(t *testing.T) {
 	// The finalizers listed are not on the object: refused for that before any bound is measured
 	// (TestFreeWritesAreBounded pads with fields the object has).
 	mustContain(t, "1.4 MB of managedFields paths in the GitOps tool's entry, without a token", err,
-		func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonTokenMissing },
+		func(err error) bool { return fencing.ReasonOf(err) == protocol.ReasonTokenMissing },
 		"ConfigMap "+ns+"/app: this write changes metadata.managedFields: it gives ownership of a field the object does not have, under metadata.finalizers")
 
 	big := strings.Repeat("y", 150*1000)

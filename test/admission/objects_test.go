@@ -22,6 +22,7 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
@@ -278,7 +279,7 @@ func TestFencingPolicyStaleHolder(t *testing.T) {
 	c3 := fencing.NewClient(r1.Client, tokenOf(t3))
 	mustContain(t, "the current token, the record left at the previous epoch",
 		r1.Client.Patch(ctx, cmRef(), client.RawPatch(types.MergePatchType, []byte(`{"data":{"v":"unstamped"}}`)), client.FieldOwner(t3.FieldManager())),
-		func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonInvalid }, `would carry fencing.fencekit.io/epoch="2"`)
+		func(err error) bool { return fencing.ReasonOf(err) == protocol.ReasonInvalid }, `would carry fencing.fencekit.io/epoch="2"`)
 	// A new acquisition refuses the previous epoch at once: no poll between the acquisition and the write.
 	mustContain(t, "replica-2's write right after replica-1 acquired epoch 3", func() error {
 		c := readCM()
@@ -354,7 +355,7 @@ func TestFencingPolicyEditorWrites(t *testing.T) {
 	} {
 		err := retryRBAC(t, name, write)
 		if name == "a field manager that looks like a token" {
-			mustContain(t, name, err, func(err error) bool { return fencing.ReasonOf(err) == fencing.ReasonInvalid }, "ConfigMap "+ns+"/app", `"fencing.fencekit.io/epoch=01" is not a valid fencing token`)
+			mustContain(t, name, err, func(err error) bool { return fencing.ReasonOf(err) == protocol.ReasonInvalid }, "ConfigMap "+ns+"/app", `"fencing.fencekit.io/epoch=01" is not a valid fencing token`)
 			continue
 		}
 		mustContain(t, name, err, fencing.IsTokenMissing, "ConfigMap "+ns+"/app", "data.v")
@@ -443,7 +444,7 @@ func TestFencingPolicyValidation(t *testing.T) {
 	t.Run("a policy that covers Leases under another spelling", func(t *testing.T) {
 		for _, res := range []fencingv1alpha1.FencedObjects{{Group: "", Resource: "leases"}, {Group: "coordination.k8s.io", Resource: "lease"}} {
 			ns := env.Namespace(t)
-			holder := fencingHolder(t, ns, elector.Fences{Objects: true})
+			holder := fencingHolder(t, ns, protocol.Fences{Objects: true})
 			env.Grant(t, ns, "lease-patcher", []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"patch"}}}, holder.User)
 			holder.Acquire(t, ns, "l", 1)
 			p := &fencingv1alpha1.FencingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "leases"},
@@ -571,14 +572,14 @@ func acquireErr(t *testing.T, w worker, ns, name string, epoch int64) error {
 	}
 	testenv.AcquiredBy(&lease, w.User, w.Holder, epoch, 15*time.Second)
 	if f := w.Fences.String(); f != "" {
-		lease.Annotations[elector.FencesAnnotation] = f
+		lease.Annotations[protocol.FencesAnnotation] = f
 	}
 	return w.Client.Update(t.Context(), &lease, testenv.Presenting(epoch))
 }
 
 // fencingHolder is worker app-operator of ns, whose elector declares and runs fences on acquire, allowed to
 // list the FencingPolicies of ns (fence-on-acquire reads them).
-func fencingHolder(t *testing.T, ns string, fences elector.Fences) worker {
+func fencingHolder(t *testing.T, ns string, fences protocol.Fences) worker {
 	t.Helper()
 	holder := newWorker(t, ns, "app-operator")
 	holder.Fences = fences

@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
@@ -63,7 +63,7 @@ func TestRound7SeededMarkerLetsAStaleReplicaDelete(t *testing.T) {
 			}
 			declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Resource: "configmaps"})
 			if fences {
-				r2.Fences = elector.Fences{Objects: true}
+				r2.Fences = protocol.Fences{Objects: true}
 				acquireAndFence(t, r2, ns, appLease, 2)
 			} else {
 				r2.Acquire(t, ns, appLease, 2)

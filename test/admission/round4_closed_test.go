@@ -31,6 +31,7 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
@@ -430,6 +431,6 @@ func TestRound4LeaseLabelsSlowEveryRenewal(t *testing.T) {
 	if !e.IsLeader() || stopped.Load() > 0 {
 		l := env.ReadLease(t, ns, lease)
 		t.Errorf("the holder lost leadership to free writes on a Lease padded with short labels (I2); the Lease names holder %q at epoch %s",
-			ptr.Deref(l.Spec.HolderIdentity, ""), l.Annotations[elector.EpochAnnotation])
+			ptr.Deref(l.Spec.HolderIdentity, ""), l.Annotations[protocol.EpochAnnotation])
 	}
 }

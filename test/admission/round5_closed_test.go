@@ -32,6 +32,7 @@ import (
 	"github.com/fencekit/fencekit/internal/operator/admission"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
@@ -67,7 +68,7 @@ func TestRound5LeaseEntriesBlockTheFenceDeclaration(t *testing.T) {
 			}
 		}
 		n := round5LeaseEntries(t, ns, lease)
-		err := round5Acquire(t, next, ns, lease, 2, elector.FencesFencedResources)
+		err := round5Acquire(t, next, ns, lease, 2, protocol.FencesFencedResources)
 		t.Logf("padded=%t (%d labels and annotations): the acquisition that declares fence-on-acquire: %v", padded, n, err)
 		if err != nil {
 			t.Errorf("padded=%t: the acquisition at epoch 2 that declares fence-on-acquire, after another user's labels brought the Lease to %d entries (I2): %v", padded, n, err)
@@ -93,10 +94,10 @@ func TestRound5LeaseOverSixtyFourSkipsTheByteBound(t *testing.T) {
 	for i := range 70 - 4 {
 		pre.Labels[fmt.Sprintf("app.example.com/l%02d", i)] = "x"
 	}
-	pre.Labels[elector.FencedLabel] = "false"
-	pre.Annotations[elector.EpochAnnotation] = "1"
-	pre.Annotations[elector.AcquirerAnnotation] = "nobody"
-	pre.Annotations[elector.FencesAnnotation] = ""
+	pre.Labels[protocol.FencedLabel] = "false"
+	pre.Annotations[protocol.EpochAnnotation] = "1"
+	pre.Annotations[protocol.AcquirerAnnotation] = "nobody"
+	pre.Annotations[protocol.FencesAnnotation] = ""
 	if err := retryRBAC(t, "the unfenced Lease", func() error { return intruder.Client.Create(ctx, pre) }); err != nil {
 		t.Fatal(err)
 	}
@@ -104,8 +105,8 @@ func TestRound5LeaseOverSixtyFourSkipsTheByteBound(t *testing.T) {
 		t.Fatalf("the elector's first acquisition of the unfenced Lease with 70 labels and annotations: %v", err)
 	}
 	l := env.ReadLease(t, ns, lease)
-	t.Logf("fenced at epoch %s with %d labels and annotations", l.Annotations[elector.EpochAnnotation], len(l.Labels)+len(l.Annotations))
-	epoch, _ := strconv.ParseInt(l.Annotations[elector.EpochAnnotation], 10, 64)
+	t.Logf("fenced at epoch %s with %d labels and annotations", l.Annotations[protocol.EpochAnnotation], len(l.Labels)+len(l.Annotations))
+	epoch, _ := strconv.ParseInt(l.Annotations[protocol.EpochAnnotation], 10, 64)
 	fill := func(extra int) error {
 		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			var l coordinationv1.Lease
@@ -459,7 +460,7 @@ func round5Acquire(t *testing.T, w worker, ns, name string, epoch int64, fences 
 		}
 		testenv.AcquiredBy(&cur, w.User, w.Holder, e, 15*time.Second)
 		if fences != "" {
-			cur.Annotations[elector.FencesAnnotation] = fences
+			cur.Annotations[protocol.FencesAnnotation] = fences
 		}
 		return w.Client.Update(t.Context(), &cur, testenv.Presenting(e))
 	})

@@ -30,6 +30,7 @@ import (
 	"github.com/fencekit/fencekit/internal/operator/admission"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
@@ -86,7 +87,7 @@ func round6Migration(t *testing.T, n int, ann map[string]string, timeout time.Du
 	ns := env.Namespace(t)
 	const lease = "busy"
 	holder := newWorker(t, ns, "app-operator")
-	holder.Fences = elector.Fences{FencedResources: true}
+	holder.Fences = protocol.Fences{FencedResources: true}
 	env.Grant(t, ns, "fr-writer", []rbacv1.PolicyRule{{APIGroups: []string{fencingv1alpha1.GroupVersion.Group},
 		Resources: []string{"fencedresources"}, Verbs: []string{"get", "list", "watch", "patch", "update"}}}, holder.User)
 	declarer := round6Declarer(t, ns)
@@ -310,8 +311,8 @@ func TestRound6StaleMarkerDisarmsTheHold(t *testing.T) {
 	r1 := newWorker(t, ns, "replica-1")
 	r2 := newWorker(t, ns, "replica-2")
 	r2.LeaseDuration = 10 * time.Minute
-	r1.Fences = elector.Fences{FencedResources: true}
-	r2.Fences = elector.Fences{FencedResources: true}
+	r1.Fences = protocol.Fences{FencedResources: true}
+	r2.Fences = protocol.Fences{FencedResources: true}
 	grantFencedResources(t, ns, r1.User, r2.User, "relabeller")
 	tok1 := r1.Acquire(t, ns, "l", 1)
 	control, target, target2 := declare(t, ns, "control", "l"), declare(t, ns, "target", "l"), declare(t, ns, "target-unthrottled", "l")

@@ -21,6 +21,7 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator/admission"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
@@ -233,7 +234,7 @@ func TestRound6WriteInATerminatingNamespace(t *testing.T) {
 		return err != nil, testenv.ErrString(err)
 	})
 	t.Logf("the holder's Writer.Set in terminating namespace %s: %v", ns, err)
-	if fencing.ReasonOf(err) != fencing.ReasonInvalid {
+	if fencing.ReasonOf(err) != protocol.ReasonInvalid {
 		t.Errorf("the holder's write to FencedResource %s in a terminating namespace: %v (data %v), want it refused as invalid: the namespace controller will delete it (nothing is lost)", key, err, fr)
 	}
 	// The namespace controller's delete, as it will come, is admitted while the Lease is live.

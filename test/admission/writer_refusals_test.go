@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
@@ -13,7 +14,7 @@ import (
 
 // writerRefusals reads fencekit_writer_refusals_total{lease,mechanism,reason} from controller-runtime's
 // registry.
-func writerRefusals(t *testing.T, lease, mechanism string, reason fencing.Reason) float64 {
+func writerRefusals(t *testing.T, lease, mechanism string, reason protocol.Reason) float64 {
 	return testenv.CounterSum(t, "fencekit_writer_refusals_total", map[string]string{"lease": lease, "mechanism": mechanism, "reason": string(reason)})
 }
 
@@ -43,17 +44,17 @@ func TestWriterCountsRefusals(t *testing.T) {
 	if _, err := fencing.NewWriter(a.Client).Set(ctx, ta, orders, map[string]any{"v": 3}); !fencing.IsStale(err) {
 		t.Fatalf("worker-a's write of orders at 5: %v, want a stale refusal", err)
 	}
-	if got := writerRefusals(t, lease, fencing.MechanismCRDRule, fencing.ReasonStale); got != 1 {
+	if got := writerRefusals(t, lease, fencing.MechanismCRDRule, protocol.ReasonStale); got != 1 {
 		t.Errorf("fencekit_writer_refusals_total{mechanism=crd_rule} = %v after one refusal by the CRD rule, want 1", got)
 	}
 	// audit is still at 5: the same write passes the CRD rule and the webhook refuses it.
 	if _, err := fencing.NewWriter(a.Client).Update(ctx, ta, audit, func(m map[string]any) error { m["v"] = 3; return nil }); !fencing.IsStale(err) {
 		t.Fatalf("worker-a's write of audit at 5: %v, want a stale refusal", err)
 	}
-	if got := writerRefusals(t, lease, fencing.MechanismWebhook, fencing.ReasonStale); got != 1 {
+	if got := writerRefusals(t, lease, fencing.MechanismWebhook, protocol.ReasonStale); got != 1 {
 		t.Errorf("fencekit_writer_refusals_total{mechanism=webhook} = %v after one refusal by the webhook, want 1", got)
 	}
-	if got := writerRefusals(t, lease, fencing.MechanismCRDRule, fencing.ReasonStale); got != 1 {
+	if got := writerRefusals(t, lease, fencing.MechanismCRDRule, protocol.ReasonStale); got != 1 {
 		t.Errorf("fencekit_writer_refusals_total{mechanism=crd_rule} = %v, want still 1", got)
 	}
 }

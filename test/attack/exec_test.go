@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // Outcomes of a request.
@@ -31,7 +31,7 @@ const (
 type result struct {
 	outcome string
 	code    int32
-	reason  fencing.Reason
+	reason  protocol.Reason
 	msg     string
 	// returned is the object the apiserver returned for an admitted write (a dry run's too).
 	returned *unstructured.Unstructured
@@ -104,7 +104,7 @@ func (w *world) leaseEpoch() int64 {
 	if err != nil {
 		return 0
 	}
-	e, _ := elector.ParseEpoch(u.GetAnnotations()[elector.EpochAnnotation])
+	e, _ := protocol.ParseEpoch(u.GetAnnotations()[protocol.EpochAnnotation])
 	return e
 }
 
@@ -114,7 +114,7 @@ func fieldManager(m managerSpec, epoch int64) string {
 	case "tool", "raw":
 		return m.name
 	case "epoch":
-		return elector.FieldManagerFor(max(epoch+m.rel, 1))
+		return protocol.FieldManagerFor(max(epoch+m.rel, 1))
 	}
 	return ""
 }

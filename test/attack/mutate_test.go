@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // changeEnv is what a change needs to know when it runs: the Lease's current epoch and the UIDs of the
@@ -37,7 +37,7 @@ func (e changeEnv) epochValue(v string) int64 {
 	case "future":
 		return e.epoch + 1
 	case "huge":
-		return elector.MaxEpoch
+		return protocol.MaxEpoch
 	}
 	n, _ := strconv.ParseInt(v, 10, 64)
 	return n
@@ -211,7 +211,7 @@ func setManagedEntries(u *unstructured.Unstructured, es []map[string]any) {
 
 func isEpochManager(e map[string]any) bool {
 	m, _ := e["manager"].(string)
-	return strings.HasPrefix(m, elector.FieldManagerPrefix)
+	return strings.HasPrefix(m, protocol.FieldManagerPrefix)
 }
 
 // changeManaged changes ownership without changing a field: moves a data field from the holder's Update
@@ -263,7 +263,7 @@ func (c change) changeManaged(u *unstructured.Unstructured, e changeEnv) bool {
 		}
 		sub[moved] = val
 	case "managed-epoch-entry":
-		es = append(es, map[string]any{"manager": elector.FieldManagerFor(e.epoch), "operation": "Update", "apiVersion": u.GetAPIVersion(),
+		es = append(es, map[string]any{"manager": protocol.FieldManagerFor(e.epoch), "operation": "Update", "apiVersion": u.GetAPIVersion(),
 			"fieldsType": "FieldsV1", "fieldsV1": map[string]any{"f:metadata": map[string]any{"f:finalizers": map[string]any{".": map[string]any{}}}}})
 	case "managed-gain-free":
 		i := slices.IndexFunc(es, isEpochManager)

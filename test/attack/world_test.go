@@ -25,6 +25,7 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
@@ -196,7 +197,7 @@ func newWorld(t *testing.T, routes []route, gc bool) *world {
 	// The holder acquires at epoch 1 (a Worker, fence-on-acquire declared and run), writes the world, and
 	// releases; an elector at its defaults then acquires at epoch 2, so that the stale holder has an
 	// earlier epoch from the first step on.
-	holder.Fences = elector.Fences{FencedResources: true, Objects: true}
+	holder.Fences = protocol.Fences{FencedResources: true, Objects: true}
 	holder.Client = w.holderC
 	tok := holder.Acquire(t, w.ns, leaseName, 1)
 	if err := elector.JoinFences(fencing.FenceOnAcquire(w.holderC), fencing.FenceObjectsOnAcquire(w.holderC, w.holderC)).Raise(ctx, tok); err != nil {

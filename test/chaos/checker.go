@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // Rules the checker enforces; a Violation names one.
@@ -76,7 +76,7 @@ type Report struct {
 	// admitted the new epoch (admitted against the Lease as it was; see Check).
 	LateAdmissions int
 	// StaleRefused counts the workers' writes (not the adversaries') refused as stale
-	// (fencing.ReasonStale): made believing to lead after the Lease had moved on, the overlaps of
+	// (protocol.ReasonStale): made believing to lead after the Lease had moved on, the overlaps of
 	// leadership the fence stopped.
 	StaleRefused int
 	// Linearizability is porcupine's result per target.
@@ -105,7 +105,7 @@ func Check(h History, visualize func(target string, lin Linearization)) Report {
 				r.Admitted++
 			case Refused:
 				r.Refused++
-				if op.Adversary == "" && op.Reason == string(fencing.ReasonStale) {
+				if op.Adversary == "" && op.Reason == string(protocol.ReasonStale) {
 					r.StaleRefused++
 				}
 			default:

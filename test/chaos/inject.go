@@ -20,6 +20,7 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // inject plays one event and reports whether it took effect.
@@ -256,7 +257,7 @@ func (r *run) zombie(ctx context.Context, p *proc, e Event, logf func(string, ..
 
 // adversaries make the writes fencekit must refuse, recording them like any client.
 func (r *run) adversaries(ctx context.Context, holder int, lease *coordinationv1.Lease, logf func(string, ...any)) {
-	epoch, _ := strconv.ParseInt(lease.Annotations[elector.EpochAnnotation], 10, 64)
+	epoch, _ := strconv.ParseInt(lease.Annotations[protocol.EpochAnnotation], 10, 64)
 	holderID := ptr.Deref(lease.Spec.HolderIdentity, "")
 	other := (holder + 1) % r.cfg.Workers
 	key := types.NamespacedName{Namespace: r.ns, Name: r.target}

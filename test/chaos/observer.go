@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // Object kinds in the observer's history.
@@ -224,9 +224,9 @@ func versionOf(obj client.Object) (Version, bool) {
 	case *coordinationv1.Lease:
 		v.Kind = KindLease
 		v.Holder = ptr.Deref(o.Spec.HolderIdentity, "")
-		v.Acquirer = o.Annotations[elector.AcquirerAnnotation]
+		v.Acquirer = o.Annotations[protocol.AcquirerAnnotation]
 		v.Transitions = int64(ptr.Deref(o.Spec.LeaseTransitions, 0))
-		v.Value.Epoch, _ = strconv.ParseInt(o.Annotations[elector.EpochAnnotation], 10, 64)
+		v.Value.Epoch, _ = strconv.ParseInt(o.Annotations[protocol.EpochAnnotation], 10, 64)
 	case *fencingv1alpha1.FencedResource:
 		v.Kind = KindFencedResource
 		v.Value.Epoch = o.Spec.FencedEpoch()

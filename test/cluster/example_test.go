@@ -27,6 +27,7 @@ import (
 	"github.com/fencekit/fencekit/internal/dev/demo"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/kubeconfig"
 	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
@@ -112,7 +113,7 @@ func TestExampleControllerRollsOut(t *testing.T) {
 	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: policy.Spec.LeaseName}, &l); err != nil {
 		t.Fatal(err)
 	}
-	epoch, err := strconv.ParseInt(l.Annotations[elector.EpochAnnotation], 10, 64)
+	epoch, err := strconv.ParseInt(l.Annotations[protocol.EpochAnnotation], 10, 64)
 	if err != nil {
 		t.Fatalf("Lease %s after the operator stopped: %v", l.Name, err)
 	}

@@ -12,6 +12,7 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
@@ -96,7 +97,7 @@ func (h *Holder) TakeOver(t *testing.T, obj client.Object) {
 	stale := fencing.NewClient(h.Worker.Client, func() elector.Token { return old })
 	next := h.Worker
 	next.Holder = fmt.Sprintf("%s-%d", h.Worker.User, old.Epoch+1)
-	next.Fences = elector.Fences{Objects: true}
+	next.Fences = protocol.Fences{Objects: true}
 	tok := next.Acquire(t, h.NS, h.Lease, old.Epoch+1)
 	if err := fencing.FenceObjectsOnAcquire(next.Client, next.Client).Raise(ctx, tok); err != nil {
 		t.Fatalf("%s's fence-on-acquire at epoch %d: %v", next.Holder, tok.Epoch, err)

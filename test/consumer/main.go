@@ -7,10 +7,10 @@ package main
 import (
 	_ "github.com/fencekit/fencekit/api/v1alpha1"
 	_ "github.com/fencekit/fencekit/pkg/elector"
-	_ "github.com/fencekit/fencekit/pkg/elector/managed"
 	_ "github.com/fencekit/fencekit/pkg/fencing"
 	_ "github.com/fencekit/fencekit/pkg/fencing/httpfence"
 	_ "github.com/fencekit/fencekit/pkg/fencing/sqlfence"
+	_ "github.com/fencekit/fencekit/pkg/managed"
 )
 
 func main() {}

@@ -31,7 +31,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/controllers"
-	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
@@ -94,7 +94,7 @@ func TestAttackerOperatorToken(t *testing.T) {
 
 	t.Run("leases by other verbs and routes", func(t *testing.T) {
 		lease := fencedLease(t, user, "orders-writer", worker)
-		fm := client.FieldOwner(elector.FieldManagerFor(6))
+		fm := client.FieldOwner(protocol.FieldManagerFor(6))
 		takeover := map[string]any{
 			"metadata": map[string]any{"name": lease.Name, "namespace": user,
 				"annotations": map[string]any{"fencing.fencekit.io/epoch": "6", "fencing.fencekit.io/acquirer": op.user}},
@@ -776,7 +776,7 @@ func TestOperatorTokenAttacks(t *testing.T) {
 		takeover.Annotations["fencing.fencekit.io/epoch"] = "6"
 		takeover.Annotations["fencing.fencekit.io/acquirer"] = op.user
 		takeover.Spec.HolderIdentity = ptr.To("attacker")
-		fm := client.FieldOwner(elector.FieldManagerFor(6))
+		fm := client.FieldOwner(protocol.FieldManagerFor(6))
 		refused(t, "the operator updating a fenced Lease to epoch 6 under its own name", c.Update(ctx, takeover.DeepCopy(), fm), "")
 		refused(t, "the operator patching a fenced Lease to epoch 6 under its own name",
 			c.Patch(ctx, takeover.DeepCopy(), client.MergeFrom(lease), fm), "may not change the spec of Lease "+user+"/orders-writer")
@@ -796,7 +796,7 @@ func TestOperatorTokenAttacks(t *testing.T) {
 			Annotations: map[string]string{"fencing.fencekit.io/epoch": "1000", "fencing.fencekit.io/acquirer": op.user}},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("attacker")}}
 		refused(t, "the operator creating a fenced Lease of its choosing in its namespace",
-			c.Create(ctx, planted, client.FieldOwner(elector.FieldManagerFor(1000))), "may create only its election Lease")
+			c.Create(ctx, planted, client.FieldOwner(protocol.FieldManagerFor(1000))), "may create only its election Lease")
 		refused(t, "the operator creating a Lease in a user's namespace", c.Create(ctx, &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: user}}), "")
 

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	kubeconfigpkg "github.com/fencekit/fencekit/test/util/kubeconfig"
 )
 
@@ -91,7 +91,7 @@ func runExampleWorker(t *testing.T, id identity, namespace, lease, resource stri
 	if err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: namespace, Name: lease}, &l); err != nil {
 		t.Fatal(err)
 	}
-	if got := l.Annotations[elector.AcquirerAnnotation]; got != id.user {
+	if got := l.Annotations[protocol.AcquirerAnnotation]; got != id.user {
 		t.Errorf("Lease %s was acquired by %q, want %q", lease, got, id.user)
 	}
 	if err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: namespace, Name: resource}, fr); err != nil {

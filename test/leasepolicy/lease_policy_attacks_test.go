@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fencekit/fencekit/internal/operator/admission"
-	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
@@ -94,7 +94,7 @@ func TestLeasePolicyAttacks(t *testing.T) {
 		mallory := env.NewWorker(t, ns, "worker-b")
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "l", OwnerReferences: []metav1.OwnerReference{ownerOf(t, ns)}}}
 		testenv.AcquiredBy(l, mallory.User, mallory.Holder, 1, 15*time.Second)
-		testenv.WantPolicy(t, mallory.Client.Create(ctx, l, client.FieldOwner(elector.FieldManagerFor(1))), becomeFenced)
+		testenv.WantPolicy(t, mallory.Client.Create(ctx, l, client.FieldOwner(protocol.FieldManagerFor(1))), becomeFenced)
 	})
 
 	// HOLE (closed): the same without an acquisition. Labelling a Lease without an epoch is not an
@@ -104,7 +104,7 @@ func TestLeasePolicyAttacks(t *testing.T) {
 		ns := env.Namespace(t)
 		mallory := env.NewWorker(t, ns, "worker-b")
 		l := squat(t, ns, mallory)
-		l.Labels = map[string]string{elector.FencedLabel: "true"}
+		l.Labels = map[string]string{protocol.FencedLabel: "true"}
 		testenv.WantPolicy(t, mallory.Client.Update(ctx, l), becomeFenced)
 	})
 
@@ -114,7 +114,7 @@ func TestLeasePolicyAttacks(t *testing.T) {
 		ns := env.Namespace(t)
 		mallory := env.NewWorker(t, ns, "worker-b")
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "l",
-			Labels: map[string]string{elector.FencedLabel: "true"}, Annotations: map[string]string{elector.FencesAnnotation: "fencedresources"}}}
+			Labels: map[string]string{protocol.FencedLabel: "true"}, Annotations: map[string]string{protocol.FencesAnnotation: "fencedresources"}}}
 		testenv.WantPolicy(t, mallory.Client.Create(ctx, l), "changes only in an acquisition")
 	})
 
@@ -127,8 +127,8 @@ func TestLeasePolicyAttacks(t *testing.T) {
 		if err := mallory.Client.Create(ctx, l); err != nil {
 			t.Fatal(err)
 		}
-		l.Labels = map[string]string{elector.FencedLabel: "true"}
-		l.Annotations = map[string]string{elector.FencesAnnotation: "fencedresources"}
+		l.Labels = map[string]string{protocol.FencedLabel: "true"}
+		l.Annotations = map[string]string{protocol.FencesAnnotation: "fencedresources"}
 		testenv.WantPolicy(t, mallory.Client.Update(ctx, l), `fenced lease l: the fence-on-acquire declaration (annotation fencing.fencekit.io/fences) changes only in an acquisition, by the elector that acquires it (it is "")`)
 	})
 
@@ -143,24 +143,24 @@ func TestLeasePolicyAttacks(t *testing.T) {
 	t.Run("another elector-role user acquires to declare more, residual", func(t *testing.T) {
 		ns := env.Namespace(t)
 		victim, mallory := env.NewWorker(t, ns, "worker-a"), env.NewWorker(t, ns, "worker-b")
-		victim.Fences = elector.Fences{FencedResources: true}
+		victim.Fences = protocol.Fences{FencedResources: true}
 		victim.Acquire(t, ns, "l", 1)
-		mallory.Fences = elector.Fences{FencedResources: true, Objects: true}
+		mallory.Fences = protocol.Fences{FencedResources: true, Objects: true}
 		mallory.Release(t, mallory.Acquire(t, ns, "l", 2))
 		l := env.ReadLease(t, ns, "l")
 		testenv.AcquiredBy(l, victim.User, victim.Holder, 3, 15*time.Second)
-		l.Annotations[elector.FencesAnnotation] = "fencedresources"
+		l.Annotations[protocol.FencesAnnotation] = "fencedresources"
 		testenv.WantPolicy(t, victim.Client.Update(ctx, l, testenv.Presenting(3)),
 			"fenced lease l declares that every acquisition fences its FencingPolicy objects (annotation fencing.fencekit.io/fences=fencedresources,objects)")
 
 		ns = env.Namespace(t)
 		mallory = env.NewWorker(t, ns, "worker-b")
 		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "l",
-			Annotations: map[string]string{elector.FencesAnnotation: "fencedresources,objects"}}}
+			Annotations: map[string]string{protocol.FencesAnnotation: "fencedresources,objects"}}}
 		if err := mallory.Client.Create(ctx, l); err != nil {
 			t.Fatal(err)
 		}
-		l.Labels = map[string]string{elector.FencedLabel: "true"}
+		l.Labels = map[string]string{protocol.FencedLabel: "true"}
 		if err := mallory.Client.Update(ctx, l); err != nil {
 			t.Fatalf("labelling an unlabelled Lease that declares both kinds, without an epoch: %v; the residual is closed, update this test", err)
 		}
@@ -172,7 +172,7 @@ func TestLeasePolicyAttacks(t *testing.T) {
 	t.Run("a server-side apply declares or adds an owner", func(t *testing.T) {
 		ns := env.Namespace(t)
 		victim := env.NewWorker(t, ns, "worker-a")
-		victim.Fences = elector.Fences{FencedResources: true}
+		victim.Fences = protocol.Fences{FencedResources: true}
 		victim.Acquire(t, ns, "l", 1)
 		grantLeases(t, ns, "gitops")
 		gitops := env.ClientAs(t, "gitops")
@@ -259,13 +259,13 @@ func TestLeasePolicyAttacks(t *testing.T) {
 func TestLeasePolicyDeclarationRemedies(t *testing.T) {
 	ctx := t.Context()
 	for _, tc := range []struct {
-		declared elector.Fences
+		declared protocol.Fences
 		want     string
 	}{
-		{elector.Fences{FencedResources: true}, `fenced lease l declares that every acquisition fences its FencedResources (annotation fencing.fencekit.io/fences=fencedresources); ` +
+		{protocol.Fences{FencedResources: true}, `fenced lease l declares that every acquisition fences its FencedResources (annotation fencing.fencekit.io/fences=fencedresources); ` +
 			`this write would leave "": only an elector that fences them on acquire may take it (pkg/elector: Config.PostAcquire set to fencing.FenceOnAcquire; ` +
 			`fencekit run and fencekit elect: --fence-on-acquire, the default)`},
-		{elector.Fences{Objects: true}, `fenced lease l declares that every acquisition fences its FencingPolicy objects (annotation fencing.fencekit.io/fences=objects); ` +
+		{protocol.Fences{Objects: true}, `fenced lease l declares that every acquisition fences its FencingPolicy objects (annotation fencing.fencekit.io/fences=objects); ` +
 			`this write would leave "": only an elector that fences them on acquire may take it (pkg/elector: Config.PostAcquire set to fencing.FenceObjectsOnAcquire; ` +
 			`fencekit run and fencekit elect fence FencedResources only and cannot)`},
 	} {
@@ -276,7 +276,7 @@ func TestLeasePolicyDeclarationRemedies(t *testing.T) {
 			a.Release(t, a.Acquire(t, ns, "l", 1))
 			l := env.ReadLease(t, ns, "l")
 			testenv.AcquiredBy(l, b.User, b.Holder, 2, 15*time.Second)
-			delete(l.Annotations, elector.FencesAnnotation) // what pkg/elector writes when it declares nothing
+			delete(l.Annotations, protocol.FencesAnnotation) // what pkg/elector writes when it declares nothing
 			testenv.WantPolicy(t, b.Client.Update(ctx, l, testenv.Presenting(2)), tc.want)
 		})
 	}

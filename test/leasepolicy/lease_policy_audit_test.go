@@ -21,7 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
@@ -187,8 +187,8 @@ func TestLeasePolicyAuditAnnotations(t *testing.T) {
 	untokened := completedEvent(t, logFile, bIDs.Last())
 	// worker-b rewrites the acquirer, long, presenting an epoch too long to show: each value stays short.
 	l = read()
-	l.Annotations[elector.AcquirerAnnotation] = strings.Repeat("x", 200)
-	longErr := bc.Update(ctx, l, client.FieldOwner(elector.FieldManagerPrefix+strings.Repeat("7", 40)))
+	l.Annotations[protocol.AcquirerAnnotation] = strings.Repeat("x", 200)
+	longErr := bc.Update(ctx, l, client.FieldOwner(protocol.FieldManagerPrefix+strings.Repeat("7", 40)))
 	long := completedEvent(t, logFile, bIDs.Last())
 
 	for _, tc := range []struct {

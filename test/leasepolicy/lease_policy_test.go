@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
@@ -19,14 +19,14 @@ func token(epoch string) []client.UpdateOption {
 	if epoch == "" {
 		return nil
 	}
-	return []client.UpdateOption{client.FieldOwner(elector.FieldManagerPrefix + epoch)}
+	return []client.UpdateOption{client.FieldOwner(protocol.FieldManagerPrefix + epoch)}
 }
 
 // acquire sets what an acquisition by w at epoch writes.
 func acquire(w testenv.Worker, epoch string) func(*coordinationv1.Lease) {
 	return func(l *coordinationv1.Lease) {
-		l.Annotations[elector.EpochAnnotation] = epoch
-		l.Annotations[elector.AcquirerAnnotation] = w.User
+		l.Annotations[protocol.EpochAnnotation] = epoch
+		l.Annotations[protocol.AcquirerAnnotation] = w.User
 		l.Spec.HolderIdentity = ptr.To(w.Holder)
 	}
 }
@@ -84,7 +84,7 @@ func TestLeasePolicy(t *testing.T) {
 		{"a replica of the acquirer's user names itself holder at the current epoch", a,
 			func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("worker-a-2") }, "3",
 			`fenced lease l: under epoch 3 spec.holderIdentity may only stay "worker-a" or become "" (release), not "worker-a-2"; another holder needs an acquisition at epoch 4`},
-		{"the epoch goes down", a, func(l *coordinationv1.Lease) { l.Annotations[elector.EpochAnnotation] = "2" }, "2",
+		{"the epoch goes down", a, func(l *coordinationv1.Lease) { l.Annotations[protocol.EpochAnnotation] = "2" }, "2",
 			"fenced lease l: epoch may not go down, from 3 to 2"},
 		// Epochs are bounded, and one acquisition cannot skip ahead.
 		{"an acquisition that skips epochs", b, acquire(b, "5"), "5", "fenced lease l: an acquisition of epoch 3 must take epoch 4, not 5"},
@@ -98,7 +98,7 @@ func TestLeasePolicy(t *testing.T) {
 		{"an epoch too long to show", b, acquire(b, strings.Repeat("7", 40)), "", notAnEpoch(strings.Repeat("7", 24) + "...")},
 		{"an acquisition naming someone else", b, func(l *coordinationv1.Lease) {
 			acquire(b, "4")(l)
-			l.Annotations[elector.AcquirerAnnotation] = "worker-a-user"
+			l.Annotations[protocol.AcquirerAnnotation] = "worker-a-user"
 		}, "4", "an acquisition at epoch 4 must name its requester worker-b-user as acquirer"},
 		{"an acquisition without presenting its epoch", b, acquire(b, "4"), "",
 			"a write that acquires, renews or releases it at epoch 4 must present that epoch in the request: send fieldManager fencing.fencekit.io/epoch=4"},
@@ -108,11 +108,11 @@ func TestLeasePolicy(t *testing.T) {
 		}, "4", "fenced lease l: an acquisition at epoch 4 must set spec.holderIdentity"},
 		{"an acquisition presenting the previous epoch", b, acquire(b, "4"), "3",
 			`send fieldManager fencing.fencekit.io/epoch=4 (this request sent "fencing.fencekit.io/epoch=3")`},
-		{"the acquirer rewritten without a new epoch", b, func(l *coordinationv1.Lease) { l.Annotations[elector.AcquirerAnnotation] = "worker-b-user" }, "3",
+		{"the acquirer rewritten without a new epoch", b, func(l *coordinationv1.Lease) { l.Annotations[protocol.AcquirerAnnotation] = "worker-b-user" }, "3",
 			"the acquirer of epoch 3 is worker-a-user and cannot change without a new epoch"},
-		{"the epoch removed", a, func(l *coordinationv1.Lease) { delete(l.Annotations, elector.EpochAnnotation) }, "3",
+		{"the epoch removed", a, func(l *coordinationv1.Lease) { delete(l.Annotations, protocol.EpochAnnotation) }, "3",
 			"fenced lease l: the annotation fencing.fencekit.io/epoch cannot be removed (it is 3)"},
-		{"the fenced label removed", a, func(l *coordinationv1.Lease) { delete(l.Labels, elector.FencedLabel) }, "3",
+		{"the fenced label removed", a, func(l *coordinationv1.Lease) { delete(l.Labels, protocol.FencedLabel) }, "3",
 			"the label fencing.fencekit.io/fenced=true cannot be removed"},
 		// Metadata other than the epoch, the acquirer and the label stays free: the operator's finalizer.
 		{"another user changes only other metadata, presenting nothing", b, func(l *coordinationv1.Lease) {
@@ -128,7 +128,7 @@ func TestLeasePolicy(t *testing.T) {
 		{"the released holder takes the Lease back under the same epoch", b, func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("worker-b") }, "4",
 			`under epoch 4 spec.holderIdentity may only stay "" or become "" (release), not "worker-b"; another holder needs an acquisition at epoch 5`},
 		{"the previous acquirer takes it at the next epoch", a, acquire(a, "5"), "5", ""},
-	}, func(l *coordinationv1.Lease) { l.Annotations[elector.EpochAnnotation] = "1" }) // the epoch goes down
+	}, func(l *coordinationv1.Lease) { l.Annotations[protocol.EpochAnnotation] = "1" }) // the epoch goes down
 }
 
 // TestLeasePolicyCreate: a create chooses its starting epoch, within [1, MaxEpoch], presenting it; from
@@ -148,12 +148,12 @@ func TestLeasePolicyCreate(t *testing.T) {
 		}
 		return a.Client.Create(ctx, l, opts...)
 	}
-	testenv.WantPolicy(t, create("above", elector.MaxEpoch+1, elector.MaxEpoch+1),
+	testenv.WantPolicy(t, create("above", protocol.MaxEpoch+1, protocol.MaxEpoch+1),
 		`fenced lease above: annotation fencing.fencekit.io/epoch="9007199254740992" is not an epoch: send a decimal integer in [1, 9007199254740991]`)
 	testenv.WantPolicy(t, create("untokened", 7, 0),
 		`fenced lease untokened: a write that acquires, renews or releases it at epoch 7 must present that epoch in the request: send fieldManager fencing.fencekit.io/epoch=7 (this request sent "")`)
 	testenv.WantPolicy(t, create("seven", 7, 7), "")
-	testenv.WantPolicy(t, create("top", elector.MaxEpoch, elector.MaxEpoch), "")
+	testenv.WantPolicy(t, create("top", protocol.MaxEpoch, protocol.MaxEpoch), "")
 	l := env.ReadLease(t, ns, "top")
 	acquire(b, "9007199254740992")(l)
 	testenv.WantPolicy(t, b.Client.Update(ctx, l, token("9007199254740992")...),
@@ -170,7 +170,7 @@ func TestLeasePolicyUntrustedEpoch(t *testing.T) {
 	b := env.NewWorker(t, ns, "worker-b")
 	stale := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "u",
-			Annotations: map[string]string{elector.EpochAnnotation: "1", elector.AcquirerAnnotation: "admin"}},
+			Annotations: map[string]string{protocol.EpochAnnotation: "1", protocol.AcquirerAnnotation: "admin"}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(""), LeaseDurationSeconds: ptr.To[int32](1)},
 	}
 	if err := env.Client.Create(ctx, stale); err != nil {
@@ -179,7 +179,7 @@ func TestLeasePolicyUntrustedEpoch(t *testing.T) {
 	l := env.ReadLease(t, ns, "u")
 	rv := l.ResourceVersion
 	untrusted := "fenced lease u: it has no trusted epoch (it was not labelled fencing.fencekit.io/fenced=true), so an acquisition must take its resourceVersion " + rv + " as epoch, not "
-	l.Labels = map[string]string{elector.FencedLabel: "true"}
+	l.Labels = map[string]string{protocol.FencedLabel: "true"}
 	testenv.WantPolicy(t, b.Client.Update(ctx, l.DeepCopy()), untrusted+"1")
 	acquire(b, "2")(l)
 	testenv.WantPolicy(t, b.Client.Update(ctx, l.DeepCopy(), token("2")...), untrusted+"2")
@@ -188,7 +188,7 @@ func TestLeasePolicyUntrustedEpoch(t *testing.T) {
 
 	// A labelled Lease whose epoch an admin broke: the next acquisition is seeded the same way.
 	l = env.ReadLease(t, ns, "u")
-	l.Annotations[elector.EpochAnnotation] = "garbage"
+	l.Annotations[protocol.EpochAnnotation] = "garbage"
 	if err := env.Client.Update(ctx, l); err != nil {
 		t.Fatal(err)
 	}
@@ -214,10 +214,10 @@ func TestLeasePolicyFences(t *testing.T) {
 	declare := func(v string) func(*coordinationv1.Lease) {
 		return func(l *coordinationv1.Lease) {
 			if v == "" {
-				delete(l.Annotations, elector.FencesAnnotation)
+				delete(l.Annotations, protocol.FencesAnnotation)
 				return
 			}
-			l.Annotations[elector.FencesAnnotation] = v
+			l.Annotations[protocol.FencesAnnotation] = v
 		}
 	}
 	both := func(fs ...func(*coordinationv1.Lease)) func(*coordinationv1.Lease) {

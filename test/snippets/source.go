@@ -34,7 +34,7 @@ var imports = map[string]string{
 	"client":          "sigs.k8s.io/controller-runtime/pkg/client",
 	"fencingv1alpha1": "github.com/fencekit/fencekit/api/v1alpha1",
 	"elector":         "github.com/fencekit/fencekit/pkg/elector",
-	"managed":         "github.com/fencekit/fencekit/pkg/elector/managed",
+	"managed":         "github.com/fencekit/fencekit/pkg/managed",
 	"fencing":         "github.com/fencekit/fencekit/pkg/fencing",
 	"httpfence":       "github.com/fencekit/fencekit/pkg/fencing/httpfence",
 	"sqlfence":        "github.com/fencekit/fencekit/pkg/fencing/sqlfence",

@@ -8,7 +8,7 @@ import (
 
 // The environment a command started by Run receives, in addition to fencekit's own.
 const (
-	// EnvEpoch is the fencing epoch of the acquisition: a canonical decimal in [1, elector.MaxEpoch].
+	// EnvEpoch is the fencing epoch of the acquisition: a canonical decimal in [1, protocol.MaxEpoch].
 	// Present it on every write the command makes.
 	EnvEpoch = "FENCEKIT_EPOCH"
 	// EnvLease is the Lease, "namespace/name".

@@ -21,6 +21,7 @@ import (
 	"github.com/fencekit/fencekit/internal/cli/leadrun"
 	"github.com/fencekit/fencekit/internal/procfs"
 	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
@@ -64,7 +65,7 @@ func TestRunGivesTheTokenAndReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := lease(t, cfg)
-	epoch := l.Annotations[elector.EpochAnnotation]
+	epoch := l.Annotations[protocol.EpochAnnotation]
 	want := strings.Join([]string{epoch, cfg.Namespace + "/" + cfg.Name, cfg.Identity, "fencing.fencekit.io/epoch=" + epoch}, "\n") + "\n"
 	if string(b) != want {
 		t.Errorf("the command saw\n%s\nwant\n%s", b, want)
@@ -100,14 +101,14 @@ func TestRunExitStatus(t *testing.T) {
 func takeOver(t *testing.T, cfg elector.Config) {
 	t.Helper()
 	l := lease(t, cfg)
-	epoch, err := strconv.ParseInt(l.Annotations[elector.EpochAnnotation], 10, 64)
+	epoch, err := strconv.ParseInt(l.Annotations[protocol.EpochAnnotation], 10, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.Annotations[elector.EpochAnnotation] = strconv.FormatInt(epoch+1, 10)
+	l.Annotations[protocol.EpochAnnotation] = strconv.FormatInt(epoch+1, 10)
 	l.Spec.HolderIdentity = ptr.To("admin")
 	l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
-	if err := env.Client.Update(t.Context(), l, &client.UpdateOptions{FieldManager: elector.FieldManagerFor(epoch + 1)}); err != nil {
+	if err := env.Client.Update(t.Context(), l, &client.UpdateOptions{FieldManager: protocol.FieldManagerFor(epoch + 1)}); err != nil {
 		t.Fatal(err)
 	}
 }

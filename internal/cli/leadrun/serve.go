@@ -16,6 +16,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // State is what the sidecar publishes: over HTTP (GET /token) and in the token file.
@@ -150,8 +151,8 @@ func (s *Sidecar) Handler() http.Handler {
 		st, changed := s.state()
 		if raw := r.URL.Query().Get("watch"); raw != "" {
 			seen, err := strconv.ParseInt(raw, 10, 64)
-			if err != nil || seen < 0 || seen > elector.MaxEpoch || strconv.FormatInt(seen, 10) != raw {
-				http.Error(w, fmt.Sprintf("query parameter watch=%q is not an epoch in [0, %d]", raw, elector.MaxEpoch), http.StatusBadRequest)
+			if err != nil || seen < 0 || seen > protocol.MaxEpoch || strconv.FormatInt(seen, 10) != raw {
+				http.Error(w, fmt.Sprintf("query parameter watch=%q is not an epoch in [0, %d]", raw, protocol.MaxEpoch), http.StatusBadRequest)
 				return
 			}
 			timeout := time.NewTimer(maxWatch)

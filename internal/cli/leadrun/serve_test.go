@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencekit/fencekit/internal/cli/leadrun"
 	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
@@ -68,8 +69,8 @@ func TestSidecarPublishesTheToken(t *testing.T) {
 		return code == http.StatusOK && st.Leader, fmt.Sprintf("%d %+v", code, st)
 	})
 	_, st := get(t, a.url+"/token")
-	epoch := lease(t, cfg).Annotations[elector.EpochAnnotation]
-	if strconv.FormatInt(st.Epoch, 10) != epoch || st.Holder != "pod-a" || st.FieldManager != elector.FieldManagerFor(st.Epoch) ||
+	epoch := lease(t, cfg).Annotations[protocol.EpochAnnotation]
+	if strconv.FormatInt(st.Epoch, 10) != epoch || st.Holder != "pod-a" || st.FieldManager != protocol.FieldManagerFor(st.Epoch) ||
 		st.Lease != cfg.Namespace+"/"+cfg.Name || st.Deadline == nil {
 		t.Errorf("pod-a serves %+v; the Lease is at epoch %s", st, epoch)
 	}

@@ -20,9 +20,8 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator/admission"
-	"github.com/fencekit/fencekit/internal/operator/webhook"
-	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // Extra is a write to judge besides the usual ones: presenting Epoch (0: none) as Requester (default: the
@@ -132,7 +131,7 @@ func orNobody(s string) string {
 // fieldManager is the field manager the candidate's write presents.
 func (cd candidate) fieldManager() string {
 	if cd.epoch > 0 {
-		return elector.FieldManagerFor(cd.epoch)
+		return protocol.FieldManagerFor(cd.epoch)
 	}
 	return "kubectl-edit"
 }
@@ -194,13 +193,13 @@ func explainFencedResource(ctx context.Context, c client.Reader, key types.Names
 		}
 		if next.Spec.Epoch < fr.Spec.Epoch {
 			// The CRD's transition rule refuses it inside the apiserver, before any webhook.
-			e.Writes = append(e.Writes, verdict(cd, fencing.MechanismCRDRule, &fencing.Error{Reason: fencing.ReasonStale, Epoch: next.Spec.Epoch,
+			e.Writes = append(e.Writes, verdict(cd, fencing.MechanismCRDRule, &fencing.Error{Reason: protocol.ReasonStale, Epoch: next.Spec.Epoch,
 				Message: fmt.Sprintf("stale epoch %d: this FencedResource has already admitted epoch %d", next.Spec.Epoch, fr.Spec.Epoch)}))
 			continue
 		}
 		if next.Spec.Epoch != 0 && next.Spec.Epoch < fr.Spec.RaisedEpoch {
 			// So does the rule that holds a raised declaration's data to its raisedEpoch.
-			e.Writes = append(e.Writes, verdict(cd, fencing.MechanismCRDRule, &fencing.Error{Reason: fencing.ReasonStale, Epoch: next.Spec.Epoch,
+			e.Writes = append(e.Writes, verdict(cd, fencing.MechanismCRDRule, &fencing.Error{Reason: protocol.ReasonStale, Epoch: next.Spec.Epoch,
 				Message: fmt.Sprintf("stale epoch %d: fence-on-acquire raised this FencedResource to epoch %d before it held data", next.Spec.Epoch, fr.Spec.RaisedEpoch)}))
 			continue
 		}
@@ -227,19 +226,20 @@ func explainObject(ctx context.Context, c client.Reader, gvr schema.GroupVersion
 		return nil, fmt.Errorf("reading %s %s: %w", gvk.Kind, key, err)
 	}
 	e := &Explanation{Kind: gvk.Kind, Namespace: key.Namespace, Name: key.Name, Writes: []Verdict{}}
-	policies, err := webhook.PoliciesFor(ctx, c, key.Namespace, gvr.GroupResource(), "", obj.GetLabels(), obj.GetLabels())
-	if err != nil {
+	var list fencingv1alpha1.FencingPolicyList
+	if err := c.List(ctx, &list, client.InNamespace(key.Namespace)); err != nil {
 		return nil, fmt.Errorf("listing the FencingPolicies of namespace %s: %w", key.Namespace, err)
 	}
-	if len(policies) == 0 {
+	// The coverage the object webhook decides by, for a write that keeps the object's labels.
+	coverage := admission.CoverageOf(list.Items, gvr.GroupResource(), "", key.Name, obj.GetLabels(), obj.GetLabels(), true, true)
+	if len(coverage.Policies) == 0 {
 		return e, nil
 	}
-	e.Fenced, e.Policy, e.LeaseName = true, policies[0].Namespace+"/"+policies[0].Name, policies[0].Spec.LeaseName
-	for _, p := range policies[1:] {
-		if p.Spec.LeaseName != e.LeaseName {
-			e.Note = fmt.Sprintf("also declared by FencingPolicy %s bound to lease %s: the webhook refuses every write until one of the policies is deleted",
-				p.Name, p.Spec.LeaseName)
-		}
+	first := coverage.Policies[0]
+	e.Fenced, e.Policy, e.LeaseName = true, first.Namespace+"/"+first.Name, first.Spec.LeaseName
+	if p := coverage.Conflict; p != nil {
+		e.Note = fmt.Sprintf("also declared by FencingPolicy %s bound to lease %s: the webhook refuses every write until one of the policies is deleted",
+			p.Name, p.Spec.LeaseName)
 	}
 	lease, err := readLease(ctx, c, key.Namespace, e.LeaseName)
 	if err != nil {
@@ -266,7 +266,7 @@ func explainObject(ctx context.Context, c client.Reader, gvr schema.GroupVersion
 		}
 		next.SetAnnotations(annotations)
 		r := admission.Request{Class: admission.Object, Kind: gvk.Kind, Namespace: key.Namespace, Name: key.Name, Policy: e.Policy,
-			LeaseName: e.LeaseName, Old: obj, New: next, CoveredBefore: true, CoveredAfter: true}
+			LeaseName: e.LeaseName, Old: obj, New: next, CoveredBefore: coverage.Before, CoveredAfter: coverage.After}
 		ferr := cd.decide(r, lease, now)
 		if ferr != nil {
 			// The probe stands for any change of the object: say so, not the probe's own key.
@@ -274,7 +274,7 @@ func explainObject(ctx context.Context, c client.Reader, gvr schema.GroupVersion
 			ferr.Field = strings.ReplaceAll(ferr.Field, probeField, "content")
 		}
 		if ferr == nil && e.Note != "" {
-			ferr = &fencing.Error{Reason: fencing.ReasonNotHolder, Message: e.Note}
+			ferr = &fencing.Error{Reason: protocol.ReasonNotHolder, Message: e.Note}
 		}
 		e.Writes = append(e.Writes, verdict(cd, fencing.MechanismWebhook, ferr))
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/fencekit/fencekit/internal/cli/plugin"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
@@ -151,8 +152,8 @@ func TestStatus(t *testing.T) {
 	wantNote := "FencedResource " + ns + "/orders: stale epoch 5: lease orders-writer is at epoch 6, held by worker-b"
 	// Count is the webhook's refusals: the apiserver runs admission again when the write's compare-and-swap
 	// loses to another write (the operator's status), so one refused request may count twice.
-	if r.Namespace != ns || r.Kind != "FencedResource" || r.Name != "orders" || r.Reason != string(fencing.ReasonStale) || r.Note != wantNote || r.Count < 1 {
-		t.Errorf("refusal %+v, want FencedResource orders %s %q", r, fencing.ReasonStale, wantNote)
+	if r.Namespace != ns || r.Kind != "FencedResource" || r.Name != "orders" || r.Reason != string(protocol.ReasonStale) || r.Note != wantNote || r.Count < 1 {
+		t.Errorf("refusal %+v, want FencedResource orders %s %q", r, protocol.ReasonStale, wantNote)
 	}
 
 	out := run(t, "status", "-n", ns)
@@ -190,9 +191,9 @@ func TestExplainFencedResource(t *testing.T) {
 	}
 	wants := map[string]want{
 		"holder":        {6, "worker-b-user", true, "", "", "", b.Client},
-		"stale-replica": {5, "worker-b-user", false, fencing.MechanismWebhook, string(fencing.ReasonStale), "FencedResource " + ns + "/orders: stale epoch 5", b.Client},
-		"no-token":      {0, "someone", false, fencing.MechanismWebhook, string(fencing.ReasonTokenMissing), "FencedResource " + ns + "/orders: this write changes spec.data", env.Client},
-		"requested":     {4, "worker-a-user", false, fencing.MechanismCRDRule, string(fencing.ReasonStale), "stale epoch 4", a.Client},
+		"stale-replica": {5, "worker-b-user", false, fencing.MechanismWebhook, string(protocol.ReasonStale), "FencedResource " + ns + "/orders: stale epoch 5", b.Client},
+		"no-token":      {0, "someone", false, fencing.MechanismWebhook, string(protocol.ReasonTokenMissing), "FencedResource " + ns + "/orders: this write changes spec.data", env.Client},
+		"requested":     {4, "worker-a-user", false, fencing.MechanismCRDRule, string(protocol.ReasonStale), "stale epoch 4", a.Client},
 	}
 	if len(e.Writes) != len(wants) {
 		t.Errorf("%d writes judged, want %d: %+v", len(e.Writes), len(wants), e.Writes)
@@ -276,7 +277,7 @@ func TestExplainDeclaredObject(t *testing.T) {
 			t.Errorf("the %s write's refusal names explain's own probe, not the change it stands for: %q", v.Writer, v.Message)
 		}
 	}
-	wantWrites := map[string]string{"holder": "true ", "no-token": "false " + string(fencing.ReasonTokenMissing), "requested": "false " + string(fencing.ReasonStale)}
+	wantWrites := map[string]string{"holder": "true ", "no-token": "false " + string(protocol.ReasonTokenMissing), "requested": "false " + string(protocol.ReasonStale)}
 	if fmt.Sprint(got) != fmt.Sprint(wantWrites) {
 		t.Errorf("writes %v, want %v", got, wantWrites)
 	}

@@ -19,6 +19,7 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator/admission"
 	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // EventSource is the reporting controller of the Events fencekit's webhooks record for refused writes.
@@ -96,7 +97,7 @@ type Refusal struct {
 // refusals of them) of namespace ("" for all).
 func Status(ctx context.Context, c client.Reader, namespace string, refusals int, now time.Time) (*StatusReport, error) {
 	var leases coordinationv1.LeaseList
-	if err := c.List(ctx, &leases, client.InNamespace(namespace), client.MatchingLabels{elector.FencedLabel: "true"}); err != nil {
+	if err := c.List(ctx, &leases, client.InNamespace(namespace), client.MatchingLabels{protocol.FencedLabel: "true"}); err != nil {
 		return nil, fmt.Errorf("listing fenced Leases: %w", err)
 	}
 	var frs fencingv1alpha1.FencedResourceList

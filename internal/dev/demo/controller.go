@@ -18,6 +18,7 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/dev/devcluster"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // Controller is the scenario of `fencekit-dev demo --scenario controller`: examples/controller, a
@@ -187,7 +188,7 @@ func ControllerCheck(fenced, unfenced *ControllerResult) error {
 		}
 	}
 	for _, e := range fenced.Late {
-		if e.Accepted == nil || *e.Accepted || e.Reason != string(fencing.ReasonStale) {
+		if e.Accepted == nil || *e.Accepted || e.Reason != string(protocol.ReasonStale) {
 			problems = append(problems, fmt.Sprintf("fenced: A's late %s was not refused as stale (%s %s)", e.Op, e.Reason, e.Error))
 		}
 	}

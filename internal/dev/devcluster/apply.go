@@ -23,7 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // InstallAdmission applies fencekit's Lease policy and the fencekit-elector ClusterRole from the
@@ -138,13 +138,13 @@ func WaitForLeasePolicy(ctx context.Context, admin *rest.Config, c client.Client
 		lease := &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{
 				GenerateName: "fencekit-policy-probe-", Namespace: namespace,
-				Labels:      map[string]string{elector.FencedLabel: "true"},
-				Annotations: map[string]string{elector.EpochAnnotation: "1", elector.AcquirerAnnotation: "someone-else"},
+				Labels:      map[string]string{protocol.FencedLabel: "true"},
+				Annotations: map[string]string{protocol.EpochAnnotation: "1", protocol.AcquirerAnnotation: "someone-else"},
 			},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("probe")},
 		}
 		// The probe presents its epoch, as the elector would, so that the acquirer rule is what denies it.
-		last = probe.Create(ctx, lease, client.DryRunAll, client.FieldOwner(elector.FieldManagerFor(1)))
+		last = probe.Create(ctx, lease, client.DryRunAll, client.FieldOwner(protocol.FieldManagerFor(1)))
 		return apierrors.IsForbidden(last) && strings.Contains(last.Error(), "must name its requester"), nil
 	})
 	if err != nil {

@@ -15,14 +15,13 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator/admission"
 	"github.com/fencekit/fencekit/internal/operator/admission/cases"
-	"github.com/fencekit/fencekit/pkg/elector"
-	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // base is the stored target of every row, as the holder wrote it at cases.Current: with the managedFields
 // entry of its epoch manager owning what it wrote.
 func base(target cases.Target) map[string]any {
-	manager := map[string]any{"manager": elector.FieldManagerFor(cases.Current), "operation": "Update", "fieldsType": "FieldsV1",
+	manager := map[string]any{"manager": protocol.FieldManagerFor(cases.Current), "operation": "Update", "fieldsType": "FieldsV1",
 		"time": now.Add(-time.Second).UTC().Format(time.RFC3339)}
 	meta := map[string]any{"namespace": "ns", "resourceVersion": "7", "uid": "00000000-0000-0000-0000-0000000000aa"}
 	switch target {
@@ -86,9 +85,9 @@ func mergePatch(t *testing.T, obj map[string]any, patch any) map[string]any {
 // leaseFor is Lease l in the row's state, at cases.Current, acquired by the holder's user.
 func leaseFor(c cases.Case) *coordinationv1.Lease {
 	l := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "l", Labels: map[string]string{elector.FencedLabel: "true"},
-			Annotations: map[string]string{elector.EpochAnnotation: "3", elector.AcquirerAnnotation: string(cases.HolderUser),
-				elector.FencesAnnotation: elector.Fences{FencedResources: true, Objects: true}.String()}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "l", Labels: map[string]string{protocol.FencedLabel: "true"},
+			Annotations: map[string]string{protocol.EpochAnnotation: "3", protocol.AcquirerAnnotation: string(cases.HolderUser),
+				protocol.FencesAnnotation: protocol.Fences{FencedResources: true, Objects: true}.String()}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(cases.Holder), LeaseDurationSeconds: ptr.To[int32](15),
 			RenewTime: ptr.To(metav1.NewMicroTime(now.Add(-5 * time.Second)))},
 	}
@@ -127,7 +126,7 @@ func request(t *testing.T, c cases.Case) *admission.Request {
 		return r
 	}
 	if e := c.Token.Epoch(); e != 0 {
-		r.FieldManager = elector.FieldManagerFor(e)
+		r.FieldManager = protocol.FieldManagerFor(e)
 	}
 	written := mergePatch(t, stored, c.Stamp(c.Patch(stored), c.Token.Epoch()))
 	r.New = &unstructured.Unstructured{Object: written}
@@ -151,7 +150,7 @@ func TestCases(t *testing.T) {
 			r := request(t, c)
 			lease := leaseFor(c)
 			got := decideOnQuorum(r, lease)
-			var reason fencing.Reason
+			var reason protocol.Reason
 			if got != nil {
 				reason = got.Reason
 				if diff := diffErr(got, got); diff != "" {
@@ -163,7 +162,7 @@ func TestCases(t *testing.T) {
 			}
 
 			lagging := lease.DeepCopy()
-			lagging.Annotations[elector.EpochAnnotation] = "2"
+			lagging.Annotations[protocol.EpochAnnotation] = "2"
 			if v := admission.Decide(r, admission.ParseLease(lagging, admission.Copy), now); v.Admitted() && got != nil {
 				t.Errorf("a copy lagging at epoch 2 admits what the quorum read refuses (%s)", got.Reason)
 			} else if v.Need == admission.Decided && v.Err != nil && admission.Decide(r, nil, now).Need != admission.Decided {
@@ -191,26 +190,26 @@ func TestCopyDecides(t *testing.T) {
 	}
 	tests := map[string]struct {
 		c        cases.Case
-		declares elector.Fences
+		declares protocol.Fences
 		coverage func(*admission.Request)
 		want     admission.Need // Decided: admitted on the copy
 	}{
-		"the holder's FencedResource write, declared":   {holderWrite(cases.FencedResource, data), elector.Fences{FencedResources: true}, nil, admission.Decided},
-		"the holder's ConfigMap write, declared":        {holderWrite(cases.ConfigMap, data), elector.Fences{Objects: true}, nil, admission.Decided},
-		"the holder's ConfigMap write, other kind":      {holderWrite(cases.ConfigMap, data), elector.Fences{FencedResources: true}, nil, admission.NeedQuorum},
-		"the holder's FencedResource write, undeclared": {holderWrite(cases.FencedResource, data), elector.Fences{}, nil, admission.NeedQuorum},
-		"the holder labels a ConfigMap out":             {holderWrite(cases.ConfigMap, relabel), elector.Fences{Objects: true}, nil, admission.NeedQuorum},
+		"the holder's FencedResource write, declared":   {holderWrite(cases.FencedResource, data), protocol.Fences{FencedResources: true}, nil, admission.Decided},
+		"the holder's ConfigMap write, declared":        {holderWrite(cases.ConfigMap, data), protocol.Fences{Objects: true}, nil, admission.Decided},
+		"the holder's ConfigMap write, other kind":      {holderWrite(cases.ConfigMap, data), protocol.Fences{FencedResources: true}, nil, admission.NeedQuorum},
+		"the holder's FencedResource write, undeclared": {holderWrite(cases.FencedResource, data), protocol.Fences{}, nil, admission.NeedQuorum},
+		"the holder labels a ConfigMap out":             {holderWrite(cases.ConfigMap, relabel), protocol.Fences{Objects: true}, nil, admission.NeedQuorum},
 		// The policy changed (or was created) while the Lease was held at Current: that acquisition's
 		// fence did not list what it declares now.
-		"the holder's ConfigMap write, policy changed in this term": {holderWrite(cases.ConfigMap, data), elector.Fences{Objects: true},
+		"the holder's ConfigMap write, policy changed in this term": {holderWrite(cases.ConfigMap, data), protocol.Fences{Objects: true},
 			func(r *admission.Request) { r.CoverageEpoch = cases.Current }, admission.NeedQuorum},
-		"the holder's ConfigMap write, coverage not recorded": {holderWrite(cases.ConfigMap, data), elector.Fences{Objects: true},
+		"the holder's ConfigMap write, coverage not recorded": {holderWrite(cases.ConfigMap, data), protocol.Fences{Objects: true},
 			func(r *admission.Request) { r.CoverageRecorded = false }, admission.NeedQuorum},
-		"the holder's ConfigMap write, policy changed before this term": {holderWrite(cases.ConfigMap, data), elector.Fences{Objects: true},
+		"the holder's ConfigMap write, policy changed before this term": {holderWrite(cases.ConfigMap, data), protocol.Fences{Objects: true},
 			func(r *admission.Request) { r.CoverageEpoch = cases.Current - 1 }, admission.Decided},
 		// A declaration an earlier acquisition raised (epoch, no data): fence-on-acquire raises it only
 		// within its budget, so the copy must not decide a write at the epoch it holds.
-		"the holder's first write to a raised declaration": {holderWrite(cases.FencedResource, data), elector.Fences{FencedResources: true},
+		"the holder's first write to a raised declaration": {holderWrite(cases.FencedResource, data), protocol.Fences{FencedResources: true},
 			func(r *admission.Request) { unstructured.RemoveNestedField(r.Old.Object, "spec", "data") }, admission.NeedQuorum},
 	}
 	for name, tc := range tests {
@@ -223,7 +222,7 @@ func TestCopyDecides(t *testing.T) {
 				t.Fatalf("Decide without a Lease = %v, want NeedLease (the copy may decide)", v.Need)
 			}
 			l := leaseFor(tc.c)
-			l.Annotations[elector.FencesAnnotation] = tc.declares.String()
+			l.Annotations[protocol.FencesAnnotation] = tc.declares.String()
 			v := admission.Decide(r, admission.ParseLease(l, admission.Copy), now)
 			if v.Need != tc.want || (tc.want == admission.Decided && v.Err != nil) {
 				t.Errorf("Decide on the copy = %v (%v), want %v", v.Need, v.Err, tc.want)
@@ -239,7 +238,7 @@ func TestCopyDecides(t *testing.T) {
 // editor waits whatever the age.
 func TestClusterControllersWaitForAHoldBriefly(t *testing.T) {
 	for _, c := range cases.Table {
-		if c.Actor != cases.DeploymentCtrl || c.Setup == nil || c.Want != fencing.ReasonTokenMissing {
+		if c.Actor != cases.DeploymentCtrl || c.Setup == nil || c.Want != protocol.ReasonTokenMissing {
 			continue
 		}
 		for _, age := range []time.Duration{0, admission.MaxClusterControllerHold, admission.MaxClusterControllerHold + time.Second, time.Hour} {
@@ -255,7 +254,7 @@ func TestClusterControllersWaitForAHoldBriefly(t *testing.T) {
 					r.Old.SetManagedFields(fields)
 					got := decideOnQuorum(r, leaseFor(c))
 					wantHeld := actor == cases.Editor || age <= admission.MaxClusterControllerHold
-					if held := got != nil && got.Reason == fencing.ReasonTokenMissing && strings.Contains(got.Message, "send it again once the holder has written"); held != wantHeld {
+					if held := got != nil && got.Reason == protocol.ReasonTokenMissing && strings.Contains(got.Message, "send it again once the holder has written"); held != wantHeld {
 						t.Errorf("armed %s ago, %s: Decide = %v, want held %v", age, actor, got, wantHeld)
 					}
 				})

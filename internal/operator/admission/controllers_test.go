@@ -7,7 +7,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator/admission"
-	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // TestClusterControllers: the writes of the cluster's own controllers the rule lets through without a
@@ -73,46 +73,46 @@ func TestClusterControllers(t *testing.T) {
 		user     string
 		op       admission.Operation
 		old, new *unstructured.Unstructured
-		want     fencing.Reason
+		want     protocol.Reason
 	}{
 		"the volume binder binds a claim":                   {admission.VolumeBinderUser, admission.Update, claim("", nil), claim("pv-1", bound), ""},
 		"kube-controller-manager (one credential) binds":    {admission.ControllerManagerUser, admission.Update, claim("", nil), claim("pv-1", bound), ""},
-		"the volume binder rebinds a bound claim":           {admission.VolumeBinderUser, admission.Update, claim("pv-1", bound), claim("pv-2", bound), fencing.ReasonTokenMissing},
-		"the volume binder changes the claim's class":       {admission.VolumeBinderUser, admission.Update, claim("", nil), obj("PersistentVolumeClaim", map[string]any{"spec": map[string]any{"storageClassName": "fast"}}), fencing.ReasonTokenMissing},
-		"another kube-system controller binds a claim":      {admission.ReplicaSetCtrlUser, admission.Update, claim("", nil), claim("pv-1", bound), fencing.ReasonTokenMissing},
-		"a user binds a claim":                              {"jane", admission.Update, claim("", nil), claim("pv-1", bound), fencing.ReasonTokenMissing},
+		"the volume binder rebinds a bound claim":           {admission.VolumeBinderUser, admission.Update, claim("pv-1", bound), claim("pv-2", bound), protocol.ReasonTokenMissing},
+		"the volume binder changes the claim's class":       {admission.VolumeBinderUser, admission.Update, claim("", nil), obj("PersistentVolumeClaim", map[string]any{"spec": map[string]any{"storageClassName": "fast"}}), protocol.ReasonTokenMissing},
+		"another kube-system controller binds a claim":      {admission.ReplicaSetCtrlUser, admission.Update, claim("", nil), claim("pv-1", bound), protocol.ReasonTokenMissing},
+		"a user binds a claim":                              {"jane", admission.Update, claim("", nil), claim("pv-1", bound), protocol.ReasonTokenMissing},
 		"the token controller fills a token Secret":         {admission.TokenControllerUser, admission.Update, secret("kubernetes.io/service-account-token", ""), secret("kubernetes.io/service-account-token", "dG9r"), ""},
 		"kube-controller-manager fills a token Secret":      {admission.ControllerManagerUser, admission.Update, secret("kubernetes.io/service-account-token", ""), secret("kubernetes.io/service-account-token", "dG9r"), ""},
-		"the token controller writes an Opaque Secret":      {admission.TokenControllerUser, admission.Update, secret("Opaque", ""), secret("Opaque", "dG9r"), fencing.ReasonTokenMissing},
-		"a user fills a token Secret":                       {"jane", admission.Update, secret("kubernetes.io/service-account-token", ""), secret("kubernetes.io/service-account-token", "dG9r"), fencing.ReasonTokenMissing},
+		"the token controller writes an Opaque Secret":      {admission.TokenControllerUser, admission.Update, secret("Opaque", ""), secret("Opaque", "dG9r"), protocol.ReasonTokenMissing},
+		"a user fills a token Secret":                       {"jane", admission.Update, secret("kubernetes.io/service-account-token", ""), secret("kubernetes.io/service-account-token", "dG9r"), protocol.ReasonTokenMissing},
 		"the token controller deletes a token Secret":       {admission.TokenControllerUser, admission.Delete, secret("kubernetes.io/service-account-token", "dG9r"), nil, ""},
-		"the token controller deletes an Opaque Secret":     {admission.TokenControllerUser, admission.Delete, secret("Opaque", "dG9r"), nil, fencing.ReasonNotHolder},
-		"a user deletes a token Secret":                     {"jane", admission.Delete, secret("kubernetes.io/service-account-token", "dG9r"), nil, fencing.ReasonNotHolder},
+		"the token controller deletes an Opaque Secret":     {admission.TokenControllerUser, admission.Delete, secret("Opaque", "dG9r"), nil, protocol.ReasonNotHolder},
+		"a user deletes a token Secret":                     {"jane", admission.Delete, secret("kubernetes.io/service-account-token", "dG9r"), nil, protocol.ReasonNotHolder},
 		"the scheduler selects a claim's node":              {admission.SchedulerUser, admission.Update, claim("", nil), claim("", map[string]any{"volume.kubernetes.io/selected-node": "node-1"}), ""},
-		"the scheduler changes a claim's class":             {admission.SchedulerUser, admission.Update, claim("", nil), obj("PersistentVolumeClaim", map[string]any{"spec": map[string]any{"storageClassName": "fast"}}), fencing.ReasonTokenMissing},
-		"a user selects a claim's node":                     {"jane", admission.Update, claim("", nil), claim("", map[string]any{"volume.kubernetes.io/selected-node": "node-1"}), fencing.ReasonTokenMissing},
+		"the scheduler changes a claim's class":             {admission.SchedulerUser, admission.Update, claim("", nil), obj("PersistentVolumeClaim", map[string]any{"spec": map[string]any{"storageClassName": "fast"}}), protocol.ReasonTokenMissing},
+		"a user selects a claim's node":                     {"jane", admission.Update, claim("", nil), claim("", map[string]any{"volume.kubernetes.io/selected-node": "node-1"}), protocol.ReasonTokenMissing},
 		"the TTL controller deletes a finished Job":         {admission.TTLControllerUser, admission.Delete, job(true, "Complete"), nil, ""},
 		"the TTL controller deletes a failed Job":           {admission.TTLControllerUser, admission.Delete, job(true, "Failed"), nil, ""},
-		"the TTL controller deletes a running Job":          {admission.TTLControllerUser, admission.Delete, job(true, ""), nil, fencing.ReasonNotHolder},
-		"the TTL controller deletes a Job without a TTL":    {admission.TTLControllerUser, admission.Delete, job(false, "Complete"), nil, fencing.ReasonNotHolder},
-		"another kube-system controller deletes the Job":    {admission.ReplicaSetCtrlUser, admission.Delete, job(true, "Complete"), nil, fencing.ReasonNotHolder},
+		"the TTL controller deletes a running Job":          {admission.TTLControllerUser, admission.Delete, job(true, ""), nil, protocol.ReasonNotHolder},
+		"the TTL controller deletes a Job without a TTL":    {admission.TTLControllerUser, admission.Delete, job(false, "Complete"), nil, protocol.ReasonNotHolder},
+		"another kube-system controller deletes the Job":    {admission.ReplicaSetCtrlUser, admission.Delete, job(true, "Complete"), nil, protocol.ReasonNotHolder},
 		"kube-controller-manager (one credential) orphans":  {admission.ControllerManagerUser, admission.Update, obj("ConfigMap", map[string]any{"metadata": map[string]any{"namespace": "ns", "name": "x", "annotations": map[string]any{fencingv1alpha1.ObjectEpochAnnotation: "5"}, "ownerReferences": []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u"}}}}), obj("ConfigMap", nil), ""},
 		"the ReplicaSet controller deletes a Pod":           {admission.ReplicaSetCtrlUser, admission.Delete, pod("n1"), nil, ""},
 		"the Pod garbage collector deletes a Pod":           {"system:serviceaccount:kube-system:pod-garbage-collector", admission.Delete, pod("n1"), nil, ""},
 		"the scheduler preempts a Pod":                      {admission.SchedulerUser, admission.Delete, pod("n1"), nil, ""},
 		"kube-controller-manager (one credential) deletes":  {admission.ControllerManagerUser, admission.Delete, pod("n1"), nil, ""},
-		"a controller that deletes no Pods deletes one":     {admission.DeploymentControllerUser, admission.Delete, pod("n1"), nil, fencing.ReasonNotHolder},
-		"an add-on in kube-system deletes a Pod":            {addon, admission.Delete, pod("n1"), nil, fencing.ReasonNotHolder},
-		"an add-on in kube-system writes a Pod's status":    {addon, admission.Update, podStatus("Running"), podStatus("Failed"), fencing.ReasonTokenMissing},
+		"a controller that deletes no Pods deletes one":     {admission.DeploymentControllerUser, admission.Delete, pod("n1"), nil, protocol.ReasonNotHolder},
+		"an add-on in kube-system deletes a Pod":            {addon, admission.Delete, pod("n1"), nil, protocol.ReasonNotHolder},
+		"an add-on in kube-system writes a Pod's status":    {addon, admission.Update, podStatus("Running"), podStatus("Failed"), protocol.ReasonTokenMissing},
 		"the node controller writes a Pod's status":         {"system:serviceaccount:kube-system:node-controller", admission.Update, podStatus("Running"), podStatus("Failed"), ""},
 		"the apiserver counts an eviction against a budget": {admission.APIServerUser, admission.Update, budget(1, nil, 1), budget(0, map[string]any{"web-0": at}, 1), ""},
 		"the apiserver counts a second eviction":            {admission.APIServerUser, admission.Update, budget(2, map[string]any{"web-0": at}, 1), budget(1, map[string]any{"web-0": at, "web-1": at}, 1), ""},
 		"the apiserver counts the last disruption":          {admission.APIServerUser, admission.Update, budget(1, nil, 1), withCondition(budget(0, map[string]any{"web-0": at}, 1), "DisruptionAllowed"), ""},
-		"the apiserver changes a budget's spec":             {admission.APIServerUser, admission.Update, budget(1, nil, 1), budget(0, map[string]any{"web-0": at}, 3), fencing.ReasonTokenMissing},
+		"the apiserver changes a budget's spec":             {admission.APIServerUser, admission.Update, budget(1, nil, 1), budget(0, map[string]any{"web-0": at}, 3), protocol.ReasonTokenMissing},
 		"the apiserver writes a quota's usage":              {admission.APIServerUser, admission.Update, obj("ResourceQuota", map[string]any{"status": map[string]any{"used": map[string]any{"count/configmaps": "1"}}}), obj("ResourceQuota", map[string]any{"status": map[string]any{"used": map[string]any{"count/configmaps": "2"}}}), ""},
-		"a user writes a quota's usage":                     {"jane", admission.Update, obj("ResourceQuota", map[string]any{"status": map[string]any{"used": map[string]any{"count/configmaps": "1"}}}), obj("ResourceQuota", map[string]any{"status": map[string]any{"used": map[string]any{"count/configmaps": "2"}}}), fencing.ReasonTokenMissing},
-		"a user counts an eviction against a budget":        {"jane", admission.Update, budget(1, nil, 1), budget(0, map[string]any{"web-0": at}, 1), fencing.ReasonTokenMissing},
-		"an add-on in kube-system orphans":                  {addon, admission.Update, obj("ConfigMap", map[string]any{"metadata": map[string]any{"namespace": "ns", "name": "x", "annotations": map[string]any{fencingv1alpha1.ObjectEpochAnnotation: "5"}, "ownerReferences": []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u"}}}}), obj("ConfigMap", nil), fencing.ReasonTokenMissing},
+		"a user writes a quota's usage":                     {"jane", admission.Update, obj("ResourceQuota", map[string]any{"status": map[string]any{"used": map[string]any{"count/configmaps": "1"}}}), obj("ResourceQuota", map[string]any{"status": map[string]any{"used": map[string]any{"count/configmaps": "2"}}}), protocol.ReasonTokenMissing},
+		"a user counts an eviction against a budget":        {"jane", admission.Update, budget(1, nil, 1), budget(0, map[string]any{"web-0": at}, 1), protocol.ReasonTokenMissing},
+		"an add-on in kube-system orphans":                  {addon, admission.Update, obj("ConfigMap", map[string]any{"metadata": map[string]any{"namespace": "ns", "name": "x", "annotations": map[string]any{fencingv1alpha1.ObjectEpochAnnotation: "5"}, "ownerReferences": []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u"}}}}), obj("ConfigMap", nil), protocol.ReasonTokenMissing},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

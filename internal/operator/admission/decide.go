@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // The fields refusals name.
@@ -79,7 +79,7 @@ func Decide(r *Request, l *Lease, now time.Time) Verdict {
 				if h.key == fencingv1alpha1.DeleteAtEpochAnnotation {
 					doing = "being deleted (its DELETE's precondition is the marker write's resourceVersion)"
 				}
-				return refuse(r.errAt("metadata.annotations["+h.key+"]", fencing.ReasonTokenMissing, 0, l.Epoch,
+				return refuse(r.errAt("metadata.annotations["+h.key+"]", protocol.ReasonTokenMissing, 0, l.Epoch,
 					"%s is %s by the holder of lease %s: %s=%d is the Lease's current epoch, and a write without the token would change its resourceVersion under the holder; send it again once the holder has written",
 					r.what(), doing, r.LeaseName, h.key, h.epoch))
 			}
@@ -135,7 +135,7 @@ func (r *Request) held(now time.Time) []hold {
 	var holds []hold
 	for _, k := range keys {
 		if raw, ok := annotationOK(r.Old, k); ok {
-			if e, err := elector.ParseEpoch(raw); err == nil {
+			if e, err := protocol.ParseEpoch(raw); err == nil {
 				if r.User.clusterController() {
 					if at, ok := armedAt(r.Old, e); !ok || now.Sub(at) > MaxClusterControllerHold {
 						continue
@@ -158,7 +158,7 @@ const MaxClusterControllerHold = 10 * time.Second
 // armedAt is the time the apiserver recorded on obj's managedFields entry of the token of epoch: the last
 // write of that term's holder, which armed the marker or hold it carries (the entry that owns it).
 func armedAt(obj *unstructured.Unstructured, epoch int64) (time.Time, bool) {
-	manager := elector.FieldManagerFor(epoch)
+	manager := protocol.FieldManagerFor(epoch)
 	var at time.Time
 	for _, e := range obj.GetManagedFields() {
 		if e.Manager == manager && e.Time != nil && e.Time.After(at) {
@@ -191,12 +191,12 @@ func copyEligible(r *Request) bool {
 	if r.Operation != Update || r.Subresource != "" || r.Old == nil || r.New == nil {
 		return false
 	}
-	presented, ok := elector.EpochFromFieldManager(r.FieldManager)
+	presented, ok := protocol.EpochFromFieldManager(r.FieldManager)
 	if !ok {
 		return false
 	}
 	if r.Class == Object {
-		stored, err := elector.ParseEpoch(annotation(r.Old, fencingv1alpha1.ObjectEpochAnnotation))
+		stored, err := protocol.ParseEpoch(annotation(r.Old, fencingv1alpha1.ObjectEpochAnnotation))
 		return err == nil && stored == presented && r.CoveredBefore && r.CoveredAfter && r.CoverageRecorded && fencing.HolderWrote(r.Old)
 	}
 	stored, _, _ := unstructured.NestedInt64(r.Old.Object, "spec", "epoch")
@@ -207,7 +207,7 @@ func copyEligible(r *Request) bool {
 // copyMayAdmit reports whether the copy l may admit r: r is eligible, and the copy shows the Lease fenced,
 // at the presented epoch, declaring fence-on-acquire for r's class.
 func copyMayAdmit(r *Request, l *Lease) bool {
-	presented, _ := elector.EpochFromFieldManager(r.FieldManager)
+	presented, _ := protocol.EpochFromFieldManager(r.FieldManager)
 	return copyEligible(r) && !l.Missing && l.Fenced && l.EpochErr == "" && l.Epoch == presented && l.declares(r.Class) &&
 		(r.Class != Object || l.Epoch > r.CoverageEpoch)
 }
@@ -247,7 +247,7 @@ func decideFree(r *Request) Verdict {
 	}
 	changes, err := ownershipChanges(r.Old, r.New, free, r.User.clusterController() || r.operatorStatus())
 	if err != nil {
-		return refuse(r.errAt(FieldManagedFields, fencing.ReasonInvalid, 0, 0, "%s: %v", r.what(), err))
+		return refuse(r.errAt(FieldManagedFields, protocol.ReasonInvalid, 0, 0, "%s: %v", r.what(), err))
 	}
 	if len(changes) > 0 {
 		c := changes[0]
@@ -258,21 +258,21 @@ func decideFree(r *Request) Verdict {
 		return refuse(r.tokenMissing(FieldManagedFields, fmt.Sprintf("this write changes metadata.managedFields: it %s in the entry of %s", desc, c.entry)))
 	}
 	if before, after := objectBytes(r.Old, r.OldBytes), objectBytes(r.New, r.NewBytes); after > before && after > MaxFreeObjectBytes {
-		return refuse(r.errAt(FieldObject, fencing.ReasonInvalid, 0, 0,
+		return refuse(r.errAt(FieldObject, protocol.ReasonInvalid, 0, 0,
 			"%s: this write without a fencing token grows the object from %d to %d bytes (managedFields included), over the bound of %d bytes for writes without the token: the holder's next write must keep its room below the apiserver's limit",
 			r.what(), before, after, MaxFreeObjectBytes))
 	}
 	if before, after, most := freePart(r.Old), freePart(r.New), bounds(r); after.bytes > before.bytes && after.bytes > most.bytes {
-		return refuse(r.errAt(FieldObject, fencing.ReasonInvalid, 0, 0,
+		return refuse(r.errAt(FieldObject, protocol.ReasonInvalid, 0, 0,
 			"%s: this write without a fencing token grows its labels, annotations, finalizers, owner references, status and managedFields other than the holder's from %d to %d bytes, over the bound of %d bytes for writes without the token: every acquisition rewrites the holder's objects, and must not slow down with what others add",
 			r.what(), before.bytes, after.bytes, most.bytes))
 	} else if after.entries > before.entries && after.entries > most.entries {
-		return refuse(r.errAt(FieldObject, fencing.ReasonInvalid, 0, 0,
+		return refuse(r.errAt(FieldObject, protocol.ReasonInvalid, 0, 0,
 			"%s: this write without a fencing token grows its labels, annotations, finalizers, owner references, status list elements and managedFields entries other than the holder's from %d to %d, over the bound of %d for writes without the token: every acquisition rewrites the holder's objects, and must not slow down with what others add",
 			r.what(), before.entries, after.entries, most.entries))
 	}
 	if before, after := annotationBytes(r.Old), annotationBytes(r.New); after > before && after > MaxFreeAnnotationBytes {
-		return refuse(r.errAt("metadata.annotations", fencing.ReasonInvalid, 0, 0,
+		return refuse(r.errAt("metadata.annotations", protocol.ReasonInvalid, 0, 0,
 			"%s: this write without a fencing token grows its annotations from %d to %d bytes, over the bound of %d bytes for writes without the token: the apiserver allows %d, and the holder's next write adds fencekit's own",
 			r.what(), before, after, MaxFreeAnnotationBytes, 256*1024))
 	}
@@ -319,31 +319,31 @@ func (r *Request) tokenMissing(field, changes string) *fencing.Error {
 		manager = "field manager " + strconv.Quote(r.FieldManager)
 	}
 	if r.Class == FencedResource {
-		return r.errAt(field, fencing.ReasonTokenMissing, 0, 0,
+		return r.errAt(field, protocol.ReasonTokenMissing, 0, 0,
 			"%s: %s but presents no fencing token (%s): only the holder of lease %s may change them, and it must send the write with fieldManager=%s<your epoch> (pkg/fencing's Writer does)",
-			r.what(), changes, manager, r.LeaseName, elector.FieldManagerPrefix)
+			r.what(), changes, manager, r.LeaseName, protocol.FieldManagerPrefix)
 	}
-	return r.errAt(field, fencing.ReasonTokenMissing, 0, 0,
+	return r.errAt(field, protocol.ReasonTokenMissing, 0, 0,
 		"%s: %s but presents no fencing token (%s): FencingPolicy %s lets only the holder of lease %s write it, with fieldManager=%s<its epoch> (pkg/fencing's NewClient does)",
-		r.what(), changes, manager, r.Policy, r.LeaseName, elector.FieldManagerPrefix)
+		r.what(), changes, manager, r.Policy, r.LeaseName, protocol.FieldManagerPrefix)
 }
 
 // decideFenced decides a write that presents a token, on the Lease view l.
 func decideFenced(r *Request, l *Lease, now time.Time) *fencing.Error {
 	what := r.what()
-	epoch, ok := elector.EpochFromFieldManager(r.FieldManager)
+	epoch, ok := protocol.EpochFromFieldManager(r.FieldManager)
 	if r.Class == FencedResource && r.New != nil {
 		if data, found, _ := unstructured.NestedFieldNoCopy(r.New.Object, "spec", "data"); found && data != nil {
 			if n := jsonSize(data); n > fencingv1alpha1.MaxDataBytes {
-				return r.errAt(FieldData, fencing.ReasonInvalid, epoch, 0,
+				return r.errAt(FieldData, protocol.ReasonInvalid, epoch, 0,
 					"%s: spec.data is %d bytes, over the bound of %d bytes", what, n, fencingv1alpha1.MaxDataBytes)
 			}
 		}
 	}
 	if !ok {
-		return r.errAt(FieldFieldManager, fencing.ReasonInvalid, 0, 0,
+		return r.errAt(FieldFieldManager, protocol.ReasonInvalid, 0, 0,
 			"%s: field manager %q is not a valid fencing token: want %sN, N a decimal in [1, %d] without sign or leading zeros",
-			what, r.FieldManager, elector.FieldManagerPrefix, elector.MaxEpoch)
+			what, r.FieldManager, protocol.FieldManagerPrefix, protocol.MaxEpoch)
 	}
 	if err := r.liveAt(l, epoch, now); err != nil {
 		return err
@@ -359,7 +359,7 @@ func decideFenced(r *Request, l *Lease, now time.Time) *fencing.Error {
 		if r.Class == Object {
 			msg = what + ": " + msg
 		}
-		return r.errAt("", fencing.ReasonNotHolder, epoch, l.Epoch, "%s", msg)
+		return r.errAt("", protocol.ReasonNotHolder, epoch, l.Epoch, "%s", msg)
 	}
 	if err := r.deleting(l, epoch); err != nil {
 		return err
@@ -412,11 +412,11 @@ func (r *Request) deleting(l *Lease, epoch int64) *fencing.Error {
 		return nil
 	}
 	if r.Old.GetDeletionTimestamp() == nil {
-		return r.errAt(content[0].String(), fencing.ReasonInvalid, epoch, l.Epoch,
+		return r.errAt(content[0].String(), protocol.ReasonInvalid, epoch, l.Epoch,
 			"%s: its namespace %s is being deleted, and the namespace controller deletes every object in it: this write changes %s, which would go with it; write it in another namespace",
 			r.what(), r.Namespace, listPaths(content, 8))
 	}
-	return r.errAt(content[0].String(), fencing.ReasonInvalid, epoch, l.Epoch,
+	return r.errAt(content[0].String(), protocol.ReasonInvalid, epoch, l.Epoch,
 		"%s is being deleted (deletionTimestamp %s, finalizers %q): this write changes %s, which would go with it once its finalizers are removed; wait until it is gone, then create it again",
 		r.what(), r.Old.GetDeletionTimestamp().UTC().Format(time.RFC3339), r.Old.GetFinalizers(), listPaths(content, 8))
 }
@@ -426,15 +426,15 @@ func (r *Request) liveAt(l *Lease, epoch int64, now time.Time) *fencing.Error {
 	what := r.what()
 	switch {
 	case l.Missing:
-		return r.errAt("", fencing.ReasonLeaseMissing, epoch, 0,
+		return r.errAt("", protocol.ReasonLeaseMissing, epoch, 0,
 			"%s: lease %s not found in namespace %s: %s cannot be written at epoch %d until an elector holds that lease",
 			what, r.LeaseName, r.Namespace, r.it(), epoch)
 	case !l.Fenced:
-		return r.errAt("", fencing.ReasonLeaseMissing, epoch, 0,
+		return r.errAt("", protocol.ReasonLeaseMissing, epoch, 0,
 			"%s: lease %s cannot fence %s: it lacks the label %s=true, so its epochs are not guarded by fencekit's Lease policy and prove nothing",
-			what, r.LeaseName, r.it(), elector.FencedLabel)
+			what, r.LeaseName, r.it(), protocol.FencedLabel)
 	case l.EpochErr != "":
-		return r.errAt("", fencing.ReasonLeaseMissing, epoch, 0, "%s: lease %s cannot fence %s: %s", what, r.LeaseName, r.it(), l.EpochErr)
+		return r.errAt("", protocol.ReasonLeaseMissing, epoch, 0, "%s: lease %s cannot fence %s: %s", what, r.LeaseName, r.it(), l.EpochErr)
 	}
 	holder := l.Holder
 	if holder == "" {
@@ -442,20 +442,20 @@ func (r *Request) liveAt(l *Lease, epoch int64, now time.Time) *fencing.Error {
 	}
 	switch {
 	case epoch < l.Epoch:
-		return r.errAt("", fencing.ReasonStale, epoch, l.Epoch,
+		return r.errAt("", protocol.ReasonStale, epoch, l.Epoch,
 			"%s: stale epoch %d: lease %s is at epoch %d, held by %s", what, epoch, r.LeaseName, l.Epoch, holder)
 	case epoch > l.Epoch:
-		return r.errAt("", fencing.ReasonFutureEpoch, epoch, l.Epoch,
+		return r.errAt("", protocol.ReasonFutureEpoch, epoch, l.Epoch,
 			"%s: epoch %d was never issued: lease %s is at epoch %d, held by %s", what, epoch, r.LeaseName, l.Epoch, holder)
 	case l.Holder == "":
-		return r.errAt("", fencing.ReasonNotHolder, epoch, l.Epoch,
+		return r.errAt("", protocol.ReasonNotHolder, epoch, l.Epoch,
 			"%s: lease %s at epoch %d has no holder (it was released): nobody may write %s", what, r.LeaseName, l.Epoch, r.it())
 	case l.Duration <= 0 || l.RenewTime.IsZero():
-		return r.errAt("", fencing.ReasonNotHolder, epoch, l.Epoch,
+		return r.errAt("", protocol.ReasonNotHolder, epoch, l.Epoch,
 			"%s: lease %s at epoch %d has no valid renewTime or leaseDurationSeconds: its holder %s cannot be shown to be live",
 			what, r.LeaseName, l.Epoch, l.Holder)
 	case now.After(l.Expiry()):
-		return r.errAt("", fencing.ReasonNotHolder, epoch, l.Epoch,
+		return r.errAt("", protocol.ReasonNotHolder, epoch, l.Epoch,
 			"%s: lease %s at epoch %d expired %s ago (held by %s, last renewed %s, duration %s)",
 			what, r.LeaseName, l.Epoch, now.Sub(l.Expiry()).Round(time.Millisecond), l.Holder,
 			l.RenewTime.UTC().Format(time.RFC3339Nano), l.Duration)
@@ -468,12 +468,12 @@ func (r *Request) liveAt(l *Lease, epoch int64, now time.Time) *fencing.Error {
 func (r *Request) fencedResourceFields(l *Lease, epoch int64) *fencing.Error {
 	got, _, _ := unstructured.NestedInt64(r.New.Object, "spec", "epoch")
 	if got != epoch && !r.raisesDeclaration(epoch) {
-		return r.errAt(FieldEpoch, fencing.ReasonInvalid, epoch, l.Epoch,
+		return r.errAt(FieldEpoch, protocol.ReasonInvalid, epoch, l.Epoch,
 			"%s: the write presents epoch %d but its spec.epoch would be %d: a fenced write sets spec.epoch to the epoch it presents",
 			r.what(), epoch, got)
 	}
 	if writer := annotation(r.New, fencingv1alpha1.WriterAnnotation); writer != l.Holder {
-		return r.errAt(FieldWriter, fencing.ReasonNotHolder, epoch, l.Epoch,
+		return r.errAt(FieldWriter, protocol.ReasonNotHolder, epoch, l.Epoch,
 			"%s: write names holder %q (annotation %s) but lease %s at epoch %d is held by %s",
 			r.what(), writer, fencingv1alpha1.WriterAnnotation, r.LeaseName, l.Epoch, l.Holder)
 	}
@@ -515,7 +515,7 @@ func (r *Request) record(l *Lease, epoch int64) *fencing.Error {
 	case r.Subresource != "" && newSet == oldSet && newRaw == oldRaw:
 		return nil // most status strategies ignore metadata: the record stays as stored
 	case !newSet && oldSet:
-		if stored, err := elector.ParseEpoch(oldRaw); err == nil && stored >= epoch {
+		if stored, err := protocol.ParseEpoch(oldRaw); err == nil && stored >= epoch {
 			return nil
 		}
 	}
@@ -523,7 +523,7 @@ func (r *Request) record(l *Lease, epoch int64) *fencing.Error {
 	if newSet {
 		got = key + "=" + strconv.Quote(newRaw)
 	}
-	return r.errAt(FieldObjectEpoch, fencing.ReasonInvalid, epoch, l.Epoch,
+	return r.errAt(FieldObjectEpoch, protocol.ReasonInvalid, epoch, l.Epoch,
 		"%s: the write presents epoch %d but the object would carry %s: a fenced write sets %s to the epoch it presents",
 		r.what(), epoch, got, key)
 }
@@ -539,7 +539,7 @@ func (r *Request) marker(l *Lease, epoch int64) *fencing.Error {
 	stored, storedSet := annotationOK(r.Old, key)
 	got, set := annotationOK(r.New, key)
 	if want := strconv.FormatInt(epoch, 10); set && (!storedSet || got != stored) && got != want {
-		return r.errAt(FieldDeleteAtEpoch, fencing.ReasonInvalid, epoch, l.Epoch,
+		return r.errAt(FieldDeleteAtEpoch, protocol.ReasonInvalid, epoch, l.Epoch,
 			"%s: the deletion marker %s=%q must be the presented epoch %d", r.what(), key, got, epoch)
 	}
 	return nil
@@ -590,24 +590,24 @@ func decideDelete(r *Request, l *Lease, now time.Time) Verdict {
 	switch {
 	case r.User.Name != l.Acquirer:
 		if change := r.deletionChange(); change != "" {
-			return refuse(r.errAt(FieldPropagation, fencing.ReasonNotHolder, stored, l.Epoch,
+			return refuse(r.errAt(FieldPropagation, protocol.ReasonNotHolder, stored, l.Epoch,
 				"%s is being deleted and %s: only the holder of lease %s (%s at epoch %d, user %q) or an admin (group %s) may change its deletion",
 				what, change, r.LeaseName, l.Holder, l.Epoch, l.Acquirer, BreakGlassGroup))
 		}
-		return refuse(r.errAt("", fencing.ReasonNotHolder, stored, l.Epoch,
+		return refuse(r.errAt("", protocol.ReasonNotHolder, stored, l.Epoch,
 			"%s %s lease %s, held by %s at epoch %d: only that holder's user %q or an admin (group %s) may delete it",
 			what, r.boundTo(), r.LeaseName, l.Holder, l.Epoch, l.Acquirer, BreakGlassGroup))
 	case !l.Fenced:
-		return refuse(r.errAt("", fencing.ReasonLeaseMissing, stored, l.Epoch,
+		return refuse(r.errAt("", protocol.ReasonLeaseMissing, stored, l.Epoch,
 			"%s %s lease %s, which lacks the label %s=true: while it is live only an admin (group %s) may delete it",
-			what, r.boundTo(), r.LeaseName, elector.FencedLabel, BreakGlassGroup))
+			what, r.boundTo(), r.LeaseName, protocol.FencedLabel, BreakGlassGroup))
 	case !hasMarker:
-		return refuse(r.errAt(FieldDeleteAtEpoch, fencing.ReasonTokenMissing, 0, l.Epoch,
+		return refuse(r.errAt(FieldDeleteAtEpoch, protocol.ReasonTokenMissing, 0, l.Epoch,
 			"%s %s lease %s, held by %s at epoch %d: a DELETE carries no fencing token, so the holder first writes the annotation %s=%d with its token, then deletes (pkg/fencing's Writer.Delete and NewClient do both)",
 			what, r.boundTo(), r.LeaseName, l.Holder, l.Epoch, fencingv1alpha1.DeleteAtEpochAnnotation, l.Epoch))
 	case marker != strconv.FormatInt(l.Epoch, 10):
 		markerEpoch, _ := strconv.ParseInt(marker, 10, 64)
-		return refuse(r.errAt(FieldDeleteAtEpoch, fencing.ReasonStale, markerEpoch, l.Epoch,
+		return refuse(r.errAt(FieldDeleteAtEpoch, protocol.ReasonStale, markerEpoch, l.Epoch,
 			"%s: stale deletion marker %s=%q: lease %s is at epoch %d, held by %s",
 			what, fencingv1alpha1.DeleteAtEpochAnnotation, marker, r.LeaseName, l.Epoch, l.Holder))
 	case r.DeletePrecondition == "" || r.DeletePrecondition != r.Old.GetResourceVersion():
@@ -615,7 +615,7 @@ func decideDelete(r *Request, l *Lease, now time.Time) Verdict {
 		if r.DeletePrecondition != "" {
 			got = strconv.Quote(r.DeletePrecondition)
 		}
-		return refuse(r.errAt(FieldPrecondition, fencing.ReasonTokenMissing, stored, l.Epoch,
+		return refuse(r.errAt(FieldPrecondition, protocol.ReasonTokenMissing, stored, l.Epoch,
 			"%s %s lease %s, held by %s at epoch %d: a DELETE carries no fencing token, so it must name the resourceVersion %s of the holder's marker write as its precondition (pkg/fencing's Writer.Delete and NewClient do); this one names %s",
 			what, r.boundTo(), r.LeaseName, l.Holder, l.Epoch, r.Old.GetResourceVersion(), got))
 	}
@@ -702,7 +702,7 @@ func finishedWithTTL(u *unstructured.Unstructured) bool {
 	return false
 }
 
-func (r *Request) errAt(field string, reason fencing.Reason, epoch, leaseEpoch int64, format string, args ...any) *fencing.Error {
+func (r *Request) errAt(field string, reason protocol.Reason, epoch, leaseEpoch int64, format string, args ...any) *fencing.Error {
 	e := &fencing.Error{Reason: reason, Resource: r.key(), Lease: r.LeaseName, Epoch: epoch, LeaseEpoch: leaseEpoch,
 		Field: field, Message: fmt.Sprintf(format, args...)}
 	if r.Class == Object {

@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
-	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // A second DELETE of an object being deleted, by a user without the token, is admitted only if it changes
@@ -25,12 +25,12 @@ func TestSecondDeleteChanges(t *testing.T) {
 		kind, group, version string
 		finalizers           []any
 		opts                 DeleteOptions
-		want                 fencing.Reason
+		want                 protocol.Reason
 	}{
 		"no options, a ReplicationController the holder deleted in the background": {kind: "ReplicationController", version: "v1",
-			finalizers: []any{"example.com/cleanup"}, want: fencing.ReasonNotHolder},
+			finalizers: []any{"example.com/cleanup"}, want: protocol.ReasonNotHolder},
 		"no options, a batch/v1 Job the holder deleted in the background": {kind: "Job", group: "batch", version: "v1",
-			finalizers: []any{"example.com/cleanup"}, want: fencing.ReasonNotHolder},
+			finalizers: []any{"example.com/cleanup"}, want: protocol.ReasonNotHolder},
 		"no options, a Deployment the holder deleted in the background": {kind: "Deployment", group: "apps", version: "v1",
 			finalizers: []any{"example.com/cleanup"}},
 		"no options, a ReplicationController the holder deleted orphaning": {kind: "ReplicationController", version: "v1",
@@ -40,14 +40,14 @@ func TestSecondDeleteChanges(t *testing.T) {
 		"Background, a ReplicationController the holder deleted in the background": {kind: "ReplicationController", version: "v1",
 			finalizers: []any{"example.com/cleanup"}, opts: DeleteOptions{PropagationPolicy: background}},
 		"Orphan, a Deployment the holder deleted in the background": {kind: "Deployment", group: "apps", version: "v1",
-			finalizers: []any{"example.com/cleanup"}, opts: DeleteOptions{PropagationPolicy: orphan}, want: fencing.ReasonNotHolder},
+			finalizers: []any{"example.com/cleanup"}, opts: DeleteOptions{PropagationPolicy: orphan}, want: protocol.ReasonNotHolder},
 	} {
 		t.Run(name, func(t *testing.T) {
 			tc.opts.DefaultOrphans = DefaultOrphans(tc.group, tc.version, tc.kind)
 			r := &Request{Class: Object, Operation: Delete, User: User{Name: "editor"}, Kind: tc.kind, Namespace: "ns", Name: "x",
 				Old: deleting(tc.kind, tc.finalizers...), LeaseName: "l", DeleteOptions: tc.opts}
 			v := Decide(r, lease, now)
-			var got fencing.Reason
+			var got protocol.Reason
 			if v.Err != nil {
 				got = v.Err.Reason
 			}

@@ -14,8 +14,8 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator/admission"
-	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // now is the fixed instant every check below is judged at.
@@ -55,10 +55,10 @@ func leaseAt(epoch string, mutate ...func(*coordinationv1.Lease)) *coordinationv
 	l := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: "ns", Name: "orders-writer",
-			Labels: map[string]string{elector.FencedLabel: "true"},
+			Labels: map[string]string{protocol.FencedLabel: "true"},
 			Annotations: map[string]string{
-				elector.EpochAnnotation:    epoch,
-				elector.AcquirerAnnotation: "worker-b-user",
+				protocol.EpochAnnotation:    epoch,
+				protocol.AcquirerAnnotation: "worker-b-user",
 			},
 		},
 		Spec: coordinationv1.LeaseSpec{
@@ -82,7 +82,7 @@ var (
 
 // tok is r presenting epoch as its fencing token (its request's field manager).
 func tok(r requester, epoch int64) requester {
-	r.FieldManager = elector.FieldManagerFor(epoch)
+	r.FieldManager = protocol.FieldManagerFor(epoch)
 	return r
 }
 
@@ -92,7 +92,7 @@ func at(field string, e *fencing.Error) *fencing.Error {
 	return e
 }
 
-func refusal(reason fencing.Reason, epoch, leaseEpoch int64, msg string) *fencing.Error {
+func refusal(reason protocol.Reason, epoch, leaseEpoch int64, msg string) *fencing.Error {
 	return &fencing.Error{Reason: reason, Resource: "ns/orders", Lease: "orders-writer", Epoch: epoch, LeaseEpoch: leaseEpoch, Message: msg}
 }
 
@@ -138,48 +138,48 @@ func TestFencedResourceWrite(t *testing.T) {
 		},
 		"data change with the lease missing": {
 			old: &resource{epoch: 3, data: `{"v":1}`, writer: "worker-b"}, fr: resource{epoch: 3, data: `{"v":2}`, writer: "worker-b"}, req: tok(holderUser, 3),
-			want: refusal(fencing.ReasonLeaseMissing, 3, 0,
+			want: refusal(protocol.ReasonLeaseMissing, 3, 0,
 				"lease orders-writer not found in namespace ns: FencedResource ns/orders cannot be written at epoch 3 until an elector holds that lease"),
 		},
 		"lease without an epoch annotation": {
 			old: &resource{}, fr: written, req: tok(holderUser, 6),
-			lease: leaseAt("6", func(l *coordinationv1.Lease) { delete(l.Annotations, elector.EpochAnnotation) }),
-			want: refusal(fencing.ReasonLeaseMissing, 6, 0,
+			lease: leaseAt("6", func(l *coordinationv1.Lease) { delete(l.Annotations, protocol.EpochAnnotation) }),
+			want: refusal(protocol.ReasonLeaseMissing, 6, 0,
 				"lease orders-writer cannot fence FencedResource ns/orders: it has no fencing.fencekit.io/epoch annotation (no fencekit elector has acquired it)"),
 		},
 		"lease with a garbage epoch annotation": {
 			old: &resource{}, fr: written, lease: leaseAt("six"), req: tok(holderUser, 6),
-			want: refusal(fencing.ReasonLeaseMissing, 6, 0,
+			want: refusal(protocol.ReasonLeaseMissing, 6, 0,
 				`lease orders-writer cannot fence FencedResource ns/orders: its fencing.fencekit.io/epoch annotation "six" is not an epoch >= 1`),
 		},
 		"lease at epoch 0": {
 			old: &resource{}, fr: resource{data: `{"v":1}`, writer: "worker-b"}, lease: leaseAt("0"), req: tok(holderUser, 6),
-			want: refusal(fencing.ReasonLeaseMissing, 6, 0,
+			want: refusal(protocol.ReasonLeaseMissing, 6, 0,
 				`lease orders-writer cannot fence FencedResource ns/orders: its fencing.fencekit.io/epoch annotation "0" is not an epoch >= 1`),
 		},
 		"FencedResource ns/orders: stale epoch": {
 			old: &resource{epoch: 5, data: `{"v":"a5"}`, writer: "worker-a"}, fr: resource{epoch: 5, data: `{"v":"a5-late"}`, writer: "worker-a"},
 			lease: leaseAt("6"), req: tok(otherUser, 5),
-			want: refusal(fencing.ReasonStale, 5, 6, "FencedResource ns/orders: stale epoch 5: lease orders-writer is at epoch 6, held by worker-b"),
+			want: refusal(protocol.ReasonStale, 5, 6, "FencedResource ns/orders: stale epoch 5: lease orders-writer is at epoch 6, held by worker-b"),
 		},
 		"FencedResource ns/orders: stale epoch, lease released": {
 			old: &resource{epoch: 5, data: `{"v":"a5"}`, writer: "worker-a"}, fr: resource{epoch: 5, data: `{"v":"a5-late"}`, writer: "worker-a"},
 			lease: leaseAt("6", func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = nil }), req: tok(otherUser, 5),
-			want: refusal(fencing.ReasonStale, 5, 6, "FencedResource ns/orders: stale epoch 5: lease orders-writer is at epoch 6, held by nobody"),
+			want: refusal(protocol.ReasonStale, 5, 6, "FencedResource ns/orders: stale epoch 5: lease orders-writer is at epoch 6, held by nobody"),
 		},
 		"FencedResource ns/orders: stale epoch from a break-glass user": {
 			old: &resource{epoch: 5, data: `{"v":"a5"}`, writer: "worker-a"}, fr: resource{epoch: 5, data: `{"v":"admin"}`, writer: "worker-a"},
 			lease: leaseAt("6"), req: tok(requester{Username: "oncall", Groups: []string{admission.BreakGlassGroup}}, 5),
-			want: refusal(fencing.ReasonStale, 5, 6, "FencedResource ns/orders: stale epoch 5: lease orders-writer is at epoch 6, held by worker-b"),
+			want: refusal(protocol.ReasonStale, 5, 6, "FencedResource ns/orders: stale epoch 5: lease orders-writer is at epoch 6, held by worker-b"),
 		},
 		"future epoch": {
 			old: &written, fr: resource{epoch: 7, data: `{"v":"b7"}`, writer: "worker-b"}, lease: leaseAt("6"), req: tok(holderUser, 7),
-			want: refusal(fencing.ReasonFutureEpoch, 7, 6, "FencedResource ns/orders: epoch 7 was never issued: lease orders-writer is at epoch 6, held by worker-b"),
+			want: refusal(protocol.ReasonFutureEpoch, 7, 6, "FencedResource ns/orders: epoch 7 was never issued: lease orders-writer is at epoch 6, held by worker-b"),
 		},
 		"released lease (empty holder)": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-b"}, req: tok(holderUser, 6),
 			lease: leaseAt("6", func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("") }),
-			want: refusal(fencing.ReasonNotHolder, 6, 6,
+			want: refusal(protocol.ReasonNotHolder, 6, 6,
 				"lease orders-writer at epoch 6 has no holder (it was released): nobody may write FencedResource ns/orders"),
 		},
 		"expired lease": {
@@ -187,45 +187,45 @@ func TestFencedResourceWrite(t *testing.T) {
 			lease: leaseAt("6", func(l *coordinationv1.Lease) {
 				l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(now.Add(-20*time.Second - 250*time.Millisecond)))
 			}),
-			want: refusal(fencing.ReasonNotHolder, 6, 6,
+			want: refusal(protocol.ReasonNotHolder, 6, 6,
 				"FencedResource ns/orders: lease orders-writer at epoch 6 expired 5.25s ago (held by worker-b, last renewed 2026-11-30T08:59:39.75Z, duration 15s)"),
 		},
 		"lease without renewTime": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-b"}, req: tok(holderUser, 6),
 			lease: leaseAt("6", func(l *coordinationv1.Lease) { l.Spec.RenewTime = nil }),
-			want: refusal(fencing.ReasonNotHolder, 6, 6,
+			want: refusal(protocol.ReasonNotHolder, 6, 6,
 				"FencedResource ns/orders: lease orders-writer at epoch 6 has no valid renewTime or leaseDurationSeconds: its holder worker-b cannot be shown to be live"),
 		},
 		"lease without leaseDurationSeconds": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-b"}, req: tok(holderUser, 6),
 			lease: leaseAt("6", func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = nil }),
-			want: refusal(fencing.ReasonNotHolder, 6, 6,
+			want: refusal(protocol.ReasonNotHolder, 6, 6,
 				"FencedResource ns/orders: lease orders-writer at epoch 6 has no valid renewTime or leaseDurationSeconds: its holder worker-b cannot be shown to be live"),
 		},
 		"lease with leaseDurationSeconds 0": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-b"}, req: tok(holderUser, 6),
 			lease: leaseAt("6", func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = ptr.To[int32](0) }),
-			want: refusal(fencing.ReasonNotHolder, 6, 6,
+			want: refusal(protocol.ReasonNotHolder, 6, 6,
 				"FencedResource ns/orders: lease orders-writer at epoch 6 has no valid renewTime or leaseDurationSeconds: its holder worker-b cannot be shown to be live"),
 		},
 		"wrong writer annotation": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-x"}, lease: leaseAt("6"), req: tok(holderUser, 6),
-			want: at(admission.FieldWriter, refusal(fencing.ReasonNotHolder, 6, 6,
+			want: at(admission.FieldWriter, refusal(protocol.ReasonNotHolder, 6, 6,
 				`FencedResource ns/orders: write names holder "worker-x" (annotation fencing.fencekit.io/writer) but lease orders-writer at epoch 6 is held by worker-b`)),
 		},
 		"no writer annotation": {
 			old: &resource{}, fr: resource{epoch: 6, data: `{"v":2}`}, lease: leaseAt("6"), req: tok(holderUser, 6),
-			want: at(admission.FieldWriter, refusal(fencing.ReasonNotHolder, 6, 6,
+			want: at(admission.FieldWriter, refusal(protocol.ReasonNotHolder, 6, 6,
 				`FencedResource ns/orders: write names holder "" (annotation fencing.fencekit.io/writer) but lease orders-writer at epoch 6 is held by worker-b`)),
 		},
 		"only the writer annotation changes": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-x"}, lease: leaseAt("6"), req: tok(holderUser, 6),
-			want: at(admission.FieldWriter, refusal(fencing.ReasonNotHolder, 6, 6,
+			want: at(admission.FieldWriter, refusal(protocol.ReasonNotHolder, 6, 6,
 				`FencedResource ns/orders: write names holder "worker-x" (annotation fencing.fencekit.io/writer) but lease orders-writer at epoch 6 is held by worker-b`)),
 		},
 		"wrong user with the holder's token": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":"copied"}`, writer: "worker-b"}, lease: leaseAt("6"), req: tok(otherUser, 6),
-			want: refusal(fencing.ReasonNotHolder, 6, 6,
+			want: refusal(protocol.ReasonNotHolder, 6, 6,
 				`user "worker-a-user" is not the user that acquired lease orders-writer at epoch 6 ("worker-b-user"): only the holder worker-b may write FencedResource ns/orders`),
 		},
 		"break-glass group writes at the current epoch": {
@@ -239,70 +239,70 @@ func TestFencedResourceWrite(t *testing.T) {
 		// The token is in the request, never inherited from the stored object.
 		"a stale replica of the holder's user changes data without a token": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":"stale"}`, writer: "worker-b"}, lease: leaseAt("6"), req: holderUser,
-			want: at(admission.FieldData, refusal(fencing.ReasonTokenMissing, 0, 0,
+			want: at(admission.FieldData, refusal(protocol.ReasonTokenMissing, 0, 0,
 				"FencedResource ns/orders: this write changes spec.data but presents no fencing token (no field manager): only the holder of lease orders-writer may change them, and it must send the write with fieldManager=fencing.fencekit.io/epoch=<your epoch> (pkg/fencing's Writer does)")),
 		},
 		"server-side apply of data under another field manager": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":"ssa"}`, writer: "worker-b"}, lease: leaseAt("6"),
 			req: requester{Username: "worker-b-user", FieldManager: "worker"},
-			want: at(admission.FieldData, refusal(fencing.ReasonTokenMissing, 0, 0,
+			want: at(admission.FieldData, refusal(protocol.ReasonTokenMissing, 0, 0,
 				`FencedResource ns/orders: this write changes spec.data but presents no fencing token (field manager "worker"): only the holder of lease orders-writer may change them, and it must send the write with fieldManager=fencing.fencekit.io/epoch=<your epoch> (pkg/fencing's Writer does)`)),
 		},
 		"an old token while the resource inherits the current epoch": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":"a5"}`, writer: "worker-b"}, lease: leaseAt("6"), req: tok(holderUser, 5),
-			want: refusal(fencing.ReasonStale, 5, 6, "FencedResource ns/orders: stale epoch 5: lease orders-writer is at epoch 6, held by worker-b"),
+			want: refusal(protocol.ReasonStale, 5, 6, "FencedResource ns/orders: stale epoch 5: lease orders-writer is at epoch 6, held by worker-b"),
 		},
 		"an old token that changes nothing is still refused": {
 			old: &written, fr: written, lease: leaseAt("6"), req: tok(holderUser, 5),
-			want: refusal(fencing.ReasonStale, 5, 6, "FencedResource ns/orders: stale epoch 5: lease orders-writer is at epoch 6, held by worker-b"),
+			want: refusal(protocol.ReasonStale, 5, 6, "FencedResource ns/orders: stale epoch 5: lease orders-writer is at epoch 6, held by worker-b"),
 		},
 		"the current token, but spec.epoch left behind": {
 			old: &resource{epoch: 5, data: `{"v":1}`, writer: "worker-b"}, fr: resource{epoch: 5, data: `{"v":2}`, writer: "worker-b"}, lease: leaseAt("6"), req: tok(holderUser, 6),
-			want: at(admission.FieldEpoch, refusal(fencing.ReasonInvalid, 6, 6,
+			want: at(admission.FieldEpoch, refusal(protocol.ReasonInvalid, 6, 6,
 				"FencedResource ns/orders: the write presents epoch 6 but its spec.epoch would be 5: a fenced write sets spec.epoch to the epoch it presents")),
 		},
 		"a field manager that is not a canonical token": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-b"}, lease: leaseAt("6"), req: requester{Username: "worker-b-user", FieldManager: "fencing.fencekit.io/epoch=06"},
-			want: at("fieldManager", refusal(fencing.ReasonInvalid, 0, 0,
+			want: at("fieldManager", refusal(protocol.ReasonInvalid, 0, 0,
 				`FencedResource ns/orders: field manager "fencing.fencekit.io/epoch=06" is not a valid fencing token: want fencing.fencekit.io/epoch=N, N a decimal in [1, 9007199254740991] without sign or leading zeros`)),
 		},
 		"a token above MaxEpoch": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-b"}, lease: leaseAt("6"), req: requester{Username: "worker-b-user", FieldManager: "fencing.fencekit.io/epoch=9007199254740992"},
-			want: at("fieldManager", refusal(fencing.ReasonInvalid, 0, 0,
+			want: at("fieldManager", refusal(protocol.ReasonInvalid, 0, 0,
 				`FencedResource ns/orders: field manager "fencing.fencekit.io/epoch=9007199254740992" is not a valid fencing token: want fencing.fencekit.io/epoch=N, N a decimal in [1, 9007199254740991] without sign or leading zeros`)),
 		},
 		"a lease epoch above MaxEpoch": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-b"}, lease: leaseAt("9007199254740992"), req: tok(holderUser, 6),
-			want: refusal(fencing.ReasonLeaseMissing, 6, 0,
+			want: refusal(protocol.ReasonLeaseMissing, 6, 0,
 				`lease orders-writer cannot fence FencedResource ns/orders: its fencing.fencekit.io/epoch annotation "9007199254740992" is above the highest epoch 9007199254740991 (no fencekit elector issues it)`),
 		},
 		"break glass without a token": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":"fixed"}`, writer: "worker-b"}, lease: leaseAt("6"),
 			req: requester{Username: "oncall", Groups: []string{admission.BreakGlassGroup}},
-			want: at(admission.FieldData, refusal(fencing.ReasonTokenMissing, 0, 0,
+			want: at(admission.FieldData, refusal(protocol.ReasonTokenMissing, 0, 0,
 				"FencedResource ns/orders: this write changes spec.data but presents no fencing token (no field manager): only the holder of lease orders-writer may change them, and it must send the write with fieldManager=fencing.fencekit.io/epoch=<your epoch> (pkg/fencing's Writer does)")),
 		},
 		"a lease without the fenced label": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":2}`, writer: "worker-b"}, req: tok(holderUser, 6),
 			lease: leaseAt("6", func(l *coordinationv1.Lease) { l.Labels = nil }),
-			want: refusal(fencing.ReasonLeaseMissing, 6, 0,
+			want: refusal(protocol.ReasonLeaseMissing, 6, 0,
 				"lease orders-writer cannot fence FencedResource ns/orders: it lacks the label fencing.fencekit.io/fenced=true, so its epochs are not guarded by fencekit's Lease policy and prove nothing"),
 		},
 		"a big integer changed without a token (equal as float64)": {
 			old: &resource{epoch: 6, data: `{"n":9007199254740993}`, writer: "worker-b"}, fr: resource{epoch: 6, data: `{"n":9007199254740992}`, writer: "worker-b"},
 			lease: leaseAt("6"), req: otherUser,
-			want: at(admission.FieldData, refusal(fencing.ReasonTokenMissing, 0, 0,
+			want: at(admission.FieldData, refusal(protocol.ReasonTokenMissing, 0, 0,
 				"FencedResource ns/orders: this write changes spec.data but presents no fencing token (no field manager): only the holder of lease orders-writer may change them, and it must send the write with fieldManager=fencing.fencekit.io/epoch=<your epoch> (pkg/fencing's Writer does)")),
 		},
 		"an owner reference added without a token": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", owners: []metav1.OwnerReference{ghostOwner}}, lease: leaseAt("6"), req: otherUser,
-			want: at("metadata.ownerReferences", refusal(fencing.ReasonTokenMissing, 0, 0,
+			want: at("metadata.ownerReferences", refusal(protocol.ReasonTokenMissing, 0, 0,
 				"FencedResource ns/orders: this write changes metadata.ownerReferences but presents no fencing token (no field manager): only the holder of lease orders-writer may change them, and it must send the write with fieldManager=fencing.fencekit.io/epoch=<your epoch> (pkg/fencing's Writer does)")),
 		},
 		"the garbage collector adds an owner reference": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", owners: []metav1.OwnerReference{ghostOwner}}, lease: leaseAt("6"),
 			req: requester{Username: admission.GarbageCollectorUser},
-			want: at("metadata.ownerReferences", refusal(fencing.ReasonTokenMissing, 0, 0,
+			want: at("metadata.ownerReferences", refusal(protocol.ReasonTokenMissing, 0, 0,
 				"FencedResource ns/orders: this write changes metadata.ownerReferences but presents no fencing token (no field manager): only the holder of lease orders-writer may change them, and it must send the write with fieldManager=fencing.fencekit.io/epoch=<your epoch> (pkg/fencing's Writer does)")),
 		},
 		"the garbage collector removes an owner reference": {
@@ -314,14 +314,14 @@ func TestFencedResourceWrite(t *testing.T) {
 			old:   &resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", owners: []metav1.OwnerReference{ghostOwner, otherOwner}},
 			fr:    resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", owners: []metav1.OwnerReference{ghostOwner}},
 			lease: leaseAt("6"), req: otherUser,
-			want: at("metadata.ownerReferences", refusal(fencing.ReasonTokenMissing, 0, 0,
+			want: at("metadata.ownerReferences", refusal(protocol.ReasonTokenMissing, 0, 0,
 				"FencedResource ns/orders: this write changes metadata.ownerReferences but presents no fencing token (no field manager): only the holder of lease orders-writer may change them, and it must send the write with fieldManager=fencing.fencekit.io/epoch=<your epoch> (pkg/fencing's Writer does)")),
 		},
 		// An owner deletes: one the creator controls would let it have the garbage collector delete the data
 		// the holder writes into the resource later.
 		"a create with an owner reference needs the token": {
 			fr: resource{owners: []metav1.OwnerReference{ghostOwner}}, req: otherUser,
-			want: at("metadata.ownerReferences", refusal(fencing.ReasonTokenMissing, 0, 0, "")),
+			want: at("metadata.ownerReferences", refusal(protocol.ReasonTokenMissing, 0, 0, "")),
 		},
 		"finalizers and labels are free": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", labels: map[string]string{"x": "y"}}, req: otherUser,
@@ -333,18 +333,18 @@ func TestFencedResourceWrite(t *testing.T) {
 		"a deletion marker other than the presented epoch": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", annots: map[string]string{fencingv1alpha1.DeleteAtEpochAnnotation: "7"}},
 			lease: leaseAt("6"), req: tok(holderUser, 6),
-			want: at(admission.FieldDeleteAtEpoch, refusal(fencing.ReasonInvalid, 6, 6,
+			want: at(admission.FieldDeleteAtEpoch, refusal(protocol.ReasonInvalid, 6, 6,
 				`FencedResource ns/orders: the deletion marker fencing.fencekit.io/delete-at-epoch="7" must be the presented epoch 6`)),
 		},
 		"a deletion marker written without a token": {
 			old: &written, fr: resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", annots: map[string]string{fencingv1alpha1.DeleteAtEpochAnnotation: "6"}},
 			lease: leaseAt("6"), req: holderUser,
-			want: at(admission.FieldDeleteAtEpoch, refusal(fencing.ReasonTokenMissing, 0, 0,
+			want: at(admission.FieldDeleteAtEpoch, refusal(protocol.ReasonTokenMissing, 0, 0,
 				"FencedResource ns/orders: this write changes metadata.annotations[fencing.fencekit.io/delete-at-epoch] but presents no fencing token (no field manager): only the holder of lease orders-writer may change them, and it must send the write with fieldManager=fencing.fencekit.io/epoch=<your epoch> (pkg/fencing's Writer does)")),
 		},
 		"data over MaxDataBytes": {
 			old: &written, fr: resource{epoch: 6, data: blob(fencingv1alpha1.MaxDataBytes + 1), writer: "worker-b"}, lease: leaseAt("6"), req: tok(holderUser, 6),
-			want: at(admission.FieldData, refusal(fencing.ReasonInvalid, 6, 0,
+			want: at(admission.FieldData, refusal(protocol.ReasonInvalid, 6, 0,
 				"FencedResource ns/orders: spec.data is 262145 bytes, over the bound of 262144 bytes")),
 		},
 	}
@@ -366,7 +366,7 @@ func TestFencedResourceDelete(t *testing.T) {
 	expired := func(l *coordinationv1.Lease) { l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(now.Add(-time.Minute))) }
 	terminating := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceTerminating}}
 	active := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}
-	notHolder := refusal(fencing.ReasonNotHolder, 4, 6,
+	notHolder := refusal(protocol.ReasonNotHolder, 4, 6,
 		`FencedResource ns/orders is bound to lease orders-writer, held by worker-b at epoch 6: only that holder's user "worker-b-user" or an admin (group fencekit:breakglass) may delete it`)
 	tests := map[string]struct {
 		lease  *coordinationv1.Lease
@@ -379,17 +379,17 @@ func TestFencedResourceDelete(t *testing.T) {
 		"the holder's user, marker at the current epoch": {lease: leaseAt("6"), marker: "6", req: holderUser},
 		"the holder's user without the marker (a stale replica, or a plain kubectl delete)": {
 			lease: leaseAt("6"), req: holderUser,
-			want: at(admission.FieldDeleteAtEpoch, refusal(fencing.ReasonTokenMissing, 0, 6,
+			want: at(admission.FieldDeleteAtEpoch, refusal(protocol.ReasonTokenMissing, 0, 6,
 				"FencedResource ns/orders is bound to lease orders-writer, held by worker-b at epoch 6: a DELETE carries no fencing token, so the holder first writes the annotation fencing.fencekit.io/delete-at-epoch=6 with its token, then deletes (pkg/fencing's Writer.Delete does both)")),
 		},
 		"the holder's user with an old marker (a stale replica of the same user)": {
 			lease: leaseAt("6"), marker: "5", req: holderUser,
-			want: at(admission.FieldDeleteAtEpoch, refusal(fencing.ReasonStale, 5, 6,
+			want: at(admission.FieldDeleteAtEpoch, refusal(protocol.ReasonStale, 5, 6,
 				`FencedResource ns/orders: stale deletion marker fencing.fencekit.io/delete-at-epoch="5": lease orders-writer is at epoch 6, held by worker-b`)),
 		},
 		"the holder's user, lease without the fenced label": {
 			lease: leaseAt("6", func(l *coordinationv1.Lease) { l.Labels = nil }), marker: "6", req: holderUser,
-			want: refusal(fencing.ReasonLeaseMissing, 4, 6,
+			want: refusal(protocol.ReasonLeaseMissing, 4, 6,
 				"FencedResource ns/orders is bound to lease orders-writer, which lacks the label fencing.fencekit.io/fenced=true: its acquirer is not guarded by fencekit's Lease policy, so while it is live only an admin (group fencekit:breakglass) may delete the resource"),
 		},
 		"another user with the current marker": {lease: leaseAt("6"), marker: "6", req: otherUser, want: notHolder},
@@ -410,7 +410,7 @@ func TestFencedResourceDelete(t *testing.T) {
 		},
 		"kube-system's namespace controller, namespace active": {
 			lease: leaseAt("6"), ns: active, req: requester{Username: admission.NamespaceControllerUser},
-			want: refusal(fencing.ReasonNotHolder, 4, 6,
+			want: refusal(protocol.ReasonNotHolder, 4, 6,
 				`FencedResource ns/orders is bound to lease orders-writer, held by worker-b at epoch 6: only that holder's user "worker-b-user" or an admin (group fencekit:breakglass) may delete it`),
 		},
 		"kube-system's namespace controller, namespace unknown": {
@@ -445,8 +445,8 @@ func TestFencedResourceDelete(t *testing.T) {
 
 // TestMaxEpochAgrees: the CRD's bound (api/v1alpha1, which imports nothing of fencekit) is the elector's.
 func TestMaxEpochAgrees(t *testing.T) {
-	if fencingv1alpha1.MaxEpoch != elector.MaxEpoch {
-		t.Fatalf("api/v1alpha1.MaxEpoch = %d, elector.MaxEpoch = %d", fencingv1alpha1.MaxEpoch, elector.MaxEpoch)
+	if fencingv1alpha1.MaxEpoch != protocol.MaxEpoch {
+		t.Fatalf("api/v1alpha1.MaxEpoch = %d, protocol.MaxEpoch = %d", fencingv1alpha1.MaxEpoch, protocol.MaxEpoch)
 	}
 }
 
@@ -512,24 +512,24 @@ func TestWriteToAnObjectBeingDeleted(t *testing.T) {
 	tests := map[string]struct {
 		new  *fencingv1alpha1.FencedResource
 		req  requester
-		want fencing.Reason
+		want protocol.Reason
 	}{
-		"the holder writes data":              {deleting(resource{epoch: 6, data: `{"v":"b7"}`, writer: "worker-b"}, "example.com/hold"), tok(holderUser, 6), fencing.ReasonInvalid},
+		"the holder writes data":              {deleting(resource{epoch: 6, data: `{"v":"b7"}`, writer: "worker-b"}, "example.com/hold"), tok(holderUser, 6), protocol.ReasonInvalid},
 		"the holder removes a finalizer":      {deleting(stored), tok(holderUser, 6), ""},
 		"the holder raises the epoch":         {deleting(resource{epoch: 7, data: `{"v":"b6"}`, writer: "worker-b"}, "example.com/hold"), tok(holderUser, 7), ""},
 		"a user removes its finalizer":        {deleting(stored), otherUser, ""},
-		"a stale holder writes data":          {deleting(resource{epoch: 5, data: `{"v":"b5"}`, writer: "worker-b"}, "example.com/hold"), tok(holderUser, 5), fencing.ReasonStale},
+		"a stale holder writes data":          {deleting(resource{epoch: 5, data: `{"v":"b5"}`, writer: "worker-b"}, "example.com/hold"), tok(holderUser, 5), protocol.ReasonStale},
 		"the holder labels it (free content)": {deleting(resource{epoch: 6, data: `{"v":"b6"}`, writer: "worker-b", labels: map[string]string{"a": "b"}}, "example.com/hold"), tok(holderUser, 6), ""},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			lease := leaseAt("6")
-			if tc.req.FieldManager == elector.FieldManagerFor(7) {
+			if tc.req.FieldManager == protocol.FieldManagerFor(7) {
 				lease = leaseAt("7")
 			}
 			err := checkWrite(deleting(stored, "example.com/hold"), tc.new, lease, tc.req)
 			wantReason(t, err, tc.want)
-			if err != nil && tc.want == fencing.ReasonInvalid && !strings.Contains(err.Message, "is being deleted") {
+			if err != nil && tc.want == protocol.ReasonInvalid && !strings.Contains(err.Message, "is being deleted") {
 				t.Errorf("the refusal does not say the object is being deleted: %s", err.Message)
 			}
 		})

@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // MaxFreeObjectBytes bounds a fenced object after a write without the token that grows it: its whole
@@ -116,7 +116,7 @@ func freePart(u *unstructured.Unstructured) part {
 			m, _ := e.(map[string]any)
 			manager, _ := m["manager"].(string)
 			switch {
-			case strings.HasPrefix(manager, elector.FieldManagerPrefix):
+			case strings.HasPrefix(manager, protocol.FieldManagerPrefix):
 				continue
 			case manager == AncientChanges:
 				p.bytes += paddable(m["fieldsV1"])

@@ -13,6 +13,7 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator/admission"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // requester is who writes, and the field manager the request presents.
@@ -111,7 +112,7 @@ func diffErr(want, got *fencing.Error) string {
 		return fmt.Sprintf("want %s (%s), got admitted", want.Reason, want.Message)
 	}
 	type key struct {
-		Reason                fencing.Reason
+		Reason                protocol.Reason
 		Field, Resource, Kind string
 		Epoch, LeaseEpoch     int64
 	}

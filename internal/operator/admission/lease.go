@@ -6,7 +6,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 
-	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // Source is where a Lease view was read.
@@ -51,7 +51,7 @@ type Lease struct {
 	ObservedRenewal time.Time
 	// Fences is the fence-on-acquire declaration (annotation fencing.fencekit.io/fences); a malformed one
 	// declares nothing.
-	Fences elector.Fences
+	Fences protocol.Fences
 }
 
 // ParseLease reads l (nil if it does not exist: Missing) as read from src. It never fails: what it cannot
@@ -60,17 +60,17 @@ func ParseLease(l *coordinationv1.Lease, src Source) *Lease {
 	if l == nil {
 		return &Lease{Source: src, Missing: true}
 	}
-	v := &Lease{Name: l.Name, Source: src, Fenced: l.Labels[elector.FencedLabel] == "true",
-		Acquirer: l.Annotations[elector.AcquirerAnnotation]}
-	raw, ok := l.Annotations[elector.EpochAnnotation]
-	switch epoch, err := elector.ParseEpoch(raw); {
+	v := &Lease{Name: l.Name, Source: src, Fenced: l.Labels[protocol.FencedLabel] == "true",
+		Acquirer: l.Annotations[protocol.AcquirerAnnotation]}
+	raw, ok := l.Annotations[protocol.EpochAnnotation]
+	switch epoch, err := protocol.ParseEpoch(raw); {
 	case !ok:
-		v.EpochErr = "it has no " + elector.EpochAnnotation + " annotation (no fencekit elector has acquired it)"
+		v.EpochErr = "it has no " + protocol.EpochAnnotation + " annotation (no fencekit elector has acquired it)"
 	case err != nil:
-		v.EpochErr = "its " + elector.EpochAnnotation + " annotation " + strconv.Quote(raw) + " is not an epoch >= 1"
-	case epoch > elector.MaxEpoch:
-		v.EpochErr = "its " + elector.EpochAnnotation + " annotation " + strconv.Quote(raw) + " is above the highest epoch " +
-			strconv.FormatInt(elector.MaxEpoch, 10) + " (no fencekit elector issues it)"
+		v.EpochErr = "its " + protocol.EpochAnnotation + " annotation " + strconv.Quote(raw) + " is not an epoch >= 1"
+	case epoch > protocol.MaxEpoch:
+		v.EpochErr = "its " + protocol.EpochAnnotation + " annotation " + strconv.Quote(raw) + " is above the highest epoch " +
+			strconv.FormatInt(protocol.MaxEpoch, 10) + " (no fencekit elector issues it)"
 	default:
 		v.Epoch = epoch
 	}
@@ -83,7 +83,7 @@ func ParseLease(l *coordinationv1.Lease, src Source) *Lease {
 	if l.Spec.LeaseDurationSeconds != nil && *l.Spec.LeaseDurationSeconds > 0 {
 		v.Duration = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 	}
-	if f, err := elector.ParseFences(l.Annotations[elector.FencesAnnotation]); err == nil {
+	if f, err := protocol.ParseFences(l.Annotations[protocol.FencesAnnotation]); err == nil {
 		v.Fences = f
 	}
 	return v

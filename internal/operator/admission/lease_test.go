@@ -6,8 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/fencekit/fencekit/pkg/elector"
-	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // A holder whose clock is behind the webhook's renews with a renewTime in the webhook's past: the renewal
@@ -29,32 +28,32 @@ func TestExpiryTakesTheObservedRenewal(t *testing.T) {
 	for name, tc := range map[string]struct {
 		lease      *Lease
 		live       bool
-		holderErr  fencing.Reason // the holder's write at epoch 3
-		cleanerErr fencing.Reason // a DELETE by a user without the token
+		holderErr  protocol.Reason // the holder's write at epoch 3
+		cleanerErr protocol.Reason // a DELETE by a user without the token
 	}{
-		"renewed a minute behind, observed 2 s ago":     {lease: lease(behind, now.Add(-2*time.Second)), live: true, cleanerErr: fencing.ReasonNotHolder},
-		"renewed a minute behind, never observed":       {lease: lease(behind, time.Time{}), holderErr: fencing.ReasonNotHolder},
-		"renewed a minute behind, observed 16 s ago":    {lease: lease(behind, now.Add(-16*time.Second)), holderErr: fencing.ReasonNotHolder},
-		"renewed 2 s ago by the webhook's clock":        {lease: lease(now.Add(-2*time.Second), time.Time{}), live: true, cleanerErr: fencing.ReasonNotHolder},
-		"renewed 2 s ago, an older renewal observed":    {lease: lease(now.Add(-2*time.Second), now.Add(-30*time.Second)), live: true, cleanerErr: fencing.ReasonNotHolder},
-		"renewed ahead of the webhook's clock, in time": {lease: lease(now.Add(10*time.Second), time.Time{}), live: true, cleanerErr: fencing.ReasonNotHolder},
+		"renewed a minute behind, observed 2 s ago":     {lease: lease(behind, now.Add(-2*time.Second)), live: true, cleanerErr: protocol.ReasonNotHolder},
+		"renewed a minute behind, never observed":       {lease: lease(behind, time.Time{}), holderErr: protocol.ReasonNotHolder},
+		"renewed a minute behind, observed 16 s ago":    {lease: lease(behind, now.Add(-16*time.Second)), holderErr: protocol.ReasonNotHolder},
+		"renewed 2 s ago by the webhook's clock":        {lease: lease(now.Add(-2*time.Second), time.Time{}), live: true, cleanerErr: protocol.ReasonNotHolder},
+		"renewed 2 s ago, an older renewal observed":    {lease: lease(now.Add(-2*time.Second), now.Add(-30*time.Second)), live: true, cleanerErr: protocol.ReasonNotHolder},
+		"renewed ahead of the webhook's clock, in time": {lease: lease(now.Add(10*time.Second), time.Time{}), live: true, cleanerErr: protocol.ReasonNotHolder},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if got := tc.lease.Live(now); got != tc.live {
 				t.Errorf("Live = %v, want %v (expiry %s, now %s)", got, tc.live, tc.lease.Expiry(), now)
 			}
 			write := &Request{Class: FencedResource, Operation: Update, User: User{Name: "u"}, Kind: "FencedResource", Namespace: "ns", Name: "orders",
-				Old: frAt(3), New: frAt(3), LeaseName: "l", FieldManager: elector.FieldManagerFor(3)}
+				Old: frAt(3), New: frAt(3), LeaseName: "l", FieldManager: protocol.FieldManagerFor(3)}
 			write.New.Object["spec"].(map[string]any)["data"] = map[string]any{"v": int64(2)}
 			del := &Request{Class: FencedResource, Operation: Delete, User: User{Name: "cleaner"}, Kind: "FencedResource", Namespace: "ns", Name: "orders",
 				Old: frAt(3), LeaseName: "l"}
 			for _, c := range []struct {
 				what string
 				r    *Request
-				want fencing.Reason
+				want protocol.Reason
 			}{{"the holder's write", write, tc.holderErr}, {"a delete without the token", del, tc.cleanerErr}} {
 				v := Decide(c.r, tc.lease, now)
-				var got fencing.Reason
+				var got protocol.Reason
 				if v.Err != nil {
 					got = v.Err.Reason
 				}

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/structured-merge-diff/v6/value"
 
-	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // entry is one managedFields entry: who owns which fields.
@@ -36,7 +36,7 @@ func (e entry) String() string {
 }
 
 // epochManager reports whether the entry is a fenced writer's: its manager is a token.
-func (e entry) epochManager() bool { return strings.HasPrefix(e.manager, elector.FieldManagerPrefix) }
+func (e entry) epochManager() bool { return strings.HasPrefix(e.manager, protocol.FieldManagerPrefix) }
 
 // AncientChanges is the manager the apiserver merges an object's oldest Update entries into once it has
 // more than ten of them (k8s.io/apiserver's fieldmanager, "ancient-changes"): one per API version.

@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // A write without the token to an object whose deletion marker or hold is the Lease's current epoch waits
@@ -42,22 +42,22 @@ func TestArmedMarker(t *testing.T) {
 		class        Class
 		user         string
 		lease        *Lease
-		want         fencing.Reason
+		want         protocol.Reason
 	}{
-		"a label on a FencedResource whose marker is armed": {old: object("3", false), updated: labelled(object("3", false)), class: FencedResource, user: "editor", lease: live, want: fencing.ReasonTokenMissing},
+		"a label on a FencedResource whose marker is armed": {old: object("3", false), updated: labelled(object("3", false)), class: FencedResource, user: "editor", lease: live, want: protocol.ReasonTokenMissing},
 		"a label after the Lease expired":                   {old: object("3", false), updated: labelled(object("3", false)), class: FencedResource, user: "editor", lease: expired},
 		"a label under a stale marker":                      {old: object("2", false), updated: labelled(object("2", false)), class: FencedResource, user: "editor", lease: live},
 		// A marker an earlier holder left (on an object a raise left behind) does not hide the current
 		// holder's hold.
-		"a label under a stale marker and the holder's hold": {old: held(object("2", false), "3"), updated: labelled(held(object("2", false), "3")), class: FencedResource, user: "editor", lease: live, want: fencing.ReasonTokenMissing},
+		"a label under a stale marker and the holder's hold": {old: held(object("2", false), "3"), updated: labelled(held(object("2", false), "3")), class: FencedResource, user: "editor", lease: live, want: protocol.ReasonTokenMissing},
 		// A marker or a hold at a later epoch (written by anyone before a policy covered the object) does not
 		// hide the current holder's either.
-		"a label under a future marker and the holder's hold":                 {old: held(object("7", false), "3"), updated: labelled(held(object("7", false), "3")), class: FencedResource, user: "editor", lease: live, want: fencing.ReasonTokenMissing},
-		"a label under the holder's marker and a future hold":                 {old: held(object("3", false), "7"), updated: labelled(held(object("3", false), "7")), class: FencedResource, user: "editor", lease: live, want: fencing.ReasonTokenMissing},
+		"a label under a future marker and the holder's hold":                 {old: held(object("7", false), "3"), updated: labelled(held(object("7", false), "3")), class: FencedResource, user: "editor", lease: live, want: protocol.ReasonTokenMissing},
+		"a label under the holder's marker and a future hold":                 {old: held(object("3", false), "7"), updated: labelled(held(object("3", false), "7")), class: FencedResource, user: "editor", lease: live, want: protocol.ReasonTokenMissing},
 		"a label under a future marker alone":                                 {old: object("7", false), updated: labelled(object("7", false)), class: FencedResource, user: "editor", lease: live},
-		"an editor's finalizer under the holder's hold":                       {old: held(object("", false), "3"), updated: held(object("", false, "example.com/x"), "3"), class: Object, user: "editor", lease: live, want: fencing.ReasonTokenMissing},
+		"an editor's finalizer under the holder's hold":                       {old: held(object("", false), "3"), updated: held(object("", false, "example.com/x"), "3"), class: Object, user: "editor", lease: live, want: protocol.ReasonTokenMissing},
 		"the Deployment controller's finalizer under the holder's hold":       {old: held(object("", false), "3"), updated: held(object("", false, "example.com/x"), "3"), class: Object, user: DeploymentControllerUser, lease: live},
-		"a label on a FencedResource being deleted under the holder's hold":   {old: held(object("", true, "example.com/cleanup"), "3"), updated: labelled(held(object("", true, "example.com/cleanup"), "3")), class: FencedResource, user: "editor", lease: live, want: fencing.ReasonTokenMissing},
+		"a label on a FencedResource being deleted under the holder's hold":   {old: held(object("", true, "example.com/cleanup"), "3"), updated: labelled(held(object("", true, "example.com/cleanup"), "3")), class: FencedResource, user: "editor", lease: live, want: protocol.ReasonTokenMissing},
 		"a label on a FencedResource being deleted under the holder's marker": {old: object("3", true, "example.com/cleanup"), updated: labelled(object("3", true, "example.com/cleanup")), class: FencedResource, user: "editor", lease: live},
 		"the garbage collector removes foregroundDeletion from an object being deleted": {
 			old: object("3", true, "foregroundDeletion"), updated: object("3", true), class: Object, user: GarbageCollectorUser, lease: live},
@@ -69,7 +69,7 @@ func TestArmedMarker(t *testing.T) {
 			if v.Need == NeedQuorum {
 				v = Decide(r, tc.lease, now)
 			}
-			var got fencing.Reason
+			var got protocol.Reason
 			if v.Err != nil {
 				got = v.Err.Reason
 			}

@@ -6,8 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/fencekit/fencekit/pkg/elector"
-	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // In a namespace being deleted, the namespace controller deletes every object: the holder's write that
@@ -26,24 +25,24 @@ func TestTokenWritesInATerminatingNamespace(t *testing.T) {
 	for name, tc := range map[string]struct {
 		old, updated *unstructured.Unstructured
 		terminating  bool
-		want         fencing.Reason
+		want         protocol.Reason
 	}{
 		"the holder writes data":                            {old: fr(3, map[string]any{"v": int64(1)}), updated: fr(3, map[string]any{"v": int64(2)}), want: ""},
-		"the holder writes data in a terminating namespace": {old: fr(3, map[string]any{"v": int64(1)}), updated: fr(3, map[string]any{"v": int64(2)}), terminating: true, want: fencing.ReasonInvalid},
+		"the holder writes data in a terminating namespace": {old: fr(3, map[string]any{"v": int64(1)}), updated: fr(3, map[string]any{"v": int64(2)}), terminating: true, want: protocol.ReasonInvalid},
 		"the holder removes its finalizer there":            {old: fr(3, map[string]any{"v": int64(1)}, "example.com/cleanup"), updated: fr(3, map[string]any{"v": int64(1)}), terminating: true, want: ""},
 		"a raise of the epoch there (fence-on-acquire)":     {old: fr(2, map[string]any{"v": int64(1)}), updated: fr(3, map[string]any{"v": int64(1)}), terminating: true, want: ""},
 		"the holder adds a finalizer in a live namespace":   {old: fr(3, map[string]any{"v": int64(1)}), updated: fr(3, map[string]any{"v": int64(1)}, "example.com/cleanup"), want: ""},
 		"the holder adds a finalizer in a terminating one":  {old: fr(3, map[string]any{"v": int64(1)}), updated: fr(3, map[string]any{"v": int64(1)}, "example.com/cleanup"), terminating: true, want: ""},
-		"the holder writes its first data there":            {old: fr(3, nil), updated: fr(3, map[string]any{"v": int64(2)}), terminating: true, want: fencing.ReasonInvalid},
+		"the holder writes its first data there":            {old: fr(3, nil), updated: fr(3, map[string]any{"v": int64(2)}), terminating: true, want: protocol.ReasonInvalid},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := &Request{Class: FencedResource, Operation: Update, User: User{Name: "u"}, Kind: "FencedResource", Namespace: "ns", Name: "orders",
-				Old: tc.old, New: tc.updated, LeaseName: "l", FieldManager: elector.FieldManagerFor(3), NamespaceTerminating: tc.terminating}
+				Old: tc.old, New: tc.updated, LeaseName: "l", FieldManager: protocol.FieldManagerFor(3), NamespaceTerminating: tc.terminating}
 			if !ReadsNamespace(r) {
 				t.Fatalf("ReadsNamespace = false for a write that presents a token")
 			}
 			v := Decide(r, lease, now)
-			var got fencing.Reason
+			var got protocol.Reason
 			if v.Err != nil {
 				got = v.Err.Reason
 			}

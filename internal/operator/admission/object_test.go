@@ -12,8 +12,8 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator/admission"
-	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // configMap is ConfigMap ns/app with data v, the epoch record epoch ("" for none) and extra annotations.
@@ -37,7 +37,7 @@ func write(old, updated *unstructured.Unstructured, sub string) objectWrite {
 }
 
 func presenting(r requester, epoch int64) requester {
-	r.FieldManager = elector.FieldManagerFor(epoch)
+	r.FieldManager = protocol.FieldManagerFor(epoch)
 	return r
 }
 
@@ -64,37 +64,37 @@ func TestObjectWrite(t *testing.T) {
 		w     objectWrite
 		req   requester
 		lease string
-		want  fencing.Reason
+		want  protocol.Reason
 	}{
 		"the holder, stamped":                 {write(configMap("a", "4"), configMap("b", "5"), ""), presenting(holderUser, 5), "5", ""},
 		"the holder creates":                  {write(nil, configMap("b", "5"), ""), presenting(holderUser, 5), "5", ""},
-		"no token":                            {write(configMap("a", "5"), configMap("b", "5"), ""), holderUser, "5", fencing.ReasonTokenMissing},
-		"a stale token":                       {write(configMap("a", "4"), configMap("b", "4"), ""), presenting(holderUser, 4), "5", fencing.ReasonStale},
-		"a future token":                      {write(configMap("a", "4"), configMap("b", "6"), ""), presenting(holderUser, 6), "5", fencing.ReasonFutureEpoch},
-		"another user with the current token": {write(configMap("a", "4"), configMap("b", "5"), ""), presenting(otherUser, 5), "5", fencing.ReasonNotHolder},
-		"the record inherited from storage":   {write(configMap("a", "4"), configMap("b", "4"), ""), presenting(holderUser, 5), "5", fencing.ReasonInvalid},
-		"the record other than the token":     {write(configMap("a", "4"), configMap("b", "9"), ""), presenting(holderUser, 5), "5", fencing.ReasonInvalid},
+		"no token":                            {write(configMap("a", "5"), configMap("b", "5"), ""), holderUser, "5", protocol.ReasonTokenMissing},
+		"a stale token":                       {write(configMap("a", "4"), configMap("b", "4"), ""), presenting(holderUser, 4), "5", protocol.ReasonStale},
+		"a future token":                      {write(configMap("a", "4"), configMap("b", "6"), ""), presenting(holderUser, 6), "5", protocol.ReasonFutureEpoch},
+		"another user with the current token": {write(configMap("a", "4"), configMap("b", "5"), ""), presenting(otherUser, 5), "5", protocol.ReasonNotHolder},
+		"the record inherited from storage":   {write(configMap("a", "4"), configMap("b", "4"), ""), presenting(holderUser, 5), "5", protocol.ReasonInvalid},
+		"the record other than the token":     {write(configMap("a", "4"), configMap("b", "9"), ""), presenting(holderUser, 5), "5", protocol.ReasonInvalid},
 		// A record above the Lease's current epoch (read on a quorum read) was never issued by the Lease: anyone
 		// could write it before a policy covered the object. The holder's write replaces it (no lock-out).
 		"a record above the Lease's epoch, replaced by the holder": {write(configMap("a", "9"), configMap("b", "5"), ""), presenting(holderUser, 5), "5", ""},
-		"a released Lease":                 {write(configMap("a", "4"), configMap("b", "5"), ""), presenting(holderUser, 5), "released", fencing.ReasonNotHolder},
-		"no Lease":                         {write(configMap("a", "4"), configMap("b", "5"), ""), presenting(holderUser, 5), "", fencing.ReasonLeaseMissing},
-		"a malformed token":                {write(configMap("a", "4"), configMap("b", "5"), ""), requester{Username: "worker-b-user", FieldManager: elector.FieldManagerPrefix + "05"}, "5", fencing.ReasonInvalid},
+		"a released Lease":                 {write(configMap("a", "4"), configMap("b", "5"), ""), presenting(holderUser, 5), "released", protocol.ReasonNotHolder},
+		"no Lease":                         {write(configMap("a", "4"), configMap("b", "5"), ""), presenting(holderUser, 5), "", protocol.ReasonLeaseMissing},
+		"a malformed token":                {write(configMap("a", "4"), configMap("b", "5"), ""), requester{Username: "worker-b-user", FieldManager: protocol.FieldManagerPrefix + "05"}, "5", protocol.ReasonInvalid},
 		"break-glass presents the token":   {write(configMap("a", "4"), configMap("b", "5"), ""), presenting(admin, 5), "5", ""},
-		"break-glass without a token":      {write(configMap("a", "4"), configMap("b", "4"), ""), admin, "5", fencing.ReasonTokenMissing},
+		"break-glass without a token":      {write(configMap("a", "4"), configMap("b", "4"), ""), admin, "5", protocol.ReasonTokenMissing},
 		"a finalizer without a token":      {write(configMap("a", "4"), configMap("a", "4", func(u *unstructured.Unstructured) { u.SetFinalizers([]string{"x"}) }), ""), otherUser, "5", ""},
 		"kube-controller-manager's status": {write(configMap("a", "4", withStatus("1")), configMap("a", "4", withStatus("2")), "status"), kcm, "5", ""},
 		"a kubelet's status":               {write(configMap("a", "4", withStatus("1")), configMap("a", "4", withStatus("2")), "status"), kubelet, "5", ""},
-		"kube-controller-manager's status that moves the record": {write(configMap("a", "4", withStatus("1")), configMap("a", "9", withStatus("2")), "status"), kcm, "5", fencing.ReasonTokenMissing},
-		"kube-controller-manager's spec":                         {write(configMap("a", "4"), configMap("b", "4"), ""), kcm, "5", fencing.ReasonTokenMissing},
-		"another user's status":                                  {write(configMap("a", "4", withStatus("1")), configMap("a", "4", withStatus("2")), "status"), otherUser, "5", fencing.ReasonTokenMissing},
+		"kube-controller-manager's status that moves the record": {write(configMap("a", "4", withStatus("1")), configMap("a", "9", withStatus("2")), "status"), kcm, "5", protocol.ReasonTokenMissing},
+		"kube-controller-manager's spec":                         {write(configMap("a", "4"), configMap("b", "4"), ""), kcm, "5", protocol.ReasonTokenMissing},
+		"another user's status":                                  {write(configMap("a", "4", withStatus("1")), configMap("a", "4", withStatus("2")), "status"), otherUser, "5", protocol.ReasonTokenMissing},
 		"the holder's status, record kept":                       {write(configMap("a", "4", withStatus("1")), configMap("a", "4", withStatus("2")), "status"), presenting(holderUser, 5), "5", ""},
-		"a stale status":                                         {write(configMap("a", "4", withStatus("1")), configMap("a", "4", withStatus("2")), "status"), presenting(holderUser, 4), "5", fencing.ReasonStale},
+		"a stale status":                                         {write(configMap("a", "4", withStatus("1")), configMap("a", "4", withStatus("2")), "status"), presenting(holderUser, 4), "5", protocol.ReasonStale},
 		"the garbage collector orphans":                          {write(configMap("a", "4", owned), configMap("a", "4", orphaned), ""), gc, "5", ""},
-		"the garbage collector adds an owner":                    {write(configMap("a", "4", orphaned), configMap("a", "4", owned), ""), gc, "5", fencing.ReasonTokenMissing},
+		"the garbage collector adds an owner":                    {write(configMap("a", "4", orphaned), configMap("a", "4", owned), ""), gc, "5", protocol.ReasonTokenMissing},
 		"a deletion marker at the token":                         {write(configMap("a", "4"), configMap("a", "5", marked("5")), ""), presenting(holderUser, 5), "5", ""},
-		"a deletion marker other than the token":                 {write(configMap("a", "4"), configMap("a", "5", marked("7")), ""), presenting(holderUser, 5), "5", fencing.ReasonInvalid},
-		"a stale scale":                                          {write(configMap("a", ""), configMap("b", ""), "scale"), presenting(holderUser, 4), "5", fencing.ReasonStale},
+		"a deletion marker other than the token":                 {write(configMap("a", "4"), configMap("a", "5", marked("7")), ""), presenting(holderUser, 5), "5", protocol.ReasonInvalid},
+		"a stale scale":                                          {write(configMap("a", ""), configMap("b", ""), "scale"), presenting(holderUser, 4), "5", protocol.ReasonStale},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -111,9 +111,9 @@ func TestObjectWrite(t *testing.T) {
 }
 
 // wantReason fails t unless err, the decision on a request, refuses with reason want ("": admits).
-func wantReason(t *testing.T, err *fencing.Error, want fencing.Reason) {
+func wantReason(t *testing.T, err *fencing.Error, want protocol.Reason) {
 	t.Helper()
-	var got fencing.Reason
+	var got protocol.Reason
 	if err != nil {
 		got = err.Reason
 	}
@@ -133,19 +133,19 @@ func TestObjectDelete(t *testing.T) {
 	tests := map[string]struct {
 		old  *unstructured.Unstructured
 		req  requester
-		want fencing.Reason
+		want protocol.Reason
 	}{
 		"the holder, marker at the current epoch": {marked("5"), holderUser, ""},
-		"the holder's user, no marker":            {configMap("a", "5"), holderUser, fencing.ReasonTokenMissing},
-		"the holder's user, a stale marker":       {marked("4"), holderUser, fencing.ReasonStale},
-		"another user":                            {marked("5"), otherUser, fencing.ReasonNotHolder},
+		"the holder's user, no marker":            {configMap("a", "5"), holderUser, protocol.ReasonTokenMissing},
+		"the holder's user, a stale marker":       {marked("4"), holderUser, protocol.ReasonStale},
+		"another user":                            {marked("5"), otherUser, protocol.ReasonNotHolder},
 		"break-glass":                             {configMap("a", "5"), requester{Username: "oncall", Groups: []string{"system:masters"}}, ""},
 		"the garbage collector":                   {configMap("a", "5"), requester{Username: admission.GarbageCollectorUser}, ""},
 		"completing an admitted deletion": {configMap("a", "5", func(u *unstructured.Unstructured) {
 			ts := metav1.NewTime(now)
 			u.SetDeletionTimestamp(&ts)
 		}), otherUser, ""},
-		"a kube-system controller deleting a ConfigMap": {configMap("a", "5"), requester{Username: "system:serviceaccount:kube-system:pod-garbage-collector"}, fencing.ReasonNotHolder},
+		"a kube-system controller deleting a ConfigMap": {configMap("a", "5"), requester{Username: "system:serviceaccount:kube-system:pod-garbage-collector"}, protocol.ReasonNotHolder},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

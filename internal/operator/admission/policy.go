@@ -2,6 +2,8 @@ package admission
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -163,4 +165,57 @@ func ValidatePolicy(p *fencingv1alpha1.FencingPolicy, others []fencingv1alpha1.F
 		}
 	}
 	return errs
+}
+
+// Coverage is how the FencingPolicies of a namespace cover one write of one object: the one answer the
+// object webhook decides by and `kubectl fencekit explain` reports.
+type Coverage struct {
+	// Policies are the policies that cover the object before or after the write, sorted by name; the
+	// first one binds the object to its Lease. Empty: the object is not fenced.
+	Policies []fencingv1alpha1.FencingPolicy
+	// Conflict is a covering policy bound to another Lease than the first one (possible only when both
+	// were admitted concurrently): every write of the object is refused until one of them is deleted.
+	Conflict *fencingv1alpha1.FencingPolicy
+	// Before and After report whether the object is covered before and after the write (Covered).
+	Before, After bool
+	// Recorded reports whether every covering policy has recorded its coverage for its current generation,
+	// and Epoch is the highest of their coverage epochs: the copy of the Lease may decide only then, and
+	// only above it.
+	Recorded bool
+	Epoch    int64
+}
+
+// CoverageOf is the coverage, by the policies of list, of a write of the object name of resource gr
+// through subresource ("" for the object itself). old and updated are the object's labels before and
+// after the write; before and after say whether the object exists on each side (a create has no old
+// object, a delete no new one, and a selector is matched only against labels an object has). An object
+// the cluster itself owns (fencingv1alpha1.ClusterOwned) is covered by no policy.
+func CoverageOf(list []fencingv1alpha1.FencingPolicy, gr schema.GroupResource, subresource, name string,
+	old, updated map[string]string, before, after bool) Coverage {
+	var c Coverage
+	if fencingv1alpha1.ClusterOwned(gr.Group, gr.Resource, name) {
+		return c
+	}
+	for _, p := range list {
+		one := []fencingv1alpha1.FencingPolicy{p}
+		b := before && Covered(one, gr.Group, gr.Resource, subresource, old)
+		a := after && Covered(one, gr.Group, gr.Resource, subresource, updated)
+		if b || a {
+			c.Policies = append(c.Policies, p)
+			c.Before, c.After = c.Before || b, c.After || a
+		}
+	}
+	if len(c.Policies) == 0 {
+		return c
+	}
+	slices.SortFunc(c.Policies, func(a, b fencingv1alpha1.FencingPolicy) int { return strings.Compare(a.Name, b.Name) })
+	c.Recorded = true
+	for i, p := range c.Policies {
+		if c.Conflict == nil && p.Spec.LeaseName != c.Policies[0].Spec.LeaseName {
+			c.Conflict = &c.Policies[i]
+		}
+		c.Recorded = c.Recorded && p.Status.CoverageGeneration == p.Generation
+		c.Epoch = max(c.Epoch, p.Status.CoverageEpoch)
+	}
+	return c
 }

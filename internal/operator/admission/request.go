@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/sets"
 
-	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // Class is what kind of fenced object a write is to.
@@ -224,7 +224,7 @@ func (r *Request) what() string {
 
 // presents reports whether the request presents a fencing token (or something that starts like one).
 func (r *Request) presents() bool {
-	return strings.HasPrefix(r.FieldManager, elector.FieldManagerPrefix)
+	return strings.HasPrefix(r.FieldManager, protocol.FieldManagerPrefix)
 }
 
 // foreign reports whether the request's objects are of another kind than the fenced object (a Scale, an

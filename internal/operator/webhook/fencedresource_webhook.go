@@ -7,9 +7,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	core "github.com/fencekit/fencekit/internal/operator/admission"
+	"github.com/fencekit/fencekit/internal/operator/admission"
 )
 
 // The webhook reads the bound Lease and the Namespace (for the namespace controller's deletes, and from a
@@ -24,26 +24,26 @@ const FencedResourcesPath = "/validate-fencing-fencekit-io-v1alpha1-fencedresour
 // eventSource is the reporting controller of the Events the webhooks record.
 const eventSource = "fencekit-webhook"
 
-// Validator decides every create, update, patch and delete of a FencedResource with the admission rule
+// FencedResourceValidator decides every create, update, patch and delete of a FencedResource with the admission rule
 // (internal/operator/admission).
-type Validator struct{ decider }
+type FencedResourceValidator struct{ decider }
 
-// NewValidator returns a Validator that reads Leases with reader, which must not be a cache.
-func NewValidator(reader client.Reader, opts ...Option) *Validator {
-	return &Validator{decider: newDecider(webhookFencedResources, reader, opts)}
+// NewFencedResourceValidator returns a FencedResourceValidator that reads Leases with reader, which must not be a cache.
+func NewFencedResourceValidator(reader client.Reader, opts ...Option) *FencedResourceValidator {
+	return &FencedResourceValidator{decider: newDecider(webhookFencedResources, reader, opts)}
 }
 
 // SetupWithManager registers the webhook on mgr's webhook server, reading Leases with the manager's
 // uncached API reader.
 func SetupWithManager(mgr manager.Manager, opts ...Option) error {
 	opts = append([]Option{WithEventRecorder(mgr.GetEventRecorder(eventSource))}, opts...)
-	mgr.GetWebhookServer().Register(FencedResourcesPath, &webhook.Admission{Handler: NewValidator(mgr.GetAPIReader(), opts...)})
+	mgr.GetWebhookServer().Register(FencedResourcesPath, &webhook.Admission{Handler: NewFencedResourceValidator(mgr.GetAPIReader(), opts...)})
 	return nil
 }
 
 // Handle decides one admission request.
-func (v *Validator) Handle(ctx context.Context, req admission.Request) admission.Response {
-	r, err := decodeRequest(req, core.FencedResource)
+func (v *FencedResourceValidator) Handle(ctx context.Context, req ctrladmission.Request) ctrladmission.Response {
+	r, err := decodeRequest(req, admission.FencedResource)
 	if err != nil {
 		return badRequest(err)
 	}

@@ -15,21 +15,21 @@ import (
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	core "github.com/fencekit/fencekit/internal/operator/admission"
+	"github.com/fencekit/fencekit/internal/operator/admission"
 )
 
 // +kubebuilder:webhook:path=/validate-fencing-fencekit-io-v1alpha1-fencingpolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=fencing.fencekit.io,resources=fencingpolicies;fencingpolicies/status,verbs=create;update,versions=v1alpha1,name=vfencingpolicy-v1alpha1.fencing.fencekit.io,admissionReviewVersions=v1,timeoutSeconds=5
 
-// PolicyValidator refuses FencingPolicies the CRD's schema cannot judge alone: in kube-system, naming a
+// FencingPolicyValidator refuses FencingPolicies the CRD's schema cannot judge alone: in kube-system, naming a
 // resource the apiserver does not serve or a cluster-scoped one, or overlapping a policy of the namespace
 // bound to another Lease. On the status subresource it refuses a change of status.coverageGeneration or
 // status.coverageEpoch by anyone but the operator: the object webhook trusts them (the Lease's copy
 // decides a policy's objects only above the coverage epoch), and a lower one would let the copy decide
 // writes of objects no acquisition's fence listed.
-type PolicyValidator struct {
+type FencingPolicyValidator struct {
 	// reader lists the namespace's other policies without a cache, so that two policies created one after
 	// the other are always compared.
 	reader client.Reader
@@ -38,12 +38,12 @@ type PolicyValidator struct {
 	operator string
 }
 
-var _ admission.Validator[*fencingv1alpha1.FencingPolicy] = (*PolicyValidator)(nil)
+var _ ctrladmission.Validator[*fencingv1alpha1.FencingPolicy] = (*FencingPolicyValidator)(nil)
 
-// NewPolicyValidator returns a PolicyValidator that lists policies with reader, resolves resources with
+// NewFencingPolicyValidator returns a FencingPolicyValidator that lists policies with reader, resolves resources with
 // mapper, and lets only user operator write the coverage fields of a policy's status.
-func NewPolicyValidator(reader client.Reader, mapper meta.RESTMapper, operator string) *PolicyValidator {
-	return &PolicyValidator{reader: reader, mapper: mapper, operator: operator}
+func NewFencingPolicyValidator(reader client.Reader, mapper meta.RESTMapper, operator string) *FencingPolicyValidator {
+	return &FencingPolicyValidator{reader: reader, mapper: mapper, operator: operator}
 }
 
 // SetupPolicyWebhookWithManager registers the FencingPolicy webhook on mgr's webhook server. It asks the
@@ -60,19 +60,19 @@ func SetupPolicyWebhookWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("asking the apiserver for the operator's own user (SelfSubjectReview), which alone may write a FencingPolicy's coverage: %w", err)
 	}
 	return ctrl.NewWebhookManagedBy(mgr, &fencingv1alpha1.FencingPolicy{}).
-		WithValidator(NewPolicyValidator(mgr.GetAPIReader(), mgr.GetRESTMapper(), review.Status.UserInfo.Username)).
+		WithValidator(NewFencingPolicyValidator(mgr.GetAPIReader(), mgr.GetRESTMapper(), review.Status.UserInfo.Username)).
 		Complete()
 }
 
 // ValidateCreate checks a new policy, warning of the cluster controllers it will refuse.
-func (v *PolicyValidator) ValidateCreate(ctx context.Context, p *fencingv1alpha1.FencingPolicy) (admission.Warnings, error) {
-	return core.RefusedControllers(p), v.validate(ctx, p)
+func (v *FencingPolicyValidator) ValidateCreate(ctx context.Context, p *fencingv1alpha1.FencingPolicy) (ctrladmission.Warnings, error) {
+	return admission.RefusedControllers(p), v.validate(ctx, p)
 }
 
 // ValidateUpdate checks a changed policy, warning of the cluster controllers it will refuse; or, on the
 // status subresource, who changes the coverage fields.
-func (v *PolicyValidator) ValidateUpdate(ctx context.Context, old, p *fencingv1alpha1.FencingPolicy) (admission.Warnings, error) {
-	req, err := admission.RequestFromContext(ctx)
+func (v *FencingPolicyValidator) ValidateUpdate(ctx context.Context, old, p *fencingv1alpha1.FencingPolicy) (ctrladmission.Warnings, error) {
+	req, err := ctrladmission.RequestFromContext(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -82,14 +82,14 @@ func (v *PolicyValidator) ValidateUpdate(ctx context.Context, old, p *fencingv1a
 	if p.DeletionTimestamp != nil && equality.Semantic.DeepEqual(old.Spec, p.Spec) {
 		return nil, nil // a policy being deleted may lose its finalizers
 	}
-	return core.RefusedControllers(p), v.validate(ctx, p)
+	return admission.RefusedControllers(p), v.validate(ctx, p)
 }
 
 // validateStatus refuses a change of the coverage fields by any user but the operator, and a decrease of
 // either by anyone: the object webhook decides on its copy of the Lease only above the coverage epoch, so a
 // lower one (the operator's credentials, stolen) would let a lagging copy admit a stale holder's write. The
 // operator only ever raises them (the generation and the Lease's epoch never go down).
-func (v *PolicyValidator) validateStatus(user string, old, p *fencingv1alpha1.FencingPolicy) error {
+func (v *FencingPolicyValidator) validateStatus(user string, old, p *fencingv1alpha1.FencingPolicy) error {
 	if old.Status.CoverageGeneration == p.Status.CoverageGeneration && old.Status.CoverageEpoch == p.Status.CoverageEpoch {
 		return nil
 	}
@@ -116,19 +116,19 @@ func (v *PolicyValidator) validateStatus(user string, old, p *fencingv1alpha1.Fe
 
 // ValidateDelete admits every delete: deleting a policy stops fencing its objects, which RBAC on
 // FencingPolicies decides.
-func (v *PolicyValidator) ValidateDelete(context.Context, *fencingv1alpha1.FencingPolicy) (admission.Warnings, error) {
+func (v *FencingPolicyValidator) ValidateDelete(context.Context, *fencingv1alpha1.FencingPolicy) (ctrladmission.Warnings, error) {
 	return nil, nil
 }
 
 // validate checks p against the rule and the namespace's other policies, a policy being deleted too: the
 // object webhook counts it until it is gone, so a change of its spec that overlaps another Lease's policy
 // would refuse every write of the objects both cover (TestRound8DeletingPolicySkipsValidation).
-func (v *PolicyValidator) validate(ctx context.Context, p *fencingv1alpha1.FencingPolicy) error {
+func (v *FencingPolicyValidator) validate(ctx context.Context, p *fencingv1alpha1.FencingPolicy) error {
 	var others fencingv1alpha1.FencingPolicyList
 	if err := v.reader.List(ctx, &others, client.InNamespace(p.Namespace)); err != nil {
 		return apierrors.NewServiceUnavailable(fmt.Sprintf("listing the FencingPolicies of namespace %s: %v", p.Namespace, err))
 	}
-	errs := core.ValidatePolicy(p, others.Items, v.namespaced)
+	errs := admission.ValidatePolicy(p, others.Items, v.namespaced)
 	if len(errs) == 0 {
 		return nil
 	}
@@ -140,7 +140,7 @@ func (v *PolicyValidator) validate(ctx context.Context, p *fencingv1alpha1.Fenci
 // singular, or a resource of any group when the group is empty, but the webhook rules the operator writes
 // and the rule's coverage compare names exactly: such a policy would fence nothing, or fence-on-acquire
 // would write objects of another kind (Leases) than the webhook guards.
-func (v *PolicyValidator) namespaced(group, resource string) (known, isNamespaced bool, err error) {
+func (v *FencingPolicyValidator) namespaced(group, resource string) (known, isNamespaced bool, err error) {
 	gvrs, err := v.mapper.ResourcesFor(schema.GroupVersionResource{Group: group, Resource: resource})
 	var noMatch *meta.NoResourceMatchError
 	switch {

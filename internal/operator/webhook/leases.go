@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // LeaseCache is the webhooks' watch-fed copy of the fenced Leases (label fencing.fencekit.io/fenced=true).
@@ -34,7 +34,7 @@ type LeaseCache struct {
 // add it to the manager (it runs on every replica, as the webhooks do).
 func NewLeaseCache(cs kubernetes.Interface) *LeaseCache {
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = elector.FencedLabel + "=true"
+		o.LabelSelector = protocol.FencedLabel + "=true"
 	}))
 	leases := f.Coordination().V1().Leases()
 	c := &LeaseCache{informer: leases.Informer(), lister: leases.Lister(), renewals: &renewals{}}

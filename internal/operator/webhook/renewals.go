@@ -8,13 +8,13 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	core "github.com/fencekit/fencekit/internal/operator/admission"
-	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/internal/operator/admission"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // renewals remembers, per Lease, the last renewal a webhook read and when (on the webhook's clock) it first
 // read it, so that the rule can time a holder's lease from what the webhook observed rather than from the
-// holder's clock (core.Lease.ObservedRenewal). The first reading of a Lease observes no renewal: the webhook
+// holder's clock (admission.Lease.ObservedRenewal). The first reading of a Lease observes no renewal: the webhook
 // cannot tell when that renewTime was written.
 type renewals struct {
 	mu   sync.Mutex
@@ -42,7 +42,7 @@ func (r *renewals) observe(l *coordinationv1.Lease, now time.Time) time.Time {
 	if l == nil {
 		return time.Time{}
 	}
-	cur := renewal{epoch: l.Annotations[elector.EpochAnnotation]}
+	cur := renewal{epoch: l.Annotations[protocol.EpochAnnotation]}
 	if l.Spec.HolderIdentity != nil {
 		cur.holder = *l.Spec.HolderIdentity
 	}
@@ -92,8 +92,8 @@ func (r *renewals) forget(now time.Time) {
 }
 
 // parse reads l for the rule, as read from src at now, with the renewal the webhook observed.
-func (r *renewals) parse(l *coordinationv1.Lease, src core.Source, now time.Time) *core.Lease {
-	v := core.ParseLease(l, src)
+func (r *renewals) parse(l *coordinationv1.Lease, src admission.Source, now time.Time) *admission.Lease {
+	v := admission.ParseLease(l, src)
 	v.ObservedRenewal = r.observe(l, now)
 	return v
 }

@@ -8,14 +8,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 func TestRenewalsTimeWhatTheWebhookReads(t *testing.T) {
 	start := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	lease := func(rv, holder, epoch string, renewed time.Time) *coordinationv1.Lease {
 		return &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "l", ResourceVersion: rv, Annotations: map[string]string{elector.EpochAnnotation: epoch}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "l", ResourceVersion: rv, Annotations: map[string]string{protocol.EpochAnnotation: epoch}},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](15),
 				RenewTime: ptr.To(metav1.NewMicroTime(renewed))}}
 	}

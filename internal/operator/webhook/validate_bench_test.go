@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // leaseReader serves one Lease from memory, so that the benchmark measures the handler's own work.
@@ -38,12 +38,12 @@ func (leaseReader) List(context.Context, client.ObjectList, ...client.ListOption
 func BenchmarkValidateUpdate(b *testing.B) {
 	now := metav1.NewMicroTime(time.Now())
 	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "writer", Labels: map[string]string{elector.FencedLabel: "true"}, Annotations: map[string]string{
-			elector.EpochAnnotation: "3", elector.AcquirerAnnotation: "holder-user",
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "writer", Labels: map[string]string{protocol.FencedLabel: "true"}, Annotations: map[string]string{
+			protocol.EpochAnnotation: "3", protocol.AcquirerAnnotation: "holder-user",
 		}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("holder"), LeaseDurationSeconds: ptr.To[int32](3600), RenewTime: &now},
 	}
-	v := NewValidator(leaseReader{lease})
+	v := NewFencedResourceValidator(leaseReader{lease})
 	for _, size := range []int{64, 16 << 10, 200 << 10} {
 		b.Run(fmt.Sprintf("data=%dB", size), func(b *testing.B) {
 			old, err := json.Marshal(resource(size, "a"))
@@ -57,7 +57,7 @@ func BenchmarkValidateUpdate(b *testing.B) {
 			req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 				Operation: admissionv1.Update, Namespace: "ns", Name: "fr", Kind: metav1.GroupVersionKind{Kind: "FencedResource"},
 				UserInfo:  authenticationv1.UserInfo{Username: "holder-user"},
-				Options:   runtime.RawExtension{Raw: []byte(`{"kind":"PatchOptions","apiVersion":"meta.k8s.io/v1","fieldManager":"` + elector.FieldManagerFor(3) + `"}`)},
+				Options:   runtime.RawExtension{Raw: []byte(`{"kind":"PatchOptions","apiVersion":"meta.k8s.io/v1","fieldManager":"` + protocol.FieldManagerFor(3) + `"}`)},
 				OldObject: runtime.RawExtension{Raw: old}, Object: runtime.RawExtension{Raw: fr},
 			}}
 			b.ReportAllocs()

@@ -11,12 +11,13 @@ import (
 
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // The request headers that carry a fencing token (docs/choosing.md specifies them for other languages).
 const (
 	// HeaderToken carries the epoch: exactly one field whose value is a canonical decimal integer in
-	// [1, elector.MaxEpoch] (digits only: no sign, no leading zero, no exponent, no spaces inside).
+	// [1, protocol.MaxEpoch] (digits only: no sign, no leading zero, no exponent, no spaces inside).
 	HeaderToken = "Fencing-Token"
 	// HeaderLease optionally names the Lease the epoch was issued for, as "namespace/name". It is for
 	// diagnostics (stored with the fence, echoed in refusals); the check compares epochs only. When
@@ -28,21 +29,21 @@ const (
 const maxEcho = 40
 
 // parseHeader parses a Fencing-Token value. It accepts exactly the canonical decimal form of an epoch in
-// [1, elector.MaxEpoch] and refuses anything else with a *fencing.Error naming the header and the value:
-// ReasonFutureEpoch above elector.MaxEpoch, ReasonInvalid otherwise ("", "0", "007", "+7", "-1", "1e3",
+// [1, protocol.MaxEpoch] and refuses anything else with a *fencing.Error naming the header and the value:
+// ReasonFutureEpoch above protocol.MaxEpoch, ReasonInvalid otherwise ("", "0", "007", "+7", "-1", "1e3",
 // "7.0", "0x7", "5, 7").
 func parseHeader(v string) (int64, error) {
 	digits := v != "" && strings.Trim(v, "0123456789") == ""
 	if !digits || v[0] == '0' {
-		return 0, &fencing.Error{Reason: fencing.ReasonInvalid, Resource: HeaderToken,
+		return 0, &fencing.Error{Reason: protocol.ReasonInvalid, Resource: HeaderToken,
 			Message: fmt.Sprintf("header %s: %s is not an epoch: want a decimal integer from 1 to %d, digits only, without sign or leading zeros",
-				HeaderToken, echo(v), elector.MaxEpoch)}
+				HeaderToken, echo(v), protocol.MaxEpoch)}
 	}
 	epoch, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || epoch > elector.MaxEpoch { // all digits: the only possible error is out of range
+	if err != nil || epoch > protocol.MaxEpoch { // all digits: the only possible error is out of range
 		// Epoch stays 0: a number above 2^53-1 is not echoed as a JSON number, only quoted in the message.
-		return 0, &fencing.Error{Reason: fencing.ReasonFutureEpoch, Resource: HeaderToken,
-			Message: fmt.Sprintf("header %s: epoch %s was never issued: fencekit epochs are at most %d", HeaderToken, echo(v), elector.MaxEpoch)}
+		return 0, &fencing.Error{Reason: protocol.ReasonFutureEpoch, Resource: HeaderToken,
+			Message: fmt.Sprintf("header %s: epoch %s was never issued: fencekit epochs are at most %d", HeaderToken, echo(v), protocol.MaxEpoch)}
 	}
 	return epoch, nil
 }
@@ -53,11 +54,11 @@ func tokenFromHeader(h http.Header) (elector.Token, error) {
 	vals := h.Values(HeaderToken)
 	switch len(vals) {
 	case 0:
-		return elector.Token{}, &fencing.Error{Reason: fencing.ReasonInvalid, Resource: HeaderToken,
+		return elector.Token{}, &fencing.Error{Reason: protocol.ReasonInvalid, Resource: HeaderToken,
 			Message: fmt.Sprintf("header %s is missing: this write is fenced and must carry the writer's fencing epoch", HeaderToken)}
 	case 1:
 	default:
-		return elector.Token{}, &fencing.Error{Reason: fencing.ReasonInvalid, Resource: HeaderToken,
+		return elector.Token{}, &fencing.Error{Reason: protocol.ReasonInvalid, Resource: HeaderToken,
 			Message: fmt.Sprintf("header %s appears %d times: send it exactly once", HeaderToken, len(vals))}
 	}
 	epoch, err := parseHeader(vals[0])
@@ -72,7 +73,7 @@ func tokenFromHeader(h http.Header) (elector.Token, error) {
 			return elector.Token{}, err
 		}
 	default:
-		return elector.Token{}, &fencing.Error{Reason: fencing.ReasonInvalid, Resource: HeaderLease, Epoch: epoch,
+		return elector.Token{}, &fencing.Error{Reason: protocol.ReasonInvalid, Resource: HeaderLease, Epoch: epoch,
 			Message: fmt.Sprintf("header %s appears %d times: send it at most once", HeaderLease, len(leases))}
 	}
 	return t, nil
@@ -83,7 +84,7 @@ func parseLease(v string) (types.NamespacedName, error) {
 	if ok && len(validation.IsDNS1123Label(ns)) == 0 && len(validation.IsDNS1123Subdomain(name)) == 0 {
 		return types.NamespacedName{Namespace: ns, Name: name}, nil
 	}
-	return types.NamespacedName{}, &fencing.Error{Reason: fencing.ReasonInvalid, Resource: HeaderLease,
+	return types.NamespacedName{}, &fencing.Error{Reason: protocol.ReasonInvalid, Resource: HeaderLease,
 		Message: fmt.Sprintf("header %s: %s is not a Lease as namespace/name", HeaderLease, echo(v))}
 }
 

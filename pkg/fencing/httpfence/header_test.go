@@ -11,6 +11,7 @@ import (
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 	"github.com/fencekit/fencekit/pkg/fencing/httpfence"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // TestParseHeader: only the canonical decimal form of an issued epoch is a token; every other spelling a
@@ -19,30 +20,30 @@ func TestParseHeader(t *testing.T) {
 	for _, tc := range []struct {
 		value  string
 		epoch  int64
-		reason fencing.Reason
+		reason protocol.Reason
 	}{
 		{"1", 1, ""},
 		{"7", 7, ""},
-		{"9007199254740991", elector.MaxEpoch, ""},
-		{"9007199254740992", 0, fencing.ReasonFutureEpoch},
-		{"9223372036854775807", 0, fencing.ReasonFutureEpoch},
-		{"9223372036854775808", 0, fencing.ReasonFutureEpoch},
-		{"99999999999999999999999999", 0, fencing.ReasonFutureEpoch},
-		{"", 0, fencing.ReasonInvalid},
-		{"0", 0, fencing.ReasonInvalid},
-		{"00", 0, fencing.ReasonInvalid},
-		{"007", 0, fencing.ReasonInvalid},
-		{"+7", 0, fencing.ReasonInvalid},
-		{"-1", 0, fencing.ReasonInvalid},
-		{"-0", 0, fencing.ReasonInvalid},
-		{"1e3", 0, fencing.ReasonInvalid},
-		{"7.0", 0, fencing.ReasonInvalid},
-		{"0x7", 0, fencing.ReasonInvalid},
-		{"5, 7", 0, fencing.ReasonInvalid},
-		{" 7", 0, fencing.ReasonInvalid},
-		{"7 ", 0, fencing.ReasonInvalid},
-		{"٣", 0, fencing.ReasonInvalid}, // a non-ASCII digit
-		{"7\x00", 0, fencing.ReasonInvalid},
+		{"9007199254740991", protocol.MaxEpoch, ""},
+		{"9007199254740992", 0, protocol.ReasonFutureEpoch},
+		{"9223372036854775807", 0, protocol.ReasonFutureEpoch},
+		{"9223372036854775808", 0, protocol.ReasonFutureEpoch},
+		{"99999999999999999999999999", 0, protocol.ReasonFutureEpoch},
+		{"", 0, protocol.ReasonInvalid},
+		{"0", 0, protocol.ReasonInvalid},
+		{"00", 0, protocol.ReasonInvalid},
+		{"007", 0, protocol.ReasonInvalid},
+		{"+7", 0, protocol.ReasonInvalid},
+		{"-1", 0, protocol.ReasonInvalid},
+		{"-0", 0, protocol.ReasonInvalid},
+		{"1e3", 0, protocol.ReasonInvalid},
+		{"7.0", 0, protocol.ReasonInvalid},
+		{"0x7", 0, protocol.ReasonInvalid},
+		{"5, 7", 0, protocol.ReasonInvalid},
+		{" 7", 0, protocol.ReasonInvalid},
+		{"7 ", 0, protocol.ReasonInvalid},
+		{"٣", 0, protocol.ReasonInvalid}, // a non-ASCII digit
+		{"7\x00", 0, protocol.ReasonInvalid},
 	} {
 		epoch, err := httpfence.ParseHeader(tc.value)
 		if got := fencing.ReasonOf(err); epoch != tc.epoch || got != tc.reason {

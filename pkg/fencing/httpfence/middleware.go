@@ -13,6 +13,7 @@ import (
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 	"github.com/fencekit/fencekit/pkg/fencing/sqlfence"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // KeyFunc names the fenced key a request writes to (for example the resource in its path). An error
@@ -53,7 +54,7 @@ var errHandlerStatus = errors.New("handler answered with an error status")
 func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	token, err := tokenFromHeader(r.Header)
 	if err != nil {
-		r := Refusal{Reason: string(fencing.ReasonInvalid), Message: err.Error(), Header: HeaderToken}
+		r := Refusal{Reason: string(protocol.ReasonInvalid), Message: err.Error(), Header: HeaderToken}
 		if fe := (*fencing.Error)(nil); errors.As(err, &fe) {
 			r = Refusal{Reason: string(fe.Reason), Message: fe.Message, Header: fe.Resource, Epoch: fe.Epoch}
 		}
@@ -62,7 +63,7 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	key, err := g.key(r)
 	if err != nil {
-		writeRefusal(w, http.StatusBadRequest, Refusal{Reason: string(fencing.ReasonInvalid), Epoch: token.Epoch,
+		writeRefusal(w, http.StatusBadRequest, Refusal{Reason: string(protocol.ReasonInvalid), Epoch: token.Epoch,
 			Message: "cannot tell which fenced key this request writes: " + err.Error()})
 		return
 	}
@@ -78,7 +79,7 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err == nil || errors.Is(err, errHandlerStatus):
 		buf.sendTo(w)
-	case errors.As(err, &fe) && fe.Reason == fencing.ReasonStale:
+	case errors.As(err, &fe) && fe.Reason == protocol.ReasonStale:
 		writeRefusal(w, http.StatusConflict, Refusal{Reason: string(fe.Reason), Message: fe.Message, Key: key, Epoch: fe.Epoch, AdmittedEpoch: fe.LeaseEpoch})
 	case errors.As(err, &fe):
 		writeRefusal(w, http.StatusBadRequest, Refusal{Reason: string(fe.Reason), Message: fe.Message, Key: key, Epoch: token.Epoch})

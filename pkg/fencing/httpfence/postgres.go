@@ -8,6 +8,7 @@ import (
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 	"github.com/fencekit/fencekit/pkg/fencing/sqlfence"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // PostgresStore is a Store on PostgreSQL: each key is a fence of package sqlfence (a row of its fence
@@ -38,7 +39,7 @@ func NewPostgresStore(db *sql.DB, opts sqlfence.Options) (*PostgresStore, error)
 func (s *PostgresStore) Fence(key string) (*sqlfence.Fence, error) {
 	f, err := sqlfence.New(key, s.opts)
 	if err != nil {
-		return nil, &fencing.Error{Reason: fencing.ReasonInvalid, Resource: key, Message: "fenced key " + quote(key) + ": " + err.Error()}
+		return nil, &fencing.Error{Reason: protocol.ReasonInvalid, Resource: key, Message: "fenced key " + quote(key) + ": " + err.Error()}
 	}
 	return f, nil
 }
@@ -53,7 +54,7 @@ func (s *PostgresStore) Admit(ctx context.Context, key string, token elector.Tok
 		return fn(context.WithValue(ctx, txKey{}, tx))
 	})
 	var fe *fencing.Error
-	if errors.As(err, &fe) && fe.Reason == fencing.ReasonStale {
+	if errors.As(err, &fe) && fe.Reason == protocol.ReasonStale {
 		return staleKey(key, token, fe.LeaseEpoch) // the same words as the memory store's
 	}
 	return err

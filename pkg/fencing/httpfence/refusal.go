@@ -8,13 +8,14 @@ import (
 	"net/http"
 
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // Refusal is the JSON body of a response by which Middleware refuses a request (Content-Type
 // application/json): 409 for a stale epoch, 400 for a missing or malformed token or key, 500 or 503 when the
 // fence could not be checked.
 type Refusal struct {
-	// Reason is fencekit's reason (fencing.ReasonStale: "FencingStaleEpoch", "FencingInvalid",
+	// Reason is fencekit's reason (protocol.ReasonStale: "FencingStaleEpoch", "FencingInvalid",
 	// "FencingFutureEpoch"), or "FencingUnavailable" when the fence could not be checked.
 	Reason string `json:"reason"`
 	// Message is the human-readable explanation, naming the header or key and the numbers.
@@ -61,5 +62,5 @@ func ResponseError(resp *http.Response) error {
 	if resource == "" {
 		resource = r.Header
 	}
-	return &fencing.Error{Reason: fencing.Reason(r.Reason), Resource: resource, Epoch: r.Epoch, LeaseEpoch: r.AdmittedEpoch, Message: r.Message}
+	return &fencing.Error{Reason: protocol.Reason(r.Reason), Resource: resource, Epoch: r.Epoch, LeaseEpoch: r.AdmittedEpoch, Message: r.Message}
 }

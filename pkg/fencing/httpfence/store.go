@@ -9,6 +9,7 @@ import (
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 	"github.com/fencekit/fencekit/pkg/fencing/sqlfence"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // Store keeps, per fenced key, the highest epoch it has admitted.
@@ -84,7 +85,7 @@ func (s *MemoryStore) Epoch(key string) int64 {
 }
 
 func staleKey(key string, token elector.Token, admitted int64) *fencing.Error {
-	return &fencing.Error{Reason: fencing.ReasonStale, Resource: key, Lease: leaseOf(token), Epoch: token.Epoch, LeaseEpoch: admitted,
+	return &fencing.Error{Reason: protocol.ReasonStale, Resource: key, Lease: leaseOf(token), Epoch: token.Epoch, LeaseEpoch: admitted,
 		Message: fmt.Sprintf("stale epoch %d: key %s has admitted epoch %d", token.Epoch, key, admitted)}
 }
 

@@ -12,7 +12,7 @@ import (
 // Transport is an http.RoundTripper that presents the current fencing token on every request it sends
 // (HeaderToken, and HeaderLease when the token names a Lease). It asks Token for the token on every request,
 // so it follows re-acquisitions (pass the elector's Token method); with the zero Token, or an epoch outside
-// [1, elector.MaxEpoch], it sends nothing and fails with fencing.ErrNoToken or the epoch's error.
+// [1, protocol.MaxEpoch], it sends nothing and fails with fencing.ErrNoToken or the epoch's error.
 type Transport struct {
 	// Token returns the token to present; the zero Token means no leadership.
 	Token func() elector.Token

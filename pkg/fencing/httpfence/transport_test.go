@@ -15,6 +15,7 @@ import (
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 	"github.com/fencekit/fencekit/pkg/fencing/httpfence"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/httpfencetest"
 )
 
@@ -63,7 +64,7 @@ func TestTransport(t *testing.T) {
 		return body, req, err
 	}
 
-	for _, tok := range []elector.Token{{}, {Epoch: elector.MaxEpoch + 1, Lease: orderLease}, {Epoch: -3, Lease: orderLease}} {
+	for _, tok := range []elector.Token{{}, {Epoch: protocol.MaxEpoch + 1, Lease: orderLease}, {Epoch: -3, Lease: orderLease}} {
 		h.set(tok)
 		body, _, err := put()
 		if err == nil {
@@ -78,11 +79,11 @@ func TestTransport(t *testing.T) {
 		t.Errorf("zero token: got %v, want ErrNoToken", err)
 	}
 	h.set(elector.Token{Epoch: -3})
-	if _, _, err := put(); fencing.ReasonOf(err) != fencing.ReasonInvalid || !strings.Contains(err.Error(), "-3") {
+	if _, _, err := put(); fencing.ReasonOf(err) != protocol.ReasonInvalid || !strings.Contains(err.Error(), "-3") {
 		t.Errorf("epoch -3: got %v, want an invalid-epoch error naming -3", err)
 	}
-	h.set(elector.Token{Epoch: elector.MaxEpoch + 1})
-	if _, _, err := put(); fencing.ReasonOf(err) != fencing.ReasonFutureEpoch {
+	h.set(elector.Token{Epoch: protocol.MaxEpoch + 1})
+	if _, _, err := put(); fencing.ReasonOf(err) != protocol.ReasonFutureEpoch {
 		t.Errorf("epoch above MaxEpoch: got %v, want a never-issued error", err)
 	}
 	mu.Lock()

@@ -15,7 +15,7 @@
 //
 //   - A transaction commits through Run (or through Raise in the caller's own transaction) only if no
 //     transaction that committed before it raised the fence to a higher epoch. A stale holder's transaction
-//     is refused with a *fencing.Error of reason fencing.ReasonStale (fencing.IsStale), naming the fence,
+//     is refused with a *fencing.Error of reason protocol.ReasonStale (fencing.IsStale), naming the fence,
 //     the token's epoch (Epoch) and the fence's epoch (LeaseEpoch), and is rolled back: nothing it wrote in
 //     the transaction is kept. Raise also aborts the transaction in the database, so even a caller that
 //     ignores the error cannot commit it.
@@ -27,7 +27,7 @@
 //     Options.Attempts > 1 and which then becomes a stale refusal or, for a higher epoch, a commit.
 //   - The raise and the caller's writes commit or roll back together: a connection dropped before the
 //     commit keeps neither.
-//   - Epochs below 1 or above elector.MaxEpoch are refused before any statement is sent; a fence that does
+//   - Epochs below 1 or above protocol.MaxEpoch are refused before any statement is sent; a fence that does
 //     not exist is an error (ErrFenceNotFound) unless Options.Create asks to create it.
 //
 // READ COMMITTED suffices for the fence. Choose the isolation level for the caller's own statements:

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // DefaultTable is the table fences are kept in unless Options.Table names another.
@@ -106,11 +107,11 @@ func containsNUL(s string) bool { return strings.IndexByte(s, 0) >= 0 }
 func (f *Fence) Name() string { return f.name }
 
 // CreateTable creates the fence table if it does not exist. The epoch column is bounded to
-// [0, elector.MaxEpoch] by a CHECK constraint, so no write can store an epoch fencekit never issues.
+// [0, protocol.MaxEpoch] by a CHECK constraint, so no write can store an epoch fencekit never issues.
 func (f *Fence) CreateTable(ctx context.Context, q Querier) error {
 	_, err := q.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+f.table+` (
 	name text PRIMARY KEY CHECK (name <> '' AND octet_length(name) <= `+strconv.Itoa(maxNameBytes)+`),
-	epoch bigint NOT NULL CHECK (epoch BETWEEN 0 AND `+strconv.FormatInt(elector.MaxEpoch, 10)+`),
+	epoch bigint NOT NULL CHECK (epoch BETWEEN 0 AND `+strconv.FormatInt(protocol.MaxEpoch, 10)+`),
 	holder text,
 	lease text,
 	updated_at timestamptz NOT NULL DEFAULT now()
@@ -159,16 +160,16 @@ func (f *Fence) read(ctx context.Context, q Querier) (state, error) {
 }
 
 // CheckEpoch refuses an epoch that no fencekit elector issues, before anything is sent to a database: one
-// below 1 (ReasonInvalid) or above elector.MaxEpoch (ReasonFutureEpoch). resource names what the epoch was
+// below 1 (ReasonInvalid) or above protocol.MaxEpoch (ReasonFutureEpoch). resource names what the epoch was
 // meant for, in the error.
 func CheckEpoch(resource string, epoch int64) error {
 	switch {
 	case epoch < 1:
-		return &fencing.Error{Reason: fencing.ReasonInvalid, Resource: resource, Epoch: epoch,
+		return &fencing.Error{Reason: protocol.ReasonInvalid, Resource: resource, Epoch: epoch,
 			Message: fmt.Sprintf("%s: epoch %d is not a fencing epoch: epochs start at 1 (a zero epoch means no leadership)", resource, epoch)}
-	case epoch > elector.MaxEpoch:
-		return &fencing.Error{Reason: fencing.ReasonFutureEpoch, Resource: resource, Epoch: epoch,
-			Message: fmt.Sprintf("%s: epoch %d was never issued: fencekit epochs are at most %d", resource, epoch, elector.MaxEpoch)}
+	case epoch > protocol.MaxEpoch:
+		return &fencing.Error{Reason: protocol.ReasonFutureEpoch, Resource: resource, Epoch: epoch,
+			Message: fmt.Sprintf("%s: epoch %d was never issued: fencekit epochs are at most %d", resource, epoch, protocol.MaxEpoch)}
 	}
 	return nil
 }
@@ -227,7 +228,7 @@ WHERE f.epoch <= EXCLUDED.epoch`
 		if s.lease.Valid {
 			by += " of lease " + s.lease.String
 		}
-		return &fencing.Error{Reason: fencing.ReasonStale, Resource: f.name, Lease: lease, Epoch: token.Epoch, LeaseEpoch: s.epoch,
+		return &fencing.Error{Reason: protocol.ReasonStale, Resource: f.name, Lease: lease, Epoch: token.Epoch, LeaseEpoch: s.epoch,
 			Message: fmt.Sprintf("stale epoch %d: fence %s has admitted epoch %d%s", token.Epoch, f.name, s.epoch, by)}
 	}
 	// Fail closed: the conditional raise matched nothing yet the fence reads as admissible (possible only if

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // ErrRowNotFound means a row-level fenced update matched no row because the row does not exist.
@@ -56,7 +57,7 @@ func (r Row) Check(ctx context.Context, q Querier, res sql.Result, key any, epoc
 		return fmt.Errorf("reading the fence column %s of %s: %w", r.Epoch, resource, err)
 	case stored.Valid && stored.Int64 > epoch:
 		abort(ctx, q)
-		return &fencing.Error{Reason: fencing.ReasonStale, Resource: resource, Epoch: epoch, LeaseEpoch: stored.Int64,
+		return &fencing.Error{Reason: protocol.ReasonStale, Resource: resource, Epoch: epoch, LeaseEpoch: stored.Int64,
 			Message: fmt.Sprintf("stale epoch %d: %s was written at epoch %d", epoch, resource, stored.Int64)}
 	}
 	abort(ctx, q)

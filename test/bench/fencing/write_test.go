@@ -19,6 +19,7 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/operatortest"
 )
 
@@ -69,7 +70,7 @@ func BenchmarkFencedWrite(b *testing.B) {
 	holder := newWorker(b, ns, "holder")
 	// The holder's Lease declares fence-on-acquire for FencedResources, as an elector with
 	// fencing.FenceOnAcquire does: the webhook decides its writes on its copy of the Lease.
-	holder.Fences = elector.Fences{FencedResources: true}
+	holder.Fences = protocol.Fences{FencedResources: true}
 	tok := holder.Acquire(b, ns, "bench-writer", 1)
 	setClient, setCount := countingClient(b, holder.Config)
 	updateClient, updateCount := countingClient(b, holder.Config)

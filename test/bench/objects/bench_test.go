@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
@@ -54,7 +55,7 @@ func BenchmarkObjectWrite(b *testing.B) {
 		client client.Client
 		at     time.Time
 	}
-	setup := func(declare elector.Fences) *fencedMode {
+	setup := func(declare protocol.Fences) *fencedMode {
 		m := &fencedMode{ns: env.Namespace(b)}
 		m.holder = fastHolder(b, m.ns, "holder")
 		m.holder.Fences = declare
@@ -83,7 +84,7 @@ func BenchmarkObjectWrite(b *testing.B) {
 		m.holder.Renew(b, m.tok)
 		m.at = time.Now()
 	}
-	fenced, quorum := setup(elector.Fences{Objects: true}), setup(elector.Fences{})
+	fenced, quorum := setup(protocol.Fences{Objects: true}), setup(protocol.Fences{})
 	holder := fastHolder(b, plainNS, "plain")
 	grant(b, plainNS, holder.User)
 	testenv.Eventually(b, "the plain ConfigMap is created (RBAC granted)", func() (bool, string) {

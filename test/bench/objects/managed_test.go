@@ -17,8 +17,9 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
-	"github.com/fencekit/fencekit/pkg/elector/managed"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/managed"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
@@ -84,7 +85,7 @@ func BenchmarkManagedFenceWrite(b *testing.B) {
 		r.cache, r.quorum = r.cache+leaseReads(b, "cache"), r.quorum+leaseReads(b, "apiserver")
 		var lease coordinationv1.Lease
 		r.err = env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "my-operator"}, &lease)
-		r.fences = lease.Annotations[elector.FencesAnnotation]
+		r.fences = lease.Annotations[protocol.FencesAnnotation]
 		return nil
 	})); err != nil {
 		b.Fatal(err)
@@ -112,5 +113,5 @@ func BenchmarkManagedFenceWrite(b *testing.B) {
 	b.ReportMetric(r.quorum, "quorum-reads")
 	b.ReportMetric(100*r.cache/(r.cache+r.quorum), "decided-on-copy-%")
 	b.Logf("managed.Fence: lease declares %s=%q; %d patches through mgr.GetClient(), p50 %.2f ms, p99 %.2f ms; the webhook decided %.0f on its copy of the Lease, %.0f with a quorum read",
-		elector.FencesAnnotation, r.fences, len(r.ds), q(0.5), q(0.99), r.cache, r.quorum)
+		protocol.FencesAnnotation, r.fences, len(r.ds), q(0.5), q(0.99), r.cache, r.quorum)
 }

@@ -23,7 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fencekit/fencekit/pkg/elector"
-	"github.com/fencekit/fencekit/pkg/elector/managed"
+	"github.com/fencekit/fencekit/pkg/managed"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // stepBackObjects is how many ConfigMaps the benchmarked controller has in its cache.
@@ -206,14 +207,14 @@ func takeOver(b *testing.B, ns, name string) {
 	if err := env.Client.Get(b.Context(), client.ObjectKey{Namespace: ns, Name: name}, &l); err != nil {
 		b.Fatal(err)
 	}
-	epoch, err := strconv.ParseInt(l.Annotations[elector.EpochAnnotation], 10, 64)
+	epoch, err := strconv.ParseInt(l.Annotations[protocol.EpochAnnotation], 10, 64)
 	if err != nil {
 		b.Fatal(err)
 	}
-	l.Annotations[elector.EpochAnnotation] = strconv.FormatInt(epoch+1, 10)
+	l.Annotations[protocol.EpochAnnotation] = strconv.FormatInt(epoch+1, 10)
 	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = ptr.To("admin"), ptr.To(int32(2))
 	l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
-	if err := env.Client.Update(b.Context(), &l, client.FieldOwner(elector.FieldManagerFor(epoch+1))); err != nil {
+	if err := env.Client.Update(b.Context(), &l, client.FieldOwner(protocol.FieldManagerFor(epoch+1))); err != nil {
 		b.Fatal(err)
 	}
 }

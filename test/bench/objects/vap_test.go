@@ -16,6 +16,7 @@ import (
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/operatortest"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
@@ -40,11 +41,11 @@ func vapAlternative(b *testing.B, ns, lease string) {
 			}}},
 			Validations: []admissionregistrationv1.Validation{
 				{Expression: "has(request.options) && has(request.options.fieldManager) && has(params.metadata.annotations) && " +
-					"request.options.fieldManager == '" + elector.FieldManagerPrefix + "' + params.metadata.annotations['" + elector.EpochAnnotation + "']",
+					"request.options.fieldManager == '" + protocol.FieldManagerPrefix + "' + params.metadata.annotations['" + protocol.EpochAnnotation + "']",
 					Message: "FencingStaleEpoch: the request does not present the lease's current epoch"},
-				{Expression: "request.userInfo.username == params.metadata.annotations['" + elector.AcquirerAnnotation + "']",
+				{Expression: "request.userInfo.username == params.metadata.annotations['" + protocol.AcquirerAnnotation + "']",
 					Message: "FencingNotHolder: not the acquirer"},
-				{Expression: "has(object.metadata.annotations) && object.metadata.annotations['" + fencingv1alpha1.ObjectEpochAnnotation + "'] == params.metadata.annotations['" + elector.EpochAnnotation + "']",
+				{Expression: "has(object.metadata.annotations) && object.metadata.annotations['" + fencingv1alpha1.ObjectEpochAnnotation + "'] == params.metadata.annotations['" + protocol.EpochAnnotation + "']",
 					Message: "FencingInvalid: the epoch record is not the presented epoch"},
 			},
 		},

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 func whoAmI(t *testing.T) string {
@@ -38,13 +39,13 @@ func TestTwoElectorsReleaseHandsOver(t *testing.T) {
 	if got := holderOf(l); got != first.Holder {
 		t.Fatalf("holder = %q, want %q", got, first.Holder)
 	}
-	if got, want := l.Annotations[elector.EpochAnnotation], strconv.FormatInt(first.Epoch, 10); got != want {
+	if got, want := l.Annotations[protocol.EpochAnnotation], strconv.FormatInt(first.Epoch, 10); got != want {
 		t.Errorf("epoch annotation = %q, want %q", got, want)
 	}
-	if got, want := l.Annotations[elector.AcquirerAnnotation], whoAmI(t); got != want {
+	if got, want := l.Annotations[protocol.AcquirerAnnotation], whoAmI(t); got != want {
 		t.Errorf("acquirer annotation = %q, want %q", got, want)
 	}
-	if got := l.Labels[elector.FencedLabel]; got != "true" {
+	if got := l.Labels[protocol.FencedLabel]; got != "true" {
 		t.Errorf("fenced label = %q, want \"true\"", got)
 	}
 	// The default recorder posts an Event (events.k8s.io/v1, fencekit's one Events API) on the Lease.
@@ -79,7 +80,7 @@ func TestTwoElectorsReleaseHandsOver(t *testing.T) {
 	// Renewals do not change the epoch.
 	rv := l.ResourceVersion
 	eventually(t, 10*time.Second, "a renewal", func() bool { return getLease(t, ns, "lock").ResourceVersion != rv })
-	if got := getLease(t, ns, "lock").Annotations[elector.EpochAnnotation]; got != strconv.FormatInt(first.Epoch, 10) {
+	if got := getLease(t, ns, "lock").Annotations[protocol.EpochAnnotation]; got != strconv.FormatInt(first.Epoch, 10) {
 		t.Errorf("a renewal changed the epoch to %s", got)
 	}
 
@@ -293,7 +294,7 @@ func TestMalformedLeaseIsTreatedAsExpired(t *testing.T) {
 	ghost := "ghost"
 	l := getLeaseTemplate(ns)
 	l.Spec.HolderIdentity = &ghost
-	l.Annotations = map[string]string{elector.EpochAnnotation: "not-a-number"}
+	l.Annotations = map[string]string{protocol.EpochAnnotation: "not-a-number"}
 	created, err := leases.Create(t.Context(), l, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

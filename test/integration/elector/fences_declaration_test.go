@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // fenceResources is pkg/fencing's fence-on-acquire of FencedResources, declared "fencedresources", with the
@@ -50,7 +51,7 @@ func TestFencesDeclarationAddedByAnotherUser(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		l.Annotations[elector.FencesAnnotation] = "fencedresources,objects"
+		l.Annotations[protocol.FencesAnnotation] = "fencedresources,objects"
 		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
 		return err
 	})
@@ -66,7 +67,7 @@ func TestFencesDeclarationAddedByAnotherUser(t *testing.T) {
 	if second.Epoch != first.Epoch+1 {
 		t.Fatalf("the holder's configuration took the Lease at %v, want epoch %d", second, first.Epoch+1)
 	}
-	if got := getLease(t, ns, "lock").Annotations[elector.FencesAnnotation]; got != "fencedresources" {
+	if got := getLease(t, ns, "lock").Annotations[protocol.FencesAnnotation]; got != "fencedresources" {
 		t.Fatalf("declaration %q, want %q", got, "fencedresources")
 	}
 }
@@ -78,7 +79,7 @@ func TestFencesDeclarationAddedByAnotherUser(t *testing.T) {
 func TestFencesDeclarationUnderLeasePolicy(t *testing.T) {
 	ns, h := parallelLock(t)
 	_, a, first := leadFencingResources(t, ns, h)
-	if got := getLease(t, ns, "lock").Annotations[elector.FencesAnnotation]; got != "fencedresources" {
+	if got := getLease(t, ns, "lock").Annotations[protocol.FencesAnnotation]; got != "fencedresources" {
 		t.Fatalf("declaration %q after the acquisition, want %q", got, "fencedresources")
 	}
 	a.stop()
@@ -89,8 +90,8 @@ func TestFencesDeclarationUnderLeasePolicy(t *testing.T) {
 	eventually(t, 20*time.Second, "the policy refuses the acquisition by an elector that does not fence", func() bool {
 		return logs.has("declares that every acquisition fences its FencedResources")
 	})
-	if l := getLease(t, ns, "lock"); holderOf(l) != "" || l.Annotations[elector.EpochAnnotation] != strconv.FormatInt(first.Epoch, 10) {
-		t.Fatalf("the Lease changed hands: holder %q at epoch %s, want released at %d", holderOf(l), l.Annotations[elector.EpochAnnotation], first.Epoch)
+	if l := getLease(t, ns, "lock"); holderOf(l) != "" || l.Annotations[protocol.EpochAnnotation] != strconv.FormatInt(first.Epoch, 10) {
+		t.Fatalf("the Lease changed hands: holder %q at epoch %s, want released at %d", holderOf(l), l.Annotations[protocol.EpochAnnotation], first.Epoch)
 	}
 
 	cfg = h.policyConfig(t, ns, "c")
@@ -100,7 +101,7 @@ func TestFencesDeclarationUnderLeasePolicy(t *testing.T) {
 	if third.Holder != "c" || third.Epoch != first.Epoch+1 {
 		t.Fatalf("got %v, want c at epoch %d", third, first.Epoch+1)
 	}
-	if got := getLease(t, ns, "lock").Annotations[elector.FencesAnnotation]; got != "fencedresources,objects" {
+	if got := getLease(t, ns, "lock").Annotations[protocol.FencesAnnotation]; got != "fencedresources,objects" {
 		t.Fatalf("declaration %q, want %q", got, "fencedresources,objects")
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // logLines is a logger that keeps every line, for tests that wait for what an elector reports.
@@ -55,7 +56,7 @@ func TestElectorsUnderLeasePolicy(t *testing.T) {
 	}
 	first := h.wait(t, 30*time.Second)
 	l := getLease(t, ns, "lock")
-	if got, want := l.Annotations[elector.AcquirerAnnotation], first.Holder+"-user"; got != want {
+	if got, want := l.Annotations[protocol.AcquirerAnnotation], first.Holder+"-user"; got != want {
 		t.Errorf("acquirer %q, want %q", got, want)
 	}
 	rv := l.ResourceVersion
@@ -70,8 +71,8 @@ func TestElectorsUnderLeasePolicy(t *testing.T) {
 	}
 	cands[second.Holder].stop()
 	l = getLease(t, ns, "lock")
-	if holderOf(l) != "" || l.Annotations[elector.EpochAnnotation] != strconv.FormatInt(second.Epoch, 10) {
-		t.Errorf("after the second release: holder %q at epoch %s, want released at %d", holderOf(l), l.Annotations[elector.EpochAnnotation], second.Epoch)
+	if holderOf(l) != "" || l.Annotations[protocol.EpochAnnotation] != strconv.FormatInt(second.Epoch, 10) {
+		t.Errorf("after the second release: holder %q at epoch %s, want released at %d", holderOf(l), l.Annotations[protocol.EpochAnnotation], second.Epoch)
 	}
 	h.check(t)
 }
@@ -88,7 +89,7 @@ func TestUnlabelledLeaseEpochIsNotTrusted(t *testing.T) {
 	deleteLease(t, ns)
 	stale := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lock",
-			Annotations: map[string]string{elector.EpochAnnotation: "1", elector.AcquirerAnnotation: "a-user"}},
+			Annotations: map[string]string{protocol.EpochAnnotation: "1", protocol.AcquirerAnnotation: "a-user"}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(""), LeaseDurationSeconds: ptr.To[int32](1)},
 	}
 	created, err := leases.Create(t.Context(), stale, metav1.CreateOptions{})
@@ -103,7 +104,7 @@ func TestUnlabelledLeaseEpochIsNotTrusted(t *testing.T) {
 	if want := created.ResourceVersion; strconv.FormatInt(second.Epoch, 10) != want {
 		t.Errorf("epoch %d, want the recreated Lease's resourceVersion %s", second.Epoch, want)
 	}
-	if got := getLease(t, ns, "lock").Labels[elector.FencedLabel]; got != "true" {
+	if got := getLease(t, ns, "lock").Labels[protocol.FencedLabel]; got != "true" {
 		t.Errorf("fenced label %q after the acquisition", got)
 	}
 	h.check(t)
@@ -116,10 +117,10 @@ func TestExhaustedEpochFailsClosed(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
 	leases := clientset(t).CoordinationV1().Leases(ns)
-	top := strconv.FormatInt(elector.MaxEpoch, 10)
+	top := strconv.FormatInt(protocol.MaxEpoch, 10)
 	l := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lock", Labels: map[string]string{elector.FencedLabel: "true"},
-			Annotations: map[string]string{elector.EpochAnnotation: top, elector.AcquirerAnnotation: "someone"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lock", Labels: map[string]string{protocol.FencedLabel: "true"},
+			Annotations: map[string]string{protocol.EpochAnnotation: top, protocol.AcquirerAnnotation: "someone"}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(""), LeaseDurationSeconds: ptr.To[int32](1)},
 	}
 	if _, err := leases.Create(t.Context(), l, metav1.CreateOptions{}); err != nil {
@@ -132,8 +133,8 @@ func TestExhaustedEpochFailsClosed(t *testing.T) {
 	want := "lease " + ns + "/lock is at epoch 9007199254740991; the next epoch 9007199254740992 would exceed the highest epoch 9007199254740991"
 	eventually(t, 15*time.Second, "the elector to refuse the epoch", func() bool { return logs.has(want) })
 	got := getLease(t, ns, "lock")
-	if holderOf(got) != "" || got.Annotations[elector.EpochAnnotation] != top || c.e.IsLeader() {
-		t.Errorf("after the refusal: holder %q at epoch %s, leader %v; want the Lease untouched", holderOf(got), got.Annotations[elector.EpochAnnotation], c.e.IsLeader())
+	if holderOf(got) != "" || got.Annotations[protocol.EpochAnnotation] != top || c.e.IsLeader() {
+		t.Errorf("after the refusal: holder %q at epoch %s, leader %v; want the Lease untouched", holderOf(got), got.Annotations[protocol.EpochAnnotation], c.e.IsLeader())
 	}
 }
 
@@ -145,8 +146,8 @@ func TestSeenMaxInt64DoesNotOverflow(t *testing.T) {
 	ns := env.Namespace(t)
 	leases := clientset(t).CoordinationV1().Leases(ns)
 	l := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lock", Labels: map[string]string{elector.FencedLabel: "true"},
-			Annotations: map[string]string{elector.EpochAnnotation: strconv.FormatInt(math.MaxInt64, 10), elector.AcquirerAnnotation: "someone"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lock", Labels: map[string]string{protocol.FencedLabel: "true"},
+			Annotations: map[string]string{protocol.EpochAnnotation: strconv.FormatInt(math.MaxInt64, 10), protocol.AcquirerAnnotation: "someone"}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("someone"), LeaseDurationSeconds: ptr.To[int32](3600)},
 	}
 	l, err := leases.Create(t.Context(), l, metav1.CreateOptions{})
@@ -169,7 +170,7 @@ func TestSeenMaxInt64DoesNotOverflow(t *testing.T) {
 	}
 	// The annotation is wiped and the Lease released: a Lease without a valid epoch, seeded from its
 	// resourceVersion, which is below the epoch the elector saw.
-	l.Annotations[elector.EpochAnnotation] = "garbage"
+	l.Annotations[protocol.EpochAnnotation] = "garbage"
 	l.Spec.HolderIdentity = ptr.To("")
 	if _, err := leases.Update(t.Context(), l, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -177,7 +178,7 @@ func TestSeenMaxInt64DoesNotOverflow(t *testing.T) {
 	want := "is not above 9223372036854775807, the highest epoch this elector has seen under this name"
 	eventually(t, 15*time.Second, "the elector to refuse the epoch", func() bool { return logs.has(want) })
 	got := getLease(t, ns, "lock")
-	if holderOf(got) != "" || got.Annotations[elector.EpochAnnotation] != "garbage" || c.e.IsLeader() {
-		t.Errorf("after the refusal: holder %q at epoch %s, leader %v; want the Lease untouched", holderOf(got), got.Annotations[elector.EpochAnnotation], c.e.IsLeader())
+	if holderOf(got) != "" || got.Annotations[protocol.EpochAnnotation] != "garbage" || c.e.IsLeader() {
+		t.Errorf("after the refusal: holder %q at epoch %s, leader %v; want the Lease untouched", holderOf(got), got.Annotations[protocol.EpochAnnotation], c.e.IsLeader())
 	}
 }

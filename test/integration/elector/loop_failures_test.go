@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
@@ -82,9 +83,9 @@ func TestRenewDeadlineStepDown(t *testing.T) {
 	if got := attempts.Load(); got != 4 {
 		t.Errorf("%d renewal attempts, want 4 (one per retry period)", got)
 	}
-	if got := l.lease(t); holderOf(got) != "me" || got.Annotations[elector.EpochAnnotation] != strconv.FormatInt(tok.Epoch, 10) {
+	if got := l.lease(t); holderOf(got) != "me" || got.Annotations[protocol.EpochAnnotation] != strconv.FormatInt(tok.Epoch, 10) {
 		t.Errorf("the Lease after the failed renewals: holder %q epoch %q, want the last renewal's (me, %d)",
-			holderOf(got), got.Annotations[elector.EpochAnnotation], tok.Epoch)
+			holderOf(got), got.Annotations[protocol.EpochAnnotation], tok.Epoch)
 	}
 }
 
@@ -109,8 +110,8 @@ func TestPostAcquireFailure(t *testing.T) {
 	// The loss is counted before the release is written.
 	testenv.EventuallyWithin(t, testenv.EventuallyTimeout, "the Lease released at epoch 7", func() (bool, string) {
 		got := l.lease(t)
-		return holderOf(got) == "" && got.Annotations[elector.EpochAnnotation] == "7",
-			fmt.Sprintf("holder %q epoch %q", holderOf(got), got.Annotations[elector.EpochAnnotation])
+		return holderOf(got) == "" && got.Annotations[protocol.EpochAnnotation] == "7",
+			fmt.Sprintf("holder %q epoch %q", holderOf(got), got.Annotations[protocol.EpochAnnotation])
 	})
 	if l.e.IsLeader() || !l.e.Token().IsZero() {
 		t.Errorf("after a failed PostAcquire: IsLeader %v, Token %v", l.e.IsLeader(), l.e.Token())

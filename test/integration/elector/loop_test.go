@@ -21,6 +21,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
@@ -160,8 +161,8 @@ func (l *loop) seed(t *testing.T, holder string, seconds int32, epoch string) {
 	t.Helper()
 	old := metav1.NewMicroTime(t0.Add(-24 * time.Hour))
 	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: "lock", Namespace: l.ns, Labels: map[string]string{elector.FencedLabel: "true"},
-			Annotations: map[string]string{elector.EpochAnnotation: epoch}},
+		ObjectMeta: metav1.ObjectMeta{Name: "lock", Namespace: l.ns, Labels: map[string]string{protocol.FencedLabel: "true"},
+			Annotations: map[string]string{protocol.EpochAnnotation: epoch}},
 		Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: &seconds, RenewTime: &old},
 	}
 	if holder != "" {
@@ -303,7 +304,7 @@ func TestStandbyTakesOverAtExpiryFromObservation(t *testing.T) {
 				t.Errorf("token %v, want epoch 8 held by me", tok)
 			}
 			got := l.lease(t)
-			if got.Annotations[elector.EpochAnnotation] != "8" || got.Annotations[elector.AcquirerAnnotation] != "alice" || got.Labels[elector.FencedLabel] != "true" {
+			if got.Annotations[protocol.EpochAnnotation] != "8" || got.Annotations[protocol.AcquirerAnnotation] != "alice" || got.Labels[protocol.FencedLabel] != "true" {
 				t.Errorf("acquired Lease metadata: %v %v", got.Annotations, got.Labels)
 			}
 			if want := t0.Add(15*time.Second + lockDelay + 12850*time.Millisecond); !l.e.Deadline().Equal(want) {
@@ -342,8 +343,8 @@ func TestReleaseOrder(t *testing.T) {
 		t.Error(diff)
 	}
 	got := l.lease(t)
-	if holderOf(got) != "" || got.Annotations[elector.EpochAnnotation] != strconv.FormatInt(tok.Epoch, 10) {
-		t.Errorf("released Lease: holder %q epoch %q", holderOf(got), got.Annotations[elector.EpochAnnotation])
+	if holderOf(got) != "" || got.Annotations[protocol.EpochAnnotation] != strconv.FormatInt(tok.Epoch, 10) {
+		t.Errorf("released Lease: holder %q epoch %q", holderOf(got), got.Annotations[protocol.EpochAnnotation])
 	}
 }
 
@@ -355,8 +356,8 @@ func TestHandEditedEpochStepsDown(t *testing.T) {
 	tok := l.waitStarted(t)
 	leadCtx := <-l.leadCtx
 	edited := l.lease(t)
-	edited.Annotations[elector.EpochAnnotation] = strconv.FormatInt(tok.Epoch+10, 10)
-	if _, err := clientset(t).CoordinationV1().Leases(l.ns).Update(t.Context(), edited, metav1.UpdateOptions{FieldManager: elector.FieldManagerFor(tok.Epoch + 10)}); err != nil {
+	edited.Annotations[protocol.EpochAnnotation] = strconv.FormatInt(tok.Epoch+10, 10)
+	if _, err := clientset(t).CoordinationV1().Leases(l.ns).Update(t.Context(), edited, metav1.UpdateOptions{FieldManager: protocol.FieldManagerFor(tok.Epoch + 10)}); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // The Lease policy's owner rule: a Lease becomes fenced only without
@@ -46,8 +47,8 @@ func TestOwnedUnlabelledLeaseIsNotFenced(t *testing.T) {
 		return logs.has("fenced lease lock: a Lease becomes fenced (created or labelled fencing.fencekit.io/fenced=true) only without ownerReferences; it has 1") &&
 			logs.has("remove metadata.ownerReferences first, for example with kubectl edit lease lock -n "+ns)
 	})
-	if l := getLease(t, ns, "lock"); l.Labels[elector.FencedLabel] != "" || holderOf(l) != "" {
-		t.Fatalf("the owned Lease was taken: label %q, holder %q", l.Labels[elector.FencedLabel], holderOf(l))
+	if l := getLease(t, ns, "lock"); l.Labels[protocol.FencedLabel] != "" || holderOf(l) != "" {
+		t.Fatalf("the owned Lease was taken: label %q, holder %q", l.Labels[protocol.FencedLabel], holderOf(l))
 	}
 	if a.e.IsLeader() {
 		t.Fatal("the elector leads on a Lease it could not acquire")
@@ -75,7 +76,7 @@ func TestOwnedUnlabelledLeaseIsNotFenced(t *testing.T) {
 		t.Fatal("the holder lost the owned fenced Lease")
 	}
 	a.stop()
-	if l := getLease(t, ns, "lock"); holderOf(l) != "" || len(l.OwnerReferences) != 1 || l.Annotations[elector.EpochAnnotation] != strconv.FormatInt(first.Epoch, 10) {
-		t.Fatalf("after the stop: holder %q, owners %v, epoch %s; want released at %d with the owner kept", holderOf(l), l.OwnerReferences, l.Annotations[elector.EpochAnnotation], first.Epoch)
+	if l := getLease(t, ns, "lock"); holderOf(l) != "" || len(l.OwnerReferences) != 1 || l.Annotations[protocol.EpochAnnotation] != strconv.FormatInt(first.Epoch, 10) {
+		t.Fatalf("after the stop: holder %q, owners %v, epoch %s; want released at %d with the owner kept", holderOf(l), l.OwnerReferences, l.Annotations[protocol.EpochAnnotation], first.Epoch)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // A write below the stored epoch, refused by the CRD's own rule inside the apiserver (no webhook runs in
@@ -23,8 +24,8 @@ func TestCRDRefusalIsStale(t *testing.T) {
 	}
 	fr.Spec.Epoch = 4
 	err := env.Client.Update(t.Context(), fr)
-	if got := fencing.ReasonOf(err); got != fencing.ReasonStale || !fencing.IsStale(err) {
-		t.Fatalf("update from epoch 5 to 4: ReasonOf(%v) = %q, want %q", err, got, fencing.ReasonStale)
+	if got := fencing.ReasonOf(err); got != protocol.ReasonStale || !fencing.IsStale(err) {
+		t.Fatalf("update from epoch 5 to 4: ReasonOf(%v) = %q, want %q", err, got, protocol.ReasonStale)
 	}
 	if !strings.Contains(err.Error(), fencingv1alpha1.StaleEpochMessage+" 4: this FencedResource has already admitted epoch 5") {
 		t.Errorf("the CRD's refusal %q does not name both epochs", err)

@@ -21,8 +21,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fencekit/fencekit/pkg/elector"
-	"github.com/fencekit/fencekit/pkg/elector/managed"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/managed"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/netproxy"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
@@ -174,14 +175,14 @@ func takeLease(t *testing.T, ns, name, holder string) {
 	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, &l); err != nil {
 		t.Fatal(err)
 	}
-	epoch, err := strconv.ParseInt(l.Annotations[elector.EpochAnnotation], 10, 64)
+	epoch, err := strconv.ParseInt(l.Annotations[protocol.EpochAnnotation], 10, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.Annotations[elector.EpochAnnotation] = strconv.FormatInt(epoch+1, 10)
+	l.Annotations[protocol.EpochAnnotation] = strconv.FormatInt(epoch+1, 10)
 	l.Spec.HolderIdentity = ptr.To(holder)
 	l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
-	if err := env.Client.Update(t.Context(), &l, client.FieldOwner(elector.FieldManagerFor(epoch+1))); err != nil {
+	if err := env.Client.Update(t.Context(), &l, client.FieldOwner(protocol.FieldManagerFor(epoch+1))); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -18,8 +18,9 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
-	"github.com/fencekit/fencekit/pkg/elector/managed"
 	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/managed"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
@@ -78,8 +79,8 @@ func TestFence(t *testing.T) {
 	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "operator"}, &lease); err != nil {
 		t.Fatal(err)
 	}
-	if got := lease.Annotations[elector.FencesAnnotation]; got != elector.FencesObjects {
-		t.Errorf("lease %s/operator declares %s=%q, want %q", ns, elector.FencesAnnotation, got, elector.FencesObjects)
+	if got := lease.Annotations[protocol.FencesAnnotation]; got != protocol.FencesObjects {
+		t.Errorf("lease %s/operator declares %s=%q, want %q", ns, protocol.FencesAnnotation, got, protocol.FencesObjects)
 	}
 }
 
@@ -139,8 +140,8 @@ func TestFenceOptOut(t *testing.T) {
 	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "operator"}, &lease); err != nil {
 		t.Fatal(err)
 	}
-	if got, ok := lease.Annotations[elector.FencesAnnotation]; ok {
-		t.Errorf("lease %s/operator declares %s=%q, want no declaration", ns, elector.FencesAnnotation, got)
+	if got, ok := lease.Annotations[protocol.FencesAnnotation]; ok {
+		t.Errorf("lease %s/operator declares %s=%q, want no declaration", ns, protocol.FencesAnnotation, got)
 	}
 }
 

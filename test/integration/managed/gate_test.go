@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/fencekit/fencekit/pkg/elector"
-	"github.com/fencekit/fencekit/pkg/elector/managed"
+	"github.com/fencekit/fencekit/pkg/managed"
 )
 
 // replica is one manager with a gate: a leader-only runnable behind the gate, and an "always" runnable

@@ -15,9 +15,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 	"github.com/fencekit/fencekit/pkg/fencing/sqlfence"
+	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
@@ -359,13 +359,13 @@ func TestBadEpochs(t *testing.T) {
 	closed.Close()
 	for _, tc := range []struct {
 		epoch  int64
-		reason fencing.Reason
+		reason protocol.Reason
 	}{
-		{0, fencing.ReasonInvalid},
-		{-1, fencing.ReasonInvalid},
-		{math.MinInt64, fencing.ReasonInvalid},
-		{elector.MaxEpoch + 1, fencing.ReasonFutureEpoch},
-		{math.MaxInt64, fencing.ReasonFutureEpoch},
+		{0, protocol.ReasonInvalid},
+		{-1, protocol.ReasonInvalid},
+		{math.MinInt64, protocol.ReasonInvalid},
+		{protocol.MaxEpoch + 1, protocol.ReasonFutureEpoch},
+		{math.MaxInt64, protocol.ReasonFutureEpoch},
 	} {
 		err := f.Run(t.Context(), closed, token(tc.epoch), write(tc.epoch, "bad"))
 		if got := fencing.ReasonOf(err); got != tc.reason || !strings.Contains(err.Error(), itoa(tc.epoch)) {
@@ -375,13 +375,13 @@ func TestBadEpochs(t *testing.T) {
 			t.Errorf("Raise at epoch %d: got %v, want reason %s", tc.epoch, err, tc.reason)
 		}
 	}
-	for _, e := range []int64{1, elector.MaxEpoch} {
+	for _, e := range []int64{1, protocol.MaxEpoch} {
 		if err := f.Run(t.Context(), db, token(e), write(e, "bound")); err != nil {
 			t.Errorf("Run at epoch %d: %v", e, err)
 		}
 	}
-	if got := epochOf(t, db, f); got != elector.MaxEpoch {
-		t.Errorf("fence epoch %d, want %d", got, elector.MaxEpoch)
+	if got := epochOf(t, db, f); got != protocol.MaxEpoch {
+		t.Errorf("fence epoch %d, want %d", got, protocol.MaxEpoch)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // Worker is a lease contender in tests that write Leases by hand: a user (Holder + "-user") bound to the
@@ -31,7 +32,7 @@ type Worker struct {
 	// Fences is the fence-on-acquire declaration Acquire writes, as pkg/elector writes what
 	// Config.PostAcquire declares (none by default: the annotation is removed). Acquire does not fence: the
 	// test runs pkg/fencing's hooks itself.
-	Fences elector.Fences
+	Fences protocol.Fences
 }
 
 // NewWorker returns the Worker holder in namespace (requires WithLeasePolicy, which installs the role).
@@ -66,9 +67,9 @@ func (w Worker) Acquire(t testing.TB, namespace, name string, epoch int64) elect
 		lease.Namespace, lease.Name = namespace, name
 		AcquiredBy(&lease, w.User, w.Holder, epoch, duration)
 		if f := w.Fences.String(); f != "" {
-			lease.Annotations[elector.FencesAnnotation] = f
+			lease.Annotations[protocol.FencesAnnotation] = f
 		} else {
-			delete(lease.Annotations, elector.FencesAnnotation)
+			delete(lease.Annotations, protocol.FencesAnnotation)
 		}
 		if exists {
 			return w.Client.Update(ctx, &lease, Presenting(epoch))
@@ -110,8 +111,8 @@ func (w Worker) update(t testing.TB, tok elector.Token, doing string, change fun
 		if err := w.Client.Get(ctx, tok.Lease, &lease); err != nil {
 			return err
 		}
-		if !first && (ptr.Deref(lease.Spec.HolderIdentity, "") != tok.Holder || lease.Annotations[elector.EpochAnnotation] != strconv.FormatInt(tok.Epoch, 10)) {
-			return fmt.Errorf("the Lease changed hands under the write (holder %q, epoch %q)", ptr.Deref(lease.Spec.HolderIdentity, ""), lease.Annotations[elector.EpochAnnotation])
+		if !first && (ptr.Deref(lease.Spec.HolderIdentity, "") != tok.Holder || lease.Annotations[protocol.EpochAnnotation] != strconv.FormatInt(tok.Epoch, 10)) {
+			return fmt.Errorf("the Lease changed hands under the write (holder %q, epoch %q)", ptr.Deref(lease.Spec.HolderIdentity, ""), lease.Annotations[protocol.EpochAnnotation])
 		}
 		first = false
 		now := metav1.NewMicroTime(time.Now())
@@ -147,7 +148,7 @@ func WantPolicy(t testing.TB, err error, want string) {
 // Presenting is the write option that presents epoch in the request, as pkg/elector does on every Lease
 // write: the field manager fencing.fencekit.io/epoch=N.
 func Presenting(epoch int64) client.FieldOwner {
-	return client.FieldOwner(elector.FieldManagerFor(epoch))
+	return client.FieldOwner(protocol.FieldManagerFor(epoch))
 }
 
 // AcquiredBy sets lease to what pkg/elector writes when user, as holder, acquires it at epoch: the epoch
@@ -160,9 +161,9 @@ func AcquiredBy(lease *coordinationv1.Lease, user, holder string, epoch int64, d
 	if lease.Annotations == nil {
 		lease.Annotations = map[string]string{}
 	}
-	lease.Labels[elector.FencedLabel] = "true"
-	lease.Annotations[elector.EpochAnnotation] = strconv.FormatInt(epoch, 10)
-	lease.Annotations[elector.AcquirerAnnotation] = user
+	lease.Labels[protocol.FencedLabel] = "true"
+	lease.Annotations[protocol.EpochAnnotation] = strconv.FormatInt(epoch, 10)
+	lease.Annotations[protocol.AcquirerAnnotation] = user
 	// leaseTransitions: 0 on create, +1 on every other acquisition.
 	var transitions int32
 	if lease.ResourceVersion != "" {

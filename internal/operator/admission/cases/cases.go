@@ -14,7 +14,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator/admission"
-	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // The epochs of every row: the Lease was acquired at Stale by the stale holder (the same user as the
@@ -98,7 +98,7 @@ const (
 
 // LeasePolicy is the verdict of a row the Lease policy refuses (a ValidatingAdmissionPolicy refusal
 // carries no fencing reason).
-const LeasePolicy fencing.Reason = "LeasePolicy"
+const LeasePolicy protocol.Reason = "LeasePolicy"
 
 // Case is one row.
 type Case struct {
@@ -125,7 +125,7 @@ type Case struct {
 	// field manager) would.
 	Raw bool
 	// Want is the refusal's reason, "" when the write is admitted.
-	Want fencing.Reason
+	Want protocol.Reason
 	// Why says what the row shows.
 	Why string
 }

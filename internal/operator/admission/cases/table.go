@@ -11,8 +11,7 @@ import (
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/internal/operator/admission"
-	"github.com/fencekit/fencekit/pkg/elector"
-	"github.com/fencekit/fencekit/pkg/fencing"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 const (
@@ -27,140 +26,140 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 var Table = []Case{
 	// A FencedResource.
 	{Name: "the holder writes data", Target: FencedResource, Actor: HolderUser, Token: CurrentToken, Patch: changeData},
-	{Name: "a stale holder writes data", Target: FencedResource, Actor: HolderUser, Token: StaleToken, Patch: changeData, Want: fencing.ReasonStale,
+	{Name: "a stale holder writes data", Target: FencedResource, Actor: HolderUser, Token: StaleToken, Patch: changeData, Want: protocol.ReasonStale,
 		Why: "a paused replica of the holder's Deployment resumes after the takeover"},
 	{Name: "the holder's user writes data without a token", Target: FencedResource, Actor: HolderUser, Token: NoToken, Patch: changeData,
-		Want: fencing.ReasonTokenMissing, Why: "a merge patch, kubectl edit or a server-side apply that leaves the token out inherits nothing"},
+		Want: protocol.ReasonTokenMissing, Why: "a merge patch, kubectl edit or a server-side apply that leaves the token out inherits nothing"},
 	{Name: "another elector presents the current token", Target: FencedResource, Actor: OtherElector, Token: CurrentToken, Patch: changeData,
-		Want: fencing.ReasonNotHolder, Why: "an epoch is not a password: it is bound to the user that acquired it"},
+		Want: protocol.ReasonNotHolder, Why: "an epoch is not a password: it is bound to the user that acquired it"},
 	{Name: "another elector presents a future epoch", Target: FencedResource, Actor: OtherElector, Token: FutureToken, Patch: changeData,
-		Want: fencing.ReasonFutureEpoch},
+		Want: protocol.ReasonFutureEpoch},
 	{Name: "an editor labels a FencedResource", Target: FencedResource, Actor: Editor, Token: NoToken, Patch: label("team", "orders"),
 		Why: "a FencedResource's labels are free: fencekit reads none"},
 	{Name: "an editor annotates a FencedResource", Target: FencedResource, Actor: Editor, Token: NoToken, Patch: annotate("example.com/note", "x")},
 	{Name: "an editor sets kubectl's last-applied configuration", Target: FencedResource, Actor: Editor, Token: NoToken,
-		Patch: annotate(admission.LastAppliedAnnotation, `{"spec":{"data":{"a":1,"b":1}}}`), Want: fencing.ReasonTokenMissing,
+		Patch: annotate(admission.LastAppliedAnnotation, `{"spec":{"data":{"a":1,"b":1}}}`), Want: protocol.ReasonTokenMissing,
 		Why: "the holder's next kubectl apply deletes what it lists and the holder's configuration does not"},
 	{Name: "an editor sets the writer annotation", Target: FencedResource, Actor: Editor, Token: NoToken, Patch: annotate(writerKey, "someone"),
-		Want: fencing.ReasonTokenMissing},
+		Want: protocol.ReasonTokenMissing},
 	{Name: "an editor adds a finalizer", Target: FencedResource, Actor: Editor, Token: NoToken, Patch: finalizers(1)},
 	{Name: "an editor pads finalizers", Target: FencedResource, Actor: Editor, Token: NoToken, Patch: padFinalizers,
-		Want: fencing.ReasonInvalid, Why: "free additions are bounded: nobody without the token may pad the object toward etcd's limit"},
-	{Name: "an editor pads labels", Target: FencedResource, Actor: Editor, Token: NoToken, Patch: padLabels, Want: fencing.ReasonInvalid},
+		Want: protocol.ReasonInvalid, Why: "free additions are bounded: nobody without the token may pad the object toward etcd's limit"},
+	{Name: "an editor pads labels", Target: FencedResource, Actor: Editor, Token: NoToken, Patch: padLabels, Want: protocol.ReasonInvalid},
 	{Name: "an editor adds the orphan finalizer", Target: FencedResource, Actor: Editor, Token: NoToken, Patch: addFinalizer("orphan"),
-		Want: fencing.ReasonTokenMissing, Why: "the holder's delete would orphan the dependents instead of deleting them"},
+		Want: protocol.ReasonTokenMissing, Why: "the holder's delete would orphan the dependents instead of deleting them"},
 	{Name: "an editor moves ownership of the data to the holder's apply", Target: FencedResource, Actor: Editor, Token: NoToken,
-		Patch: stealOwnership, Want: fencing.ReasonTokenMissing,
+		Patch: stealOwnership, Want: protocol.ReasonTokenMissing,
 		Why: "managedFields decide what the holder's next server-side apply prunes"},
 	{Name: "an editor adds an owner", Target: FencedResource, Actor: Editor, Token: NoToken, Patch: owners(ghost),
-		Want: fencing.ReasonTokenMissing, Why: "an owner reference deletes"},
+		Want: protocol.ReasonTokenMissing, Why: "an owner reference deletes"},
 	{Name: "the operator fills the status of a FencedResource labelled to the bound", Target: FencedResource, Actor: Operator, Token: NoToken,
 		Setup: labels(admission.MaxFreePartEntries), Subresource: "status", Patch: fullStatus,
 		Why: "whoever may label a FencedResource cannot hide its status: the operator's status writes have an allowance"},
 	{Name: "an editor fills the status of a FencedResource labelled to the bound", Target: FencedResource, Actor: Editor, Token: NoToken,
-		Setup: labels(admission.MaxFreePartEntries), Subresource: "status", Patch: fullStatus, Want: fencing.ReasonInvalid,
+		Setup: labels(admission.MaxFreePartEntries), Subresource: "status", Patch: fullStatus, Want: protocol.ReasonInvalid,
 		Why: "the allowance is the operator's: nobody else can spend it"},
 	{Name: "the garbage collector orphans", Target: FencedResource, Actor: GarbageCollector, Token: NoToken, Setup: owners(ghost),
 		Patch: owners()},
 	{Name: "break glass writes data without a token", Target: FencedResource, Actor: BreakGlass, Token: NoToken, Patch: changeData,
-		Want: fencing.ReasonTokenMissing, Why: "break glass skips the acquirer check only"},
+		Want: protocol.ReasonTokenMissing, Why: "break glass skips the acquirer check only"},
 	{Name: "break glass presents the current token", Target: FencedResource, Actor: BreakGlass, Token: CurrentToken, Patch: changeData},
 	{Name: "the holder writes after its release", Target: FencedResource, Actor: HolderUser, Token: CurrentToken, Lease: Released,
-		Patch: changeData, Want: fencing.ReasonNotHolder},
+		Patch: changeData, Want: protocol.ReasonNotHolder},
 	{Name: "the holder keeps an armed marker in a raw write", Target: FencedResource, Actor: HolderUser, Token: CurrentToken,
 		Setup: annotate(markerKey, marker), Raw: true, Patch: changeData,
 		Why: "a marker alone authorises nothing: the delete must also name the marker write's resourceVersion"},
-	{Name: "an editor deletes a FencedResource", Target: FencedResource, Actor: Editor, Op: admission.Delete, Want: fencing.ReasonNotHolder},
+	{Name: "an editor deletes a FencedResource", Target: FencedResource, Actor: Editor, Op: admission.Delete, Want: protocol.ReasonNotHolder},
 	{Name: "the holder's user deletes without the marker", Target: FencedResource, Actor: HolderUser, Op: admission.Delete,
-		Want: fencing.ReasonTokenMissing, Why: "a DELETE carries no token: a stale replica's bare DELETE"},
+		Want: protocol.ReasonTokenMissing, Why: "a DELETE carries no token: a stale replica's bare DELETE"},
 	{Name: "the holder deletes after its marker", Target: FencedResource, Actor: HolderUser, Op: admission.Delete, Setup: annotate(markerKey, marker),
 		Precondition: true},
 	{Name: "the holder's user deletes after the marker without a precondition", Target: FencedResource, Actor: HolderUser, Op: admission.Delete,
-		Setup: annotate(markerKey, marker), Want: fencing.ReasonTokenMissing,
+		Setup: annotate(markerKey, marker), Want: protocol.ReasonTokenMissing,
 		Why: "a stale replica's bare DELETE, after a marker whose delete did not happen (or one written before coverage)"},
 	{Name: "an editor deletes after the release", Target: FencedResource, Actor: Editor, Op: admission.Delete, Lease: Released},
 	{Name: "an editor sets the hold annotation", Target: FencedResource, Actor: Editor, Token: NoToken, Patch: annotate(fencingv1alpha1.HoldAtEpochAnnotation, itoa(Current)),
-		Want: fencing.ReasonTokenMissing, Why: "a hold refuses every write without the token: only the holder may set one"},
+		Want: protocol.ReasonTokenMissing, Why: "a hold refuses every write without the token: only the holder may set one"},
 	{Name: "an editor sets the hold annotation on a ConfigMap", Target: ConfigMap, Actor: Editor, Token: NoToken, Patch: annotate(fencingv1alpha1.HoldAtEpochAnnotation, itoa(Current)),
-		Want: fencing.ReasonTokenMissing},
+		Want: protocol.ReasonTokenMissing},
 	{Name: "an editor labels a FencedResource the holder is deleting", Target: FencedResource, Actor: Editor, Token: NoToken,
-		Setup: annotate(markerKey, marker), Patch: label("team", "orders"), Want: fencing.ReasonTokenMissing,
+		Setup: annotate(markerKey, marker), Patch: label("team", "orders"), Want: protocol.ReasonTokenMissing,
 		Why: "a free write between the holder's marker and its DELETE fails the DELETE's precondition, as often as anyone writes"},
 
 	// A declaration (a FencedResource without data) that fence-on-acquire raised.
 	{Name: "fence-on-acquire raises a declaration", Target: Declaration, Actor: HolderUser, Token: CurrentToken, Raise: true, Patch: nothing,
 		Why: "in spec.raisedEpoch, spec.epoch left at 0: every acquisition lists declarations within its budget, whoever created them"},
 	{Name: "a stale holder raises a declaration", Target: Declaration, Actor: HolderUser, Token: StaleToken, Raise: true, Patch: nothing,
-		Want: fencing.ReasonStale, Why: "the CRD keeps spec.raisedEpoch monotonic"},
+		Want: protocol.ReasonStale, Why: "the CRD keeps spec.raisedEpoch monotonic"},
 	{Name: "an editor raises a declaration", Target: Declaration, Actor: Editor, Token: NoToken, Patch: raisedEpoch(Future),
-		Want: fencing.ReasonTokenMissing},
+		Want: protocol.ReasonTokenMissing},
 	{Name: "a raise that also writes data", Target: Declaration, Actor: HolderUser, Token: CurrentToken, Raise: true, Patch: changeData,
-		Want: fencing.ReasonInvalid, Why: "data is written with spec.epoch"},
+		Want: protocol.ReasonInvalid, Why: "data is written with spec.epoch"},
 	{Name: "the holder writes data to a raised declaration", Target: Declaration, Actor: HolderUser, Token: CurrentToken, Patch: changeData},
 	{Name: "a stale holder writes data to a raised declaration", Target: Declaration, Actor: HolderUser, Token: StaleToken, Patch: changeData,
-		Want: fencing.ReasonStale, Why: "the CRD refuses data below spec.raisedEpoch: a write an earlier term's request had admitted cannot commit after the raise"},
+		Want: protocol.ReasonStale, Why: "the CRD refuses data below spec.raisedEpoch: a write an earlier term's request had admitted cannot commit after the raise"},
 
 	// A ConfigMap a FencingPolicy covers.
 	{Name: "the holder writes a ConfigMap", Target: ConfigMap, Actor: HolderUser, Token: CurrentToken, Patch: changeData},
-	{Name: "a stale holder writes a ConfigMap", Target: ConfigMap, Actor: HolderUser, Token: StaleToken, Patch: changeData, Want: fencing.ReasonStale},
+	{Name: "a stale holder writes a ConfigMap", Target: ConfigMap, Actor: HolderUser, Token: StaleToken, Patch: changeData, Want: protocol.ReasonStale},
 	{Name: "the holder's user writes a ConfigMap without a token", Target: ConfigMap, Actor: HolderUser, Token: NoToken, Patch: changeData,
-		Want: fencing.ReasonTokenMissing},
+		Want: protocol.ReasonTokenMissing},
 	{Name: "an editor adds a finalizer to a ConfigMap", Target: ConfigMap, Actor: Editor, Token: NoToken, Patch: finalizers(1)},
 	{Name: "an editor pads a ConfigMap's finalizers", Target: ConfigMap, Actor: Editor, Token: NoToken, Patch: padFinalizers,
-		Want: fencing.ReasonInvalid},
+		Want: protocol.ReasonInvalid},
 	{Name: "an editor adds the foregroundDeletion finalizer to a ConfigMap", Target: ConfigMap, Actor: Editor, Token: NoToken,
-		Patch: addFinalizer("foregroundDeletion"), Want: fencing.ReasonTokenMissing},
+		Patch: addFinalizer("foregroundDeletion"), Want: protocol.ReasonTokenMissing},
 	{Name: "the holder adds the orphan finalizer to a ConfigMap", Target: ConfigMap, Actor: HolderUser, Token: CurrentToken,
 		Patch: addFinalizer("orphan")},
 	{Name: "an editor moves ownership of a ConfigMap's data", Target: ConfigMap, Actor: Editor, Token: NoToken, Patch: stealOwnership,
-		Want: fencing.ReasonTokenMissing},
+		Want: protocol.ReasonTokenMissing},
 	{Name: "the apiserver merges the holder's entry into ancient-changes on an editor's write", Target: ConfigMap, Actor: Editor, Token: NoToken,
 		Patch: mergeIntoAncient(true), Why: "past ten Update entries the apiserver merges the oldest, whoever's write sets it off"},
 	{Name: "an editor hands the holder's entry to ancient-changes without its finalizer", Target: ConfigMap, Actor: Editor, Token: NoToken,
-		Setup: holderFinalizer("example.com/cleanup"), Patch: mergeIntoAncient(false), Want: fencing.ReasonTokenMissing,
+		Setup: holderFinalizer("example.com/cleanup"), Patch: mergeIntoAncient(false), Want: protocol.ReasonTokenMissing,
 		Why: "ancient-changes keeps what the holder wrote: only what the apiserver merges whole is its"},
 	{Name: "an editor lists finalizers a ConfigMap does not have in managedFields", Target: ConfigMap, Actor: Editor, Token: NoToken,
-		Patch: fictitious, Want: fencing.ReasonTokenMissing,
+		Patch: fictitious, Want: protocol.ReasonTokenMissing,
 		Why: "the apiserver keeps them, and every later write, the raise too, works through each: thousands fit in the byte bound"},
 	{Name: "an editor annotates a ConfigMap", Target: ConfigMap, Actor: Editor, Token: NoToken, Patch: annotate("example.com/note", "x"),
-		Want: fencing.ReasonTokenMissing, Why: "all of a covered object is the holder's, annotations too"},
+		Want: protocol.ReasonTokenMissing, Why: "all of a covered object is the holder's, annotations too"},
 	{Name: "an editor labels a ConfigMap out of the selector", Target: ConfigMap, Actor: Editor, Token: NoToken, Patch: label("app", nil),
-		Want: fencing.ReasonTokenMissing, Why: "labels decide coverage"},
+		Want: protocol.ReasonTokenMissing, Why: "labels decide coverage"},
 	{Name: "a stale holder labels a ConfigMap out of the selector", Target: ConfigMap, Actor: HolderUser, Token: StaleToken,
-		Patch: label("app", nil), Want: fencing.ReasonStale, Why: "a write that changes coverage is decided on a quorum read"},
+		Patch: label("app", nil), Want: protocol.ReasonStale, Why: "a write that changes coverage is decided on a quorum read"},
 	{Name: "the holder keeps an armed marker on a ConfigMap", Target: ConfigMap, Actor: HolderUser, Token: CurrentToken,
 		Setup: annotate(markerKey, marker), Raw: true, Patch: changeData},
 	{Name: "an editor adds an owner to a ConfigMap", Target: ConfigMap, Actor: Editor, Token: NoToken, Patch: owners(ghost),
-		Want: fencing.ReasonTokenMissing},
+		Want: protocol.ReasonTokenMissing},
 	{Name: "the garbage collector orphans a ConfigMap", Target: ConfigMap, Actor: GarbageCollector, Token: NoToken, Setup: owners(ghost),
 		Patch: owners()},
 	{Name: "the holder writes a ConfigMap after its release", Target: ConfigMap, Actor: HolderUser, Token: CurrentToken, Lease: Released,
-		Patch: changeData, Want: fencing.ReasonNotHolder},
-	{Name: "an editor deletes a ConfigMap", Target: ConfigMap, Actor: Editor, Op: admission.Delete, Want: fencing.ReasonNotHolder},
+		Patch: changeData, Want: protocol.ReasonNotHolder},
+	{Name: "an editor deletes a ConfigMap", Target: ConfigMap, Actor: Editor, Op: admission.Delete, Want: protocol.ReasonNotHolder},
 	{Name: "the holder's user deletes a ConfigMap without the marker", Target: ConfigMap, Actor: HolderUser, Op: admission.Delete,
-		Want: fencing.ReasonTokenMissing},
+		Want: protocol.ReasonTokenMissing},
 	{Name: "the holder deletes a ConfigMap after its marker", Target: ConfigMap, Actor: HolderUser, Op: admission.Delete, Setup: annotate(markerKey, marker),
 		Precondition: true},
 	{Name: "the holder's user deletes a ConfigMap after the marker without a precondition", Target: ConfigMap, Actor: HolderUser,
-		Op: admission.Delete, Setup: annotate(markerKey, marker), Want: fencing.ReasonTokenMissing},
+		Op: admission.Delete, Setup: annotate(markerKey, marker), Want: protocol.ReasonTokenMissing},
 
 	// A Deployment the same FencingPolicy covers, and the cluster's controllers.
 	{Name: "the Deployment controller writes status", Target: Deployment, Actor: DeploymentCtrl, Token: NoToken, Subresource: "status",
 		Patch: status(7)},
 	{Name: "the Deployment controller writes status while the holder's hold is armed", Target: Deployment, Actor: DeploymentCtrl, Token: NoToken, Subresource: "status",
-		Setup: annotate(fencingv1alpha1.HoldAtEpochAnnotation, marker), Patch: status(8), Want: fencing.ReasonTokenMissing,
+		Setup: annotate(fencingv1alpha1.HoldAtEpochAnnotation, marker), Patch: status(8), Want: protocol.ReasonTokenMissing,
 		Why: "a storm of the cluster's status writes would make the holder's compare-and-swap retry lose for ever; they wait up to MaxClusterControllerHold after the hold is armed"},
 	{Name: "the Deployment controller writes status while the holder's marker is armed", Target: Deployment, Actor: DeploymentCtrl, Token: NoToken, Subresource: "status",
-		Setup: annotate(markerKey, marker), Patch: status(8), Want: fencing.ReasonTokenMissing,
+		Setup: annotate(markerKey, marker), Patch: status(8), Want: protocol.ReasonTokenMissing,
 		Why: "the holder's DELETE's precondition is the marker write's resourceVersion"},
 	{Name: "the Deployment controller writes the revision", Target: Deployment, Actor: DeploymentCtrl, Token: NoToken, Subresource: "status",
 		Patch: annotate("deployment.kubernetes.io/revision", "2")},
 	{Name: "the Deployment controller annotates through status", Target: Deployment, Actor: DeploymentCtrl, Token: NoToken, Subresource: "status",
-		Patch: annotate("example.com/owner", "x"), Want: fencing.ReasonTokenMissing, Why: "the status exemption covers status only"},
+		Patch: annotate("example.com/owner", "x"), Want: protocol.ReasonTokenMissing, Why: "the status exemption covers status only"},
 	{Name: "another kube-system controller writes the revision", Target: Deployment, Actor: ReplicaSetCtrl, Token: NoToken, Subresource: "status",
-		Patch: annotate("deployment.kubernetes.io/revision", "2"), Want: fencing.ReasonTokenMissing},
+		Patch: annotate("deployment.kubernetes.io/revision", "2"), Want: protocol.ReasonTokenMissing},
 	{Name: "an editor writes status", Target: Deployment, Actor: Editor, Token: NoToken, Subresource: "status", Patch: status(7),
-		Want: fencing.ReasonTokenMissing},
+		Want: protocol.ReasonTokenMissing},
 	{Name: "the Deployment controller lists many conditions in status", Target: Deployment, Actor: DeploymentCtrl, Token: NoToken, Subresource: "status",
 		Patch: conditions(admission.MaxFreePartEntries+1, 0),
 		Why:   "the cluster's controllers have an allowance above the bounds: what they list follows the holder's spec (the Job controller lists up to 500 finished Pods)"},
@@ -168,13 +167,13 @@ var Table = []Case{
 		Setup: finalizers(admission.MaxFreePartEntries), Patch: status(7),
 		Why: "a user without the token may fill the bounds with free finalizers, but not the controllers' allowance"},
 	{Name: "the Deployment controller lists conditions past its allowance", Target: Deployment, Actor: DeploymentCtrl, Token: NoToken, Subresource: "status",
-		Patch: conditions(admission.MaxFreePartEntries+admission.MaxControllerPartEntries+1, 0), Want: fencing.ReasonInvalid,
+		Patch: conditions(admission.MaxFreePartEntries+admission.MaxControllerPartEntries+1, 0), Want: protocol.ReasonInvalid,
 		Why: "the allowance is bounded: a raise of the object must stay quick"},
 	{Name: "the Deployment controller pads status", Target: Deployment, Actor: DeploymentCtrl, Token: NoToken, Subresource: "status",
-		Patch: conditions(1, admission.MaxFreePartBytes+admission.MaxControllerPartBytes), Want: fencing.ReasonInvalid,
+		Patch: conditions(1, admission.MaxFreePartBytes+admission.MaxControllerPartBytes), Want: protocol.ReasonInvalid,
 		Why: "the cluster's controllers are held to their bound in bytes too"},
 	{Name: "the holder scales", Target: Deployment, Actor: HolderUser, Token: CurrentToken, Patch: replicas(2)},
-	{Name: "a stale holder scales", Target: Deployment, Actor: HolderUser, Token: StaleToken, Patch: replicas(2), Want: fencing.ReasonStale},
+	{Name: "a stale holder scales", Target: Deployment, Actor: HolderUser, Token: StaleToken, Patch: replicas(2), Want: protocol.ReasonStale},
 
 	// The Lease, under the Lease policy.
 	{Name: "the holder renews", Target: Lease, Actor: HolderUser, Token: CurrentToken, Patch: renew},
@@ -363,7 +362,7 @@ func mergeIntoAncient(whole bool) func(map[string]any) map[string]any {
 		for _, raw := range list {
 			e, _ := raw.(map[string]any)
 			manager, _ := e["manager"].(string)
-			if !strings.HasPrefix(manager, elector.FieldManagerPrefix) || e["operation"] != "Update" {
+			if !strings.HasPrefix(manager, protocol.FieldManagerPrefix) || e["operation"] != "Update" {
 				out = append(out, e)
 				continue
 			}
@@ -407,7 +406,7 @@ func holderFinalizer(name string) func(map[string]any) map[string]any {
 		owned := map[string]any{"f:metadata": map[string]any{"f:finalizers": map[string]any{"v:\"" + name + "\"": map[string]any{}, ".": map[string]any{}}}}
 		for _, raw := range list {
 			e, _ := raw.(map[string]any)
-			if manager, _ := e["manager"].(string); strings.HasPrefix(manager, elector.FieldManagerPrefix) && e["operation"] == "Update" {
+			if manager, _ := e["manager"].(string); strings.HasPrefix(manager, protocol.FieldManagerPrefix) && e["operation"] == "Update" {
 				c := map[string]any{}
 				for k, v := range e {
 					c[k] = v
@@ -460,7 +459,7 @@ func stealOwnership(stored map[string]any) map[string]any {
 	if stored["kind"] == string(FencedResource) {
 		owned = map[string]any{"f:spec": map[string]any{"f:data": map[string]any{}}}
 	}
-	out = append(out, map[string]any{"manager": elector.FieldManagerFor(Current), "operation": "Apply",
+	out = append(out, map[string]any{"manager": protocol.FieldManagerFor(Current), "operation": "Apply",
 		"apiVersion": stored["apiVersion"], "fieldsType": "FieldsV1", "fieldsV1": owned})
 	return map[string]any{"metadata": map[string]any{"managedFields": out}}
 }
@@ -507,7 +506,7 @@ func padLease(n int) func(map[string]any) map[string]any {
 		for _, field := range []string{"labels", "annotations"} {
 			m, _ := md[field].(map[string]any)
 			for k, v := range m {
-				if field == "annotations" && (k == elector.EpochAnnotation || k == elector.AcquirerAnnotation || k == elector.FencesAnnotation) {
+				if field == "annotations" && (k == protocol.EpochAnnotation || k == protocol.AcquirerAnnotation || k == protocol.FencesAnnotation) {
 					continue
 				}
 				s, _ := v.(string)
@@ -525,7 +524,7 @@ func declare(fences string) func(map[string]any) map[string]any {
 		if fences == "" {
 			v = nil
 		}
-		return map[string]any{"metadata": map[string]any{"annotations": map[string]any{elector.FencesAnnotation: v}},
+		return map[string]any{"metadata": map[string]any{"annotations": map[string]any{protocol.FencesAnnotation: v}},
 			"spec": map[string]any{"renewTime": nextRenewTime(stored)}}
 	}
 }
@@ -536,14 +535,14 @@ func acquire(declaring bool) func(map[string]any) map[string]any {
 	return func(stored map[string]any) map[string]any {
 		var fences any
 		if declaring {
-			fences = elector.Fences{FencedResources: true, Objects: true}.String()
+			fences = protocol.Fences{FencedResources: true, Objects: true}.String()
 		}
 		md, _ := stored["metadata"].(map[string]any)
 		ann, _ := md["annotations"].(map[string]any)
-		epoch, _ := strconv.ParseInt(fmt.Sprint(ann[elector.EpochAnnotation]), 10, 64)
+		epoch, _ := strconv.ParseInt(fmt.Sprint(ann[protocol.EpochAnnotation]), 10, 64)
 		return map[string]any{
-			"metadata": map[string]any{"annotations": map[string]any{elector.EpochAnnotation: itoa(epoch + 1),
-				elector.AcquirerAnnotation: string(OtherElector), elector.FencesAnnotation: fences}},
+			"metadata": map[string]any{"annotations": map[string]any{protocol.EpochAnnotation: itoa(epoch + 1),
+				protocol.AcquirerAnnotation: string(OtherElector), protocol.FencesAnnotation: fences}},
 			"spec": map[string]any{"holderIdentity": "intruder", "acquireTime": nextRenewTime(stored), "renewTime": nextRenewTime(stored)},
 		}
 	}

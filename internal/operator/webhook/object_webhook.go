@@ -3,7 +3,6 @@ package webhook
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,10 +15,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
-	core "github.com/fencekit/fencekit/internal/operator/admission"
+	"github.com/fencekit/fencekit/internal/operator/admission"
 )
 
 // The labels of the objects written through a Scale, an Eviction or a Binding (objectLabels); a custom
@@ -40,7 +39,7 @@ type ObjectValidator struct {
 	policies ctrl.Reader
 	// aliases are the resources whose writes stand for a subresource of another (core bindings for
 	// pods/binding): a request to one is decided as that route.
-	aliases core.Aliases
+	aliases admission.Aliases
 	// objects reads the labels of the object a write through a Scale, an Eviction or a Binding is about,
 	// straight from the apiserver (those subresources carry none of them).
 	objects metadata.Interface
@@ -48,15 +47,15 @@ type ObjectValidator struct {
 }
 
 // NewObjectValidator returns an ObjectValidator; reader must not be a cache, and objects reads from the
-// apiserver. aliases are the apiserver's alias routes (core.AliasesFrom), which the operator's webhook
+// apiserver. aliases are the apiserver's alias routes (admission.AliasesFrom), which the operator's webhook
 // configuration also matches.
-func NewObjectValidator(policies, reader ctrl.Reader, objects metadata.Interface, aliases core.Aliases, opts ...Option) *ObjectValidator {
+func NewObjectValidator(policies, reader ctrl.Reader, objects metadata.Interface, aliases admission.Aliases, opts ...Option) *ObjectValidator {
 	return &ObjectValidator{policies: policies, aliases: aliases, objects: objects, decider: newDecider(webhookObjects, reader, opts)}
 }
 
 // SetupObjectsWithManager registers the object webhook on mgr's webhook server at ObjectsPath, recording
 // refusals as Events with the manager's recorder.
-func SetupObjectsWithManager(mgr manager.Manager, aliases core.Aliases, opts ...Option) error {
+func SetupObjectsWithManager(mgr manager.Manager, aliases admission.Aliases, opts ...Option) error {
 	objects, err := metadata.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
 	if err != nil {
 		return fmt.Errorf("building the client that reads objects' labels for the object webhook: %w", err)
@@ -67,8 +66,8 @@ func SetupObjectsWithManager(mgr manager.Manager, aliases core.Aliases, opts ...
 }
 
 // Handle decides one admission request.
-func (v *ObjectValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
-	r, err := decodeRequest(req, core.Object)
+func (v *ObjectValidator) Handle(ctx context.Context, req ctrladmission.Request) ctrladmission.Response {
+	r, err := decodeRequest(req, admission.Object)
 	if err != nil {
 		return badRequest(err)
 	}
@@ -79,7 +78,7 @@ func (v *ObjectValidator) Handle(ctx context.Context, req admission.Request) adm
 		return statusResponse(err)
 	}
 	if policy == nil {
-		return admission.Allowed("")
+		return ctrladmission.Allowed("")
 	}
 	r.Policy, r.LeaseName = policy.Namespace+"/"+policy.Name, policy.Spec.LeaseName
 	verdict, err := v.decide(ctx, r)
@@ -93,7 +92,7 @@ func (v *ObjectValidator) Handle(ctx context.Context, req admission.Request) adm
 //
 // It returns a runtime.Object so that "none" is a nil interface, which report tests for, never a nil
 // *ObjectReference inside one.
-func regarding(req admission.Request, r *core.Request) runtime.Object {
+func regarding(req ctrladmission.Request, r *admission.Request) runtime.Object {
 	foreign := func(sub string) bool { return sub != "" && sub != "status" }
 	if strings.HasSuffix(r.Name, "*") || r.Name == "" || foreign(req.SubResource) || foreign(r.Subresource) {
 		return nil
@@ -109,24 +108,20 @@ func regarding(req admission.Request, r *core.Request) runtime.Object {
 	return ref
 }
 
-func objectRef(r *core.Request) klog.ObjectRef { return klog.KRef(r.Namespace, r.Name) }
+func objectRef(r *admission.Request) klog.ObjectRef { return klog.KRef(r.Namespace, r.Name) }
 
-// policyFor finds the FencingPolicy that declares the object of r, nil if none does (nor ever does one the
-// cluster owns, fencingv1alpha1.ClusterOwned), and sets r's coverage
-// before and after the write. The cache is read first; if it shows none although the apiserver sent the
-// request (the operator configured the webhook for this namespace and resource from a policy the cache has
-// not seen yet, or not any more), the policies are listed again from the apiserver. Two policies bound to
-// different Leases that both cover the object (only possible if they were admitted concurrently) refuse
-// the write: fail closed.
+// policyFor finds the FencingPolicy that declares the object of r, nil if none does, and sets r's coverage
+// before and after the write (admission.CoverageOf, which kubectl fencekit explain reports too). The cache
+// is read first; if it shows none although the apiserver sent the request (the operator configured the
+// webhook for this namespace and resource from a policy the cache has not seen yet, or not any more), the
+// policies are listed again from the apiserver. Two policies bound to different Leases that both cover the
+// object (only possible if they were admitted concurrently) refuse the write: fail closed.
 //
 // A Scale, an Eviction or a Binding carries no labels of the object it writes: when a policy naming the
 // resource has a selector, the object's labels are read from the apiserver (objectLabels) and coverage is
 // judged by them. Neither route can change labels, so coverage is the same before and after the write.
-func (v *ObjectValidator) policyFor(ctx context.Context, req admission.Request, route core.Route, r *core.Request) (*fencingv1alpha1.FencingPolicy, error) {
+func (v *ObjectValidator) policyFor(ctx context.Context, req ctrladmission.Request, route admission.Route, r *admission.Request) (*fencingv1alpha1.FencingPolicy, error) {
 	gr := route.Resource
-	if fencingv1alpha1.ClusterOwned(gr.Group, gr.Resource, r.Name) {
-		return nil, nil
-	}
 	var old, updated map[string]string
 	if r.Old != nil {
 		old = r.Old.GetLabels()
@@ -135,53 +130,49 @@ func (v *ObjectValidator) policyFor(ctx context.Context, req admission.Request, 
 		updated = r.New.GetLabels()
 	}
 	sub := route.Subresource
-	labelSets := sides(old, updated, r.Old != nil, r.New != nil)
-	list, matching, err := policiesFor(ctx, v.policies, req.Namespace, gr, sub, labelSets...)
-	if err == nil && len(matching) == 0 {
-		list, matching, err = policiesFor(ctx, v.reader, req.Namespace, gr, sub, labelSets...)
+	coverage := func(reader ctrl.Reader) (admission.Coverage, error) {
+		list, err := policies(ctx, reader, req.Namespace)
+		if err != nil {
+			return admission.Coverage{}, apierrors.NewServiceUnavailable(fmt.Sprintf("listing the FencingPolicies of namespace %s to fence %s %s/%s: %v",
+				req.Namespace, r.Kind, r.Namespace, r.Name, err))
+		}
+		return admission.CoverageOf(list, gr, sub, r.Name, old, updated, r.Old != nil, r.New != nil), nil
+	}
+	c, err := coverage(v.policies)
+	if err == nil && len(c.Policies) == 0 {
+		c, err = coverage(v.reader)
 	}
 	if err != nil {
-		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("listing the FencingPolicies of namespace %s to fence %s %s/%s: %v",
-			req.Namespace, r.Kind, r.Namespace, r.Name, err))
+		return nil, err
 	}
-	if !core.CarriesObject(sub) && selective(matching, gr) {
+	if !admission.CarriesObject(sub) && selective(c.Policies, gr) {
 		labels, known, err := v.objectLabels(ctx, req, gr)
 		if err != nil {
 			return nil, err
 		}
 		if known {
 			old, updated, sub = labels, labels, ""
-			matching = covering(list, gr, sub, labels)
-			if len(matching) == 0 {
+			if c, err = coverage(v.policies); err == nil && len(c.Policies) == 0 {
 				// The cache may not have the policy that selects these labels yet: ask the apiserver.
-				list, matching, err = policiesFor(ctx, v.reader, req.Namespace, gr, sub, labels)
-				if err != nil {
-					return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("listing the FencingPolicies of namespace %s to fence %s %s/%s: %v",
-						req.Namespace, r.Kind, r.Namespace, r.Name, err))
-				}
+				c, err = coverage(v.reader)
+			}
+			if err != nil {
+				return nil, err
 			}
 		}
 	}
-	if len(matching) == 0 {
+	if len(c.Policies) == 0 {
 		return nil, nil
 	}
-	for _, p := range matching[1:] {
-		if p.Spec.LeaseName != matching[0].Spec.LeaseName {
-			return nil, apierrors.NewForbidden(gr, r.Name, fmt.Errorf(
-				"%s %s/%s is declared by FencingPolicy %s (lease %s) and FencingPolicy %s (lease %s): an object can be fenced by one Lease only; delete one of them",
-				r.Kind, r.Namespace, r.Name, matching[0].Name, matching[0].Spec.LeaseName, p.Name, p.Spec.LeaseName))
-		}
+	if p := c.Conflict; p != nil {
+		first := c.Policies[0]
+		return nil, apierrors.NewForbidden(gr, r.Name, fmt.Errorf(
+			"%s %s/%s is declared by FencingPolicy %s (lease %s) and FencingPolicy %s (lease %s): an object can be fenced by one Lease only; delete one of them",
+			r.Kind, r.Namespace, r.Name, first.Name, first.Spec.LeaseName, p.Name, p.Spec.LeaseName))
 	}
-	r.CoveredBefore = r.Old != nil && core.Covered(list, gr.Group, gr.Resource, sub, old)
-	r.CoveredAfter = r.New != nil && core.Covered(list, gr.Group, gr.Resource, sub, updated)
-	// The copy may decide only above every matching policy's coverage epoch, and only once each has one
-	// for its current generation.
-	r.CoverageRecorded = true
-	for _, p := range matching {
-		r.CoverageRecorded = r.CoverageRecorded && p.Status.CoverageGeneration == p.Generation
-		r.CoverageEpoch = max(r.CoverageEpoch, p.Status.CoverageEpoch)
-	}
-	return &matching[0], nil
+	r.CoveredBefore, r.CoveredAfter = c.Before, c.After
+	r.CoverageRecorded, r.CoverageEpoch = c.Recorded, c.Epoch
+	return &c.Policies[0], nil
 }
 
 // selective reports whether a policy of policies names gr with a selector: whether coverage of a write
@@ -205,7 +196,7 @@ func selective(policies []fencingv1alpha1.FencingPolicy, gr schema.GroupResource
 // on the Pod the holder creates next, so every policy naming the resource covers it. Without RBAC to read
 // the object (a custom resource's scale the operator was not granted get on) the labels are not known
 // either (fail closed). Any other error fails the admission.
-func (v *ObjectValidator) objectLabels(ctx context.Context, req admission.Request, gr schema.GroupResource) (labels map[string]string, known bool, err error) {
+func (v *ObjectValidator) objectLabels(ctx context.Context, req ctrladmission.Request, gr schema.GroupResource) (labels map[string]string, known bool, err error) {
 	m, err := v.objects.Resource(gr.WithVersion(req.Resource.Version)).Namespace(req.Namespace).Get(ctx, req.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -224,49 +215,11 @@ func (v *ObjectValidator) objectLabels(ctx context.Context, req admission.Reques
 	return m.Labels, true, nil
 }
 
-// PoliciesFor lists the FencingPolicies of namespace that declare a write of an object of resource gr
-// (through subresource, "" for the object itself) of an object that exists before and after the write,
-// with labels old before it and updated after it, sorted by name. It is the object webhook's matching, for
-// the tools that explain its decisions (kubectl fencekit explain).
-func PoliciesFor(ctx context.Context, r ctrl.Reader, namespace string, gr schema.GroupResource, subresource string, old, updated map[string]string) ([]fencingv1alpha1.FencingPolicy, error) {
-	_, matching, err := policiesFor(ctx, r, namespace, gr, subresource, old, updated)
-	return matching, err
-}
-
-// sides are the label sets of an object before and after a write, those of the sides that exist: a
-// create has no object before it, a delete none after it, and a selector is matched only against labels
-// an object has (a DoesNotExist selector would match the absent object's "no labels").
-func sides(old, updated map[string]string, before, after bool) []map[string]string {
-	var out []map[string]string
-	if before {
-		out = append(out, old)
-	}
-	if after {
-		out = append(out, updated)
-	}
-	return out
-}
-
-// policiesFor lists the policies of namespace, and those of them that cover the object with any of its
-// label sets (sides), sorted by name.
-func policiesFor(ctx context.Context, r ctrl.Reader, namespace string, gr schema.GroupResource, subresource string, labelSets ...map[string]string) ([]fencingv1alpha1.FencingPolicy, []fencingv1alpha1.FencingPolicy, error) {
+// policies lists the FencingPolicies of namespace.
+func policies(ctx context.Context, r ctrl.Reader, namespace string) ([]fencingv1alpha1.FencingPolicy, error) {
 	var list fencingv1alpha1.FencingPolicyList
 	if err := r.List(ctx, &list, ctrl.InNamespace(namespace)); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return list.Items, covering(list.Items, gr, subresource, labelSets...), nil
-}
-
-// covering returns the policies of list that cover the object with any of its label sets, sorted by
-// name.
-func covering(list []fencingv1alpha1.FencingPolicy, gr schema.GroupResource, subresource string, labelSets ...map[string]string) []fencingv1alpha1.FencingPolicy {
-	var out []fencingv1alpha1.FencingPolicy
-	for _, p := range list {
-		one := []fencingv1alpha1.FencingPolicy{p}
-		if slices.ContainsFunc(labelSets, func(l map[string]string) bool { return core.Covered(one, gr.Group, gr.Resource, subresource, l) }) {
-			out = append(out, p)
-		}
-	}
-	slices.SortFunc(out, func(a, b fencingv1alpha1.FencingPolicy) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	return list.Items, nil
 }

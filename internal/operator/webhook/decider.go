@@ -16,9 +16,9 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	core "github.com/fencekit/fencekit/internal/operator/admission"
+	"github.com/fencekit/fencekit/internal/operator/admission"
 )
 
 // decider runs the admission rule (internal/operator/admission) for one webhook: it reads what the rule asks for
@@ -39,7 +39,7 @@ type decider struct {
 	// namespace controller's deletes always read the apiserver.
 	namespaces ctrl.Reader
 	// operator is the user fencekit's operator writes as ("" if unknown): its requests are marked
-	// core.User.Operator.
+	// admission.User.Operator.
 	operator string
 }
 
@@ -59,7 +59,7 @@ func WithEventRecorder(r events.EventRecorder) Option { return func(d *decider) 
 func WithNamespaceCache(c ctrl.Reader) Option { return func(d *decider) { d.namespaces = c } }
 
 // WithOperatorUser names the user fencekit's operator writes as, whose status writes on FencedResources
-// have their allowance (core.MaxOperatorPartBytes).
+// have their allowance (admission.MaxOperatorPartBytes).
 func WithOperatorUser(name string) Option { return func(d *decider) { d.operator = name } }
 
 // WithLeaseCache lets the webhooks admit, on the copy c, what the rule lets a copy admit (see LeaseCache).
@@ -78,47 +78,47 @@ func newDecider(webhook string, reader ctrl.Reader, opts []Option) decider {
 
 // decide returns the rule's verdict on r, reading the Lease only if the rule needs it: first the copy,
 // where the rule allows it, then a quorum read.
-func (d *decider) decide(ctx context.Context, r *core.Request) (core.Verdict, error) {
+func (d *decider) decide(ctx context.Context, r *admission.Request) (admission.Verdict, error) {
 	r.User.Operator = d.operator != "" && r.User.Name == d.operator
-	if core.ReadsNamespace(r) {
+	if admission.ReadsNamespace(r) {
 		from := d.reader
-		if d.namespaces != nil && r.Operation != core.Delete {
+		if d.namespaces != nil && r.Operation != admission.Delete {
 			from = d.namespaces
 		}
 		terminating, err := namespaceTerminating(ctx, from, r.Namespace)
 		if err != nil {
-			return core.Verdict{}, err
+			return admission.Verdict{}, err
 		}
 		r.NamespaceTerminating = terminating
 	}
 	now := d.clock.Now()
-	v := core.Decide(r, nil, now)
-	if v.Need == core.NeedLease && d.leases.Synced() {
+	v := admission.Decide(r, nil, now)
+	if v.Need == admission.NeedLease && d.leases.Synced() {
 		if l := d.leases.Lease(r.Namespace, r.LeaseName); l != nil {
-			if cv := core.Decide(r, d.renewals.parse(l, core.Copy, now), now); cv.Admitted() {
+			if cv := admission.Decide(r, d.renewals.parse(l, admission.Copy, now), now); cv.Admitted() {
 				leaseReads.WithLabelValues(d.webhook, sourceCache).Inc()
 				return cv, nil
 			}
 		}
 	}
-	if v.Need == core.Decided {
+	if v.Need == admission.Decided {
 		return v, nil
 	}
 	leaseReads.WithLabelValues(d.webhook, sourceAPIServer).Inc()
 	lease, err := d.lease(ctx, r.Namespace, r.LeaseName)
 	if err != nil {
-		return core.Verdict{}, err
+		return admission.Verdict{}, err
 	}
-	return core.Decide(r, d.renewals.parse(lease, core.Quorum, now), now), nil
+	return admission.Decide(r, d.renewals.parse(lease, admission.Quorum, now), now), nil
 }
 
 // respond turns the verdict on r into the admission response, reporting a refusal.
-func (d *decider) respond(ctx context.Context, req admission.Request, r *core.Request, v core.Verdict, err error) admission.Response {
+func (d *decider) respond(ctx context.Context, req ctrladmission.Request, r *admission.Request, v admission.Verdict, err error) ctrladmission.Response {
 	if err != nil {
 		return statusResponse(err)
 	}
 	if v.Err == nil {
-		return admission.Allowed("")
+		return ctrladmission.Allowed("")
 	}
 	report(ctx, d.recorder, req, refusal{webhook: d.webhook, regarding: regarding(req, r), object: objectRef(r),
 		policy: r.Policy, lease: r.LeaseName, err: v.Err})
@@ -155,15 +155,15 @@ func namespaceTerminating(ctx context.Context, r ctrl.Reader, name string) (bool
 // decodeRequest decodes the parts of req every rule needs: the user, the field manager, the operation,
 // the stored and the resulting object, and the object's name (from the stored object in a
 // deletecollection, where the request names none).
-func decodeRequest(req admission.Request, class core.Class) (*core.Request, error) {
-	r := &core.Request{Class: class, Operation: core.Operation(req.Operation), Subresource: req.SubResource,
-		User: core.User{Name: req.UserInfo.Username, Groups: req.UserInfo.Groups}, Kind: req.Kind.Kind,
+func decodeRequest(req ctrladmission.Request, class admission.Class) (*admission.Request, error) {
+	r := &admission.Request{Class: class, Operation: admission.Operation(req.Operation), Subresource: req.SubResource,
+		User: admission.User{Name: req.UserInfo.Username, Groups: req.UserInfo.Groups}, Kind: req.Kind.Kind,
 		Namespace: req.Namespace, Name: req.Name}
 	decode := func(raw []byte) (*unstructured.Unstructured, error) {
 		if len(raw) == 0 {
 			return nil, nil
 		}
-		m, err := decodeObject(raw, class == core.FencedResource)
+		m, err := decodeObject(raw, class == admission.FencedResource)
 		if err != nil || m == nil {
 			// Not the error itself: the JSON decoders quote the object, up to megabytes.
 			return nil, fmt.Errorf("decoding %s %s/%s: the request's object (%d bytes) is not a JSON object", r.Kind, r.Namespace, r.Name, len(raw))
@@ -249,7 +249,7 @@ func decodeFields(fields map[string]json.RawMessage, skip string) (map[string]an
 // requestOptions reads the request's options: the field manager, where a fenced write presents its token
 // (CreateOptions, UpdateOptions, PatchOptions; admission sees a PATCH as UPDATE), and a DELETE's
 // precondition resourceVersion and the options that decide what it does (DeleteOptions).
-func requestOptions(req admission.Request) (fieldManager, precondition string, del core.DeleteOptions, err error) {
+func requestOptions(req ctrladmission.Request) (fieldManager, precondition string, del admission.DeleteOptions, err error) {
 	if len(req.Options.Raw) == 0 {
 		return "", "", del, nil
 	}
@@ -273,16 +273,18 @@ func requestOptions(req admission.Request) (fieldManager, precondition string, d
 		if req.RequestKind != nil {
 			kind = *req.RequestKind // the version the DELETE was sent at decides the resource's default
 		}
-		del = core.DeleteOptions{OrphanDependents: opts.OrphanDependents, PropagationPolicy: opts.PropagationPolicy,
-			GracePeriodSeconds: opts.GracePeriodSeconds, DefaultOrphans: core.DefaultOrphans(kind.Group, kind.Version, kind.Kind)}
+		del = admission.DeleteOptions{OrphanDependents: opts.OrphanDependents, PropagationPolicy: opts.PropagationPolicy,
+			GracePeriodSeconds: opts.GracePeriodSeconds, DefaultOrphans: admission.DefaultOrphans(kind.Group, kind.Version, kind.Kind)}
 		return "", precondition, del, nil
 	}
 	return opts.FieldManager, "", del, nil
 }
 
-func badRequest(err error) admission.Response { return admission.Errored(http.StatusBadRequest, err) }
+func badRequest(err error) ctrladmission.Response {
+	return ctrladmission.Errored(http.StatusBadRequest, err)
+}
 
-func statusResponse(err error) admission.Response {
+func statusResponse(err error) ctrladmission.Response {
 	var status *apierrors.StatusError
 	// Only an error that is itself an API status passes through; a wrapped one carries context its message keeps.
 	if s, ok := err.(*apierrors.StatusError); ok { //nolint:errorlint // exact type on purpose (above)
@@ -290,7 +292,7 @@ func statusResponse(err error) admission.Response {
 	} else {
 		status = apierrors.NewInternalError(err)
 	}
-	resp := admission.Denied(status.ErrStatus.Message)
+	resp := ctrladmission.Denied(status.ErrStatus.Message)
 	resp.Result = &status.ErrStatus
 	return resp
 }

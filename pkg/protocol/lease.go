@@ -1,4 +1,4 @@
-package elector
+package protocol
 
 import (
 	"fmt"
@@ -6,9 +6,9 @@ import (
 	"strings"
 )
 
-// The Lease format: how fencekit records a fencing epoch on a coordination.k8s.io/v1 Lease. It is the
-// contract between the elector (which writes it), the fencekit admission (which checks FencedResource
-// writes against it and guards it with a ValidatingAdmissionPolicy) and the operator (which reports it).
+// The Lease format: how fencekit records a fencing epoch on a coordination.k8s.io/v1 Lease. The elector
+// writes it; fencekit's admission checks fenced writes against it and guards it with a
+// ValidatingAdmissionPolicy; the operator and the CLIs report it.
 const (
 	// EpochAnnotation holds the Lease's current epoch: a decimal int64 >= 1, written by the same
 	// compare-and-swap update (or create) that acquires the Lease, unchanged by renewals and releases.
@@ -27,7 +27,7 @@ const (
 	// FencesAnnotation declares what every acquisition of the Lease raises to its new epoch before the
 	// token is handed out (fence-on-acquire): "fencedresources" (every FencedResource bound to the Lease),
 	// "objects" (every object a FencingPolicy binds to it), or both, "fencedresources,objects". An elector
-	// writes it in each acquisition from what Config.PostAcquire declares (AcquireFence.Fences). Once a fenced Lease declares a kind, the
+	// writes it in each acquisition from what its Config.PostAcquire declares (elector.AcquireFence.Fences). Once a fenced Lease declares a kind, the
 	// Lease policy refuses every write that drops it, so every later acquisition fences that kind too; this
 	// is what lets fencekit's admission decide a write at the Lease's current epoch from its watch-fed
 	// copy of the Lease (docs/design/lease-reads.md).
