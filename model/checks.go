@@ -13,7 +13,7 @@ type Check struct {
 	// Property is the property a refuting run must violate ("P1" to "P6"); empty: any.
 	Property string
 	// Full marks a run of `make model-full` only (minutes of its own); Slow one that `make model` runs
-	// but the package's test (make test) leaves out.
+	// but test/model's test (make test) leaves out.
 	Full, Slow bool
 	// MemoryMB, if set, replaces the default bound on pan's state store (MemoryMB).
 	MemoryMB int

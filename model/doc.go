@@ -5,5 +5,5 @@
 // A Check is one spin run: the model compiled with some -D flags (a configuration, a mutation), explored
 // exhaustively, and the outcome it must have. The design's checks must find no violation; each mutation's
 // check must find one, whose trail Story prints as a readable story. cmd/model (make model) runs them all;
-// the package's test runs them too, so that `make test` keeps the model honest.
+// test/model's test runs those not marked slow, so that `make test` keeps the model honest.
 package model

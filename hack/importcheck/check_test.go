@@ -142,6 +142,59 @@ func TestShippedBinaries(t *testing.T) {
 	}
 }
 
+// TestTestsByTier runs the project's own rules on test builds: a test beside its code reaches nothing under
+// test/ but test/util/httpfencetest (which reaches nothing else of test/), and a test under test/ that
+// needs the operator reaches it through test/util/operatortest.
+func TestTestsByTier(t *testing.T) {
+	cases := map[string]struct {
+		graph *graph
+		want  []string
+	}{
+		"the reconcilers' test beside them starts the operator": {
+			graph: graphOf(
+				"controllers:",
+				"controllers_test [controllers.test]: controllers, test/util/operatortest",
+				"test/util/operatortest: internal/operator",
+				"internal/operator:",
+			),
+			want: []string{"the test build of controllers reaches test/util/operatortest: controllers_test (test) -> test/util/operatortest"},
+		},
+		"a tool's test starts a control plane": {
+			graph: graphOf("hack/x:", "hack/x_test [hack/x.test]: hack/x, test/util/testenv", "test/util/testenv:"),
+			want:  []string{"the test build of hack/x reaches test/util/testenv: hack/x_test (test) -> test/util/testenv"},
+		},
+		"httpfence's test reaches PostgreSQL through its shared helper": {
+			graph: graphOf(
+				"pkg/fencing/httpfence:",
+				"pkg/fencing/httpfence_test [pkg/fencing/httpfence.test]: pkg/fencing/httpfence, test/util/httpfencetest",
+				"test/util/httpfencetest: pkg/fencing/httpfence, test/util/pgtest",
+				"test/util/pgtest:",
+			),
+			want: []string{"the test build of pkg/fencing/httpfence reaches test/util/pgtest: pkg/fencing/httpfence_test (test) -> test/util/httpfencetest -> test/util/pgtest"},
+		},
+		"the tests that need a control plane or the operator live under test/": {
+			graph: graphOf(
+				"controllers: internal/operator/admission", "internal/operator/admission:",
+				"controllers [controllers.test]: internal/operator/admission",
+				"test/controllers_test [test/controllers.test]: controllers, test/util/operatortest, test/util/testenv",
+				"test/util/operatortest: internal/operator, test/util/testenv", "internal/operator: controllers",
+				"test/util/testenv: api/v1alpha1", "api/v1alpha1:",
+				"test/integration/api_test [test/integration/api.test]: api/v1alpha1, test/util/testenv",
+				"pkg/fencing/httpfence:",
+				"pkg/fencing/httpfence_test [pkg/fencing/httpfence.test]: pkg/fencing/httpfence, test/util/httpfencetest",
+				"test/util/httpfencetest: pkg/fencing/httpfence",
+			),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, breaches(tc.graph, rules), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+				t.Errorf("breaches (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // breaches is the first line of each breach check reports, without its prefix.
 func breaches(g *graph, rules []rule) []string {
 	var got []string

@@ -1,5 +1,7 @@
 package main
 
+import "slices"
+
 // A rule says which of the module's packages a set of packages may reach, in their build or, when Tests
 // is set, in their test build. Patterns are relative to the module: "pkg/elector" is that
 // package alone, "pkg/..." is pkg and every package under it.
@@ -27,6 +29,9 @@ var controlPlane = []string{"test/util/testenv", "internal/dev/devcluster", "int
 // testCode are the packages outside the module that no shipped binary may link: Go's testing package and
 // controller-runtime's envtest (which starts kube-apiserver and etcd).
 var testCode = []string{"testing", "sigs.k8s.io/controller-runtime/pkg/envtest"}
+
+// outsideTest are the module's packages outside test/: the code, its tools and its examples.
+var outsideTest = []string{"api/...", "cmd/...", "controllers/...", "examples/...", "hack/...", "internal/...", "model/...", "pkg/..."}
 
 // shared are the module's packages every binary may use.
 var shared = []string{"api/...", "pkg/...", "internal/scheme", "internal/version", "internal/procfs"}
@@ -72,7 +77,15 @@ var rules = []rule{
 		May:      append([]string{"api/...", "pkg/..."}, controlPlane...),
 		Why: "the public packages' tests (their pure tests in the package, those on a control plane or PostgreSQL in " +
 			"test/integration) use a control plane with the CRDs and policies (test/util/testenv), " +
-			"never the operator's code: tests that need the running operator live on its side (test/admission, internal/operator)",
+			"never the operator's code: tests that need the running operator live on its side " +
+			"(test/admission, test/operator, test/controllers, test/cli/plugin)",
+	},
+	{
+		Subjects: outsideTest,
+		Tests:    true,
+		May:      slices.Concat(outsideTest, []string{"test/util/httpfencetest"}),
+		Why: "a test beside its code starts no control plane: tests that need one (or PostgreSQL) live under test/, " +
+			"and only they use its helpers (test/util), but for test/util/httpfencetest, which starts nothing",
 	},
 	{
 		Subjects: []string{"examples/..."},

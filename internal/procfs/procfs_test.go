@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/internal/procfs"
-	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 // TestChildLifecycle follows a real child through running, stopped, continued and killed.
@@ -23,7 +22,12 @@ func TestChildLifecycle(t *testing.T) {
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	poll := func(what string, cond func() bool) {
 		t.Helper()
-		testenv.EventuallyWithin(t, 10*time.Second, what, func() (bool, string) { return cond(), "" })
+		const within = 10 * time.Second
+		for deadline := time.Now().Add(within); !cond(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: never happened in %v", what, within)
+			}
+		}
 	}
 	if !slices.Contains(procfs.Children(os.Getpid()), pid) {
 		t.Errorf("procfs.Children(self) = %v, want it to contain %d", procfs.Children(os.Getpid()), pid)

@@ -6,8 +6,8 @@ import (
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
-// The operator's own tests: its election, its metrics endpoint, its build information. What its webhooks
-// admit and refuse is tested in test/admission.
+// The operator's tests on a control plane: its election and its metrics endpoint. What its webhooks admit
+// and refuse is tested in test/admission.
 
 var env *testenv.Env
 

@@ -1,4 +1,4 @@
-package main_test
+package fencekit_test
 
 import (
 	"bytes"
@@ -41,9 +41,9 @@ func fencekit(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "fencekit")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/fencekit/fencekit/cmd/fencekit").CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/fencekit: %w\n%s", err, out)
+			buildErr = fmt.Errorf("go build github.com/fencekit/fencekit/cmd/fencekit: %w\n%s", err, out)
 		}
 	})
 	if buildErr != nil {

@@ -1,9 +1,11 @@
-package model
+package model_test
 
 import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/fencekit/fencekit/model"
 )
 
 // TestModel runs the checks of the model that take seconds, as `make model` does (which runs the slow
@@ -11,14 +13,14 @@ import (
 // with a trail that tells the story. The checks run in parallel (go test's -parallel, GOMAXPROCS by
 // default), as make model runs them.
 func TestModel(t *testing.T) {
-	for _, c := range Checks {
+	for _, c := range model.Checks {
 		if c.Full || c.Slow {
 			continue
 		}
 		t.Run(c.Name, func(t *testing.T) {
 			t.Parallel()
-			r, err := Run(t.Context(), c, Bound)
-			if errors.Is(err, ErrNoSpin) {
+			r, err := model.Run(t.Context(), c, model.Bound)
+			if errors.Is(err, model.ErrNoSpin) {
 				t.Fatal(err)
 			}
 			if err != nil {

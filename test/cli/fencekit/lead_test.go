@@ -1,4 +1,4 @@
-package main_test
+package fencekit_test
 
 import (
 	"fmt"
