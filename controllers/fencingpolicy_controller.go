@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -56,6 +57,13 @@ type FencingPolicyReconciler struct {
 	// aliases are the resources whose writes stand for a subresource of a declared one (core bindings for
 	// pods/binding): the webhooks match them too.
 	aliases admission.Aliases
+
+	// synced is what the webhook configuration was last found or made right for (webhookInputs): every
+	// policy reconcile rebuilds the configuration, and one whose inputs have not changed since is skipped
+	// instead of compared webhook by webhook, so that an operator start, which reconciles every policy, costs
+	// the policies once each, not once per policy.
+	mu     sync.Mutex
+	synced string
 }
 
 var _ reconcile.Reconciler = (*FencingPolicyReconciler)(nil)
@@ -236,9 +244,19 @@ func (r *FencingPolicyReconciler) syncWebhooks(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The cached policies are only read here: no copy of them is needed.
 	var list fencingv1alpha1.FencingPolicyList
-	if err := r.client.List(ctx, &list); err != nil {
+	if err := r.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("listing FencingPolicies: %w", err)
+	}
+	var cfg admissionregistrationv1.ValidatingWebhookConfiguration
+	err = r.client.Get(ctx, types.NamespacedName{Name: r.configName}, &cfg)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading ValidatingWebhookConfiguration %s: %w", r.configName, err)
+	}
+	exists := err == nil
+	if exists && r.upToDate(webhookInputs(&source, &cfg, list.Items)) {
+		return nil
 	}
 	byNamespace := map[string]map[string][]string{} // namespace -> group -> resources
 	for _, p := range list.Items {
@@ -299,9 +317,7 @@ func (r *FencingPolicyReconciler) syncWebhooks(ctx context.Context) error {
 			AdmissionReviewVersions: []string{"v1"},
 		})
 	}
-	var cfg admissionregistrationv1.ValidatingWebhookConfiguration
-	err = r.client.Get(ctx, types.NamespacedName{Name: r.configName}, &cfg)
-	if apierrors.IsNotFound(err) {
+	if !exists {
 		cfg = admissionregistrationv1.ValidatingWebhookConfiguration{
 			ObjectMeta: metav1.ObjectMeta{Name: r.configName, Labels: map[string]string{"app.kubernetes.io/managed-by": "fencekit"}},
 			Webhooks:   webhooks,
@@ -309,19 +325,40 @@ func (r *FencingPolicyReconciler) syncWebhooks(ctx context.Context) error {
 		if err := r.client.Create(ctx, &cfg); err != nil {
 			return fmt.Errorf("creating ValidatingWebhookConfiguration %s: %w", r.configName, err)
 		}
-		return nil
+	} else if !equality.Semantic.DeepEqual(cfg.Webhooks, webhooks) {
+		cfg.Webhooks = webhooks
+		if err := r.client.Update(ctx, &cfg); err != nil {
+			return fmt.Errorf("updating ValidatingWebhookConfiguration %s: %w", r.configName, err)
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("reading ValidatingWebhookConfiguration %s: %w", r.configName, err)
-	}
-	if equality.Semantic.DeepEqual(cfg.Webhooks, webhooks) {
-		return nil
-	}
-	cfg.Webhooks = webhooks
-	if err := r.client.Update(ctx, &cfg); err != nil {
-		return fmt.Errorf("updating ValidatingWebhookConfiguration %s: %w", r.configName, err)
-	}
+	r.recordSynced(webhookInputs(&source, &cfg, list.Items))
 	return nil
+}
+
+// webhookInputs names what the webhook configuration is built from, as of one reading: the source
+// configuration's and the configuration's own resourceVersions (a change by anyone else makes them differ)
+// and each policy's identity, generation (its spec) and deletion.
+func webhookInputs(source, cfg *admissionregistrationv1.ValidatingWebhookConfiguration, policies []fencingv1alpha1.FencingPolicy) string {
+	keys := make([]string, 0, len(policies))
+	for _, p := range policies {
+		keys = append(keys, fmt.Sprintf("%s/%s/%s/%d/%t", p.Namespace, p.Name, p.UID, p.Generation, p.DeletionTimestamp != nil))
+	}
+	sort.Strings(keys)
+	return source.ResourceVersion + "|" + cfg.ResourceVersion + "|" + strings.Join(keys, ",")
+}
+
+// upToDate reports whether the configuration was last found or made right for inputs.
+func (r *FencingPolicyReconciler) upToDate(inputs string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.synced == inputs
+}
+
+// recordSynced records that the configuration is right for inputs.
+func (r *FencingPolicyReconciler) recordSynced(inputs string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.synced = inputs
 }
 
 // withPath is cc with its path (service or URL) replaced by path.

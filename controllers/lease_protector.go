@@ -67,12 +67,14 @@ func (p *LeaseProtector) Reconcile(ctx context.Context, req reconcile.Request) (
 	if err := p.client.Get(ctx, req.NamespacedName, &lease); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	bound, err := boundTo(ctx, p.client, lease.Namespace, lease.Name)
-	if err != nil {
+	// Whether any FencedResource is bound matters, not how many: one, uncopied, answers it.
+	var bound fencingv1alpha1.FencedResourceList
+	if err := p.client.List(ctx, &bound, client.InNamespace(lease.Namespace), client.MatchingFields{LeaseNameField: lease.Name},
+		client.Limit(1), client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing FencedResources bound to lease %s: %w", req.NamespacedName, err)
 	}
 	var policies fencingv1alpha1.FencingPolicyList
-	if err := p.client.List(ctx, &policies, client.InNamespace(lease.Namespace)); err != nil {
+	if err := p.client.List(ctx, &policies, client.InNamespace(lease.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing the FencingPolicies of namespace %s: %w", lease.Namespace, err)
 	}
 	boundPolicies := 0
@@ -81,7 +83,7 @@ func (p *LeaseProtector) Reconcile(ctx context.Context, req reconcile.Request) (
 			boundPolicies++
 		}
 	}
-	want := (len(bound) > 0 || boundPolicies > 0) && fencedLease(&lease)
+	want := (len(bound.Items) > 0 || boundPolicies > 0) && fencedLease(&lease)
 	if controllerutil.ContainsFinalizer(&lease, LeaseFinalizer) == want {
 		return reconcile.Result{}, nil
 	}
@@ -102,7 +104,7 @@ func (p *LeaseProtector) Reconcile(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{}, fmt.Errorf("updating the finalizer of lease %s: %w", req.NamespacedName, err)
 	}
 	ctrl.LoggerFrom(ctx).Info("updated lease protection", "lease", req.NamespacedName, "protected", want,
-		"boundFencedResources", len(bound), "boundFencingPolicies", boundPolicies, "fenced", fencedLease(&lease))
+		"boundFencedResources", len(bound.Items) > 0, "boundFencingPolicies", boundPolicies, "fenced", fencedLease(&lease))
 	return reconcile.Result{}, nil
 }
 
