@@ -54,6 +54,8 @@ type FencingPolicyReconciler struct {
 	// configName is the ValidatingWebhookConfiguration this reconciler owns; sourceName the one that
 	// serves FencedResources, whose client configuration (service or URL, CA) it copies, with path.
 	configName, sourceName, path string
+	// leasesPath is where the Lease webhook serves (LeaseWebhook).
+	leasesPath string
 	// aliases are the resources whose writes stand for a subresource of a declared one (core bindings for
 	// pods/binding): the webhooks match them too.
 	aliases admission.Aliases
@@ -71,8 +73,8 @@ var _ reconcile.Reconciler = (*FencingPolicyReconciler)(nil)
 // NewFencingPolicyReconciler returns a reconciler that writes the ValidatingWebhookConfiguration
 // configName, pointing its webhooks at path on the server that sourceName's webhooks call; each webhook
 // matches the declared resources, their subresources and their aliases (admission.AliasesFrom).
-func NewFencingPolicyReconciler(c client.Client, configName, sourceName, path string, aliases admission.Aliases) *FencingPolicyReconciler {
-	return &FencingPolicyReconciler{client: c, configName: configName, sourceName: sourceName, path: path, aliases: aliases}
+func NewFencingPolicyReconciler(c client.Client, configName, sourceName, path, leasesPath string, aliases admission.Aliases) *FencingPolicyReconciler {
+	return &FencingPolicyReconciler{client: c, configName: configName, sourceName: sourceName, path: path, leasesPath: leasesPath, aliases: aliases}
 }
 
 // SetupWithManager registers the reconciler.
@@ -229,6 +231,45 @@ func describe(entries []fencingv1alpha1.FencedObjects) string {
 
 func webhookName(namespace string) string { return namespace + ".objects.fencing.fencekit.io" }
 
+// LeaseWebhook is the webhook of the fenced Leases (labelled fencing.fencekit.io/fenced=true, before or
+// after the write), at clientConfig: it is sent every create and update of one except those that acquire,
+// renew or release it (the Lease policy's "guarded" writes, admission's termWrite) and those of the
+// break-glass groups, so that an elector's renewals never wait for it. Its match conditions are the
+// rule's: the rule decides the same writes again.
+func LeaseWebhook(clientConfig admissionregistrationv1.WebhookClientConfig) admissionregistrationv1.ValidatingWebhook {
+	const (
+		epoch       = "object.metadata.?annotations[?'fencing.fencekit.io/epoch'].orValue('')"
+		oldEpoch    = "oldObject.metadata.?annotations[?'fencing.fencekit.io/epoch'].orValue('')"
+		acquirer    = "object.metadata.?annotations[?'fencing.fencekit.io/acquirer'].orValue('')"
+		oldAcquirer = "oldObject.metadata.?annotations[?'fencing.fencekit.io/acquirer'].orValue('')"
+		oldFenced   = "oldObject.metadata.?labels[?'fencing.fencekit.io/fenced'].orValue('') == 'true'"
+	)
+	return admissionregistrationv1.ValidatingWebhook{
+		Name:         leaseWebhookName,
+		ClientConfig: clientConfig,
+		Rules: []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{"coordination.k8s.io"}, APIVersions: []string{"*"}, Resources: []string{"leases"},
+				Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
+		}},
+		MatchConditions: []admissionregistrationv1.MatchCondition{
+			{Name: "not-break-glass", Expression: "!request.userInfo.groups.exists(g, g == 'system:masters' || g == 'fencekit:breakglass')"},
+			{Name: "neither-acquires-renews-nor-releases", Expression: epoch + " == '' || (oldObject != null && " + oldFenced + " && " +
+				epoch + " == " + oldEpoch + " && " + acquirer + " == " + oldAcquirer + " && object.?spec.orValue({}) == oldObject.?spec.orValue({}))"},
+		},
+		FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+		MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
+		NamespaceSelector:       &metav1.LabelSelector{},
+		ObjectSelector:          &metav1.LabelSelector{MatchLabels: map[string]string{"fencing.fencekit.io/fenced": "true"}},
+		SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+		TimeoutSeconds:          ptr.To(int32(5)),
+		AdmissionReviewVersions: []string{"v1"},
+	}
+}
+
+// leaseWebhookName names the Lease webhook; no namespace's webhook (webhookName) can take it.
+const leaseWebhookName = "leases.fencing.fencekit.io"
+
 // syncWebhooks writes the configuration: for each namespace with policies, one webhook whose
 // namespaceSelector is that namespace alone and whose rules are exactly the declared resources with all
 // their subresources, for CREATE, UPDATE and DELETE.
@@ -241,6 +282,10 @@ func (r *FencingPolicyReconciler) syncWebhooks(ctx context.Context) error {
 		return fmt.Errorf("ValidatingWebhookConfiguration %s has no webhook to copy the address from", r.sourceName)
 	}
 	clientConfig, err := withPath(source.Webhooks[0].ClientConfig, r.path)
+	if err != nil {
+		return err
+	}
+	leasesConfig, err := withPath(source.Webhooks[0].ClientConfig, r.leasesPath)
 	if err != nil {
 		return err
 	}
@@ -284,7 +329,7 @@ func (r *FencingPolicyReconciler) syncWebhooks(ctx context.Context) error {
 		namespaces = append(namespaces, ns)
 	}
 	sort.Strings(namespaces)
-	webhooks := make([]admissionregistrationv1.ValidatingWebhook, 0, len(namespaces))
+	webhooks := make([]admissionregistrationv1.ValidatingWebhook, 0, len(namespaces)+1)
 	for _, ns := range namespaces {
 		groups := byNamespace[ns]
 		names := make([]string, 0, len(groups))
@@ -317,6 +362,7 @@ func (r *FencingPolicyReconciler) syncWebhooks(ctx context.Context) error {
 			AdmissionReviewVersions: []string{"v1"},
 		})
 	}
+	webhooks = append(webhooks, LeaseWebhook(leasesConfig))
 	if !exists {
 		cfg = admissionregistrationv1.ValidatingWebhookConfiguration{
 			ObjectMeta: metav1.ObjectMeta{Name: r.configName, Labels: map[string]string{"app.kubernetes.io/managed-by": "fencekit"}},

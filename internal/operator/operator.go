@@ -154,7 +154,7 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		if source == "" {
 			source = "validating-webhook-configuration"
 		}
-		if err := controllers.NewFencingPolicyReconciler(mgr.GetClient(), opts.ObjectsWebhookConfigName, source, webhook.ObjectsPath, aliases).
+		if err := controllers.NewFencingPolicyReconciler(mgr.GetClient(), opts.ObjectsWebhookConfigName, source, webhook.ObjectsPath, webhook.LeasesPath, aliases).
 			SetupWithManager(leaderOnly); err != nil {
 			return nil, fmt.Errorf("setting up the FencingPolicy controller: %w", err)
 		}
@@ -272,6 +272,9 @@ func setupWebhook(mgr manager.Manager, opts Options, aliases admission.Aliases) 
 	}
 	if err := webhook.SetupObjectsWithManager(mgr, aliases, webhook.WithLeaseCache(leases), webhook.WithNamespaceCache(mgr.GetClient())); err != nil {
 		return fmt.Errorf("setting up the object webhook: %w", err)
+	}
+	if err := webhook.SetupLeasesWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the Lease webhook: %w", err)
 	}
 	started := mgr.GetWebhookServer().StartedChecker()
 	return mgr.AddReadyzCheck("webhook", func(req *http.Request) error {

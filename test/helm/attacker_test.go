@@ -355,8 +355,10 @@ func TestAttackerOperatorToken(t *testing.T) {
 			write(webhook("kube-node-lease", admissionregistrationv1.Rule{APIGroups: []string{"coordination.k8s.io"}, APIVersions: all, Resources: []string{"leases"}})), want)
 		refused(t, "the operator sending a namespace's Lease writes to fencekit's webhook",
 			write(webhook(user, admissionregistrationv1.Rule{APIGroups: []string{"apps", "coordination.k8s.io"}, APIVersions: all, Resources: []string{"leases/*"}})), want)
-		// What the controller writes for a FencingPolicy of ConfigMaps is still admitted.
-		if err := write(webhook(user, admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: all, Resources: []string{"configmaps", "configmaps/*"}})); err != nil {
+		// What the controller writes for a FencingPolicy of ConfigMaps is still admitted, with the Lease webhook.
+		leases := controllers.LeaseWebhook(admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
+			Name: "rbac-fencekit-webhook", Namespace: release, Path: ptr.To("/fence-leases"), Port: ptr.To[int32](443)}})
+		if err := write(webhook(user, admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: all, Resources: []string{"configmaps", "configmaps/*"}}), leases); err != nil {
 			t.Errorf("the operator writing the object webhook of a FencingPolicy of ConfigMaps (dry run): %v", err)
 		}
 	})
@@ -866,7 +868,8 @@ func TestOperatorTokenAttacks(t *testing.T) {
 		waitFor(t, "the operator to write the object webhook of "+user, func(ctx context.Context) (bool, error) {
 			vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 			err := env.Client.Get(ctx, objectsKey, vwc)
-			return err == nil && len(vwc.Webhooks) == 1 && vwc.Webhooks[0].Name == user+".objects.fencing.fencekit.io", err
+			return err == nil && len(vwc.Webhooks) == 2 && vwc.Webhooks[0].Name == user+".objects.fencing.fencekit.io" &&
+				vwc.Webhooks[1].Name == "leases.fencing.fencekit.io", err
 		})
 
 		ownKey := client.ObjectKey{Name: own.GetName()}
@@ -911,6 +914,15 @@ func TestOperatorTokenAttacks(t *testing.T) {
 			}},
 			{"an object webhook with a match condition", objectsKey.Name, "only webhooks <namespace>.objects.fencing.fencekit.io", func(v *admissionregistrationv1.ValidatingWebhookConfiguration) {
 				v.Webhooks[0].MatchConditions = []admissionregistrationv1.MatchCondition{{Name: "never", Expression: "false"}}
+			}},
+			{"the Lease webhook dropped", objectsKey.Name, "and the Lease webhook leases.fencing.fencekit.io", func(v *admissionregistrationv1.ValidatingWebhookConfiguration) {
+				v.Webhooks = v.Webhooks[:1]
+			}},
+			{"the Lease webhook matching nothing", objectsKey.Name, "and the Lease webhook leases.fencing.fencekit.io", func(v *admissionregistrationv1.ValidatingWebhookConfiguration) {
+				v.Webhooks[1].MatchConditions[1].Expression = "false"
+			}},
+			{"the Lease webhook for every Lease", objectsKey.Name, "and the Lease webhook leases.fencing.fencekit.io", func(v *admissionregistrationv1.ValidatingWebhookConfiguration) {
+				v.Webhooks[1].ObjectSelector = &metav1.LabelSelector{}
 			}},
 			{"a label on the object webhooks' configuration", objectsKey.Name, "may not change the labels", func(v *admissionregistrationv1.ValidatingWebhookConfiguration) {
 				v.Labels["app.kubernetes.io/managed-by"] = "attacker"

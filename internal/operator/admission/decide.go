@@ -63,6 +63,9 @@ func refuse(err *fencing.Error) Verdict { return Verdict{Err: err} }
 // deletion marker or a hold (held); a DELETE under a live Lease and every write that presents a token need it. A view from the webhook's copy (Source Copy) may only admit:
 // where it could refuse, or where the copy cannot be trusted to decide, the verdict asks for a quorum read.
 func Decide(r *Request, l *Lease, now time.Time) Verdict {
+	if r.Class == FencedLease {
+		return decideLease(r)
+	}
 	if r.Operation == Delete {
 		return decideDelete(r, l, now)
 	}
@@ -705,7 +708,7 @@ func finishedWithTTL(u *unstructured.Unstructured) bool {
 func (r *Request) errAt(field string, reason protocol.Reason, epoch, leaseEpoch int64, format string, args ...any) *fencing.Error {
 	e := &fencing.Error{Reason: reason, Resource: r.key(), Lease: r.LeaseName, Epoch: epoch, LeaseEpoch: leaseEpoch,
 		Field: field, Message: fmt.Sprintf(format, args...)}
-	if r.Class == Object {
+	if r.Class == Object || r.Class == FencedLease {
 		e.Kind = r.Kind
 		if e.Field == "" {
 			e.Field = FieldFieldManager

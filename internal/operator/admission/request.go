@@ -20,6 +20,10 @@ const (
 	// Object is an object a FencingPolicy covers: all of it is the holder's, its epoch record the
 	// annotation fencing.fencekit.io/epoch.
 	Object
+	// FencedLease is a Lease labelled fencing.fencekit.io/fenced=true. Its epoch, holder, acquirer,
+	// declaration, owners and the bounds on its labels, annotations and finalizers are the Lease policy's
+	// (config/policy/lease_policy.yaml, CEL in the apiserver); the rule bounds its size (decideLease).
+	FencedLease
 )
 
 // Operation is the admission operation. A patch and a server-side apply arrive as Update.
@@ -235,5 +239,8 @@ func (r *Request) foreign() bool { return r.Subresource != "" && r.Subresource !
 // controller's deletes (admitted only then), and the updates that present a token (refused then when they
 // change content: the namespace controller deletes the object next).
 func ReadsNamespace(r *Request) bool {
+	if r.Class == FencedLease {
+		return false
+	}
 	return r.Operation == Delete && r.User.is(NamespaceControllerUser) || r.Operation == Update && r.presents()
 }

@@ -9,6 +9,7 @@ import (
 const (
 	webhookFencedResources = "fencedresources"
 	webhookObjects         = "objects"
+	webhookLeases          = "leases"
 )
 
 // admissionRefusals counts the admission requests a fencekit webhook refused. It counts admissions, not
@@ -19,7 +20,7 @@ const (
 // where they are counted.
 var admissionRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "fencekit_webhook_admission_refusals_total",
-	Help: "Admission requests refused by a fencekit webhook (webhook: fencedresources or objects), by namespace, lease and fencing reason. " +
+	Help: "Admission requests refused by a fencekit webhook (webhook: fencedresources, objects or leases), by namespace, lease and fencing reason. " +
 		"Counts admissions: the apiserver may admit one write twice. Dry-run requests are not counted.",
 }, []string{"webhook", "namespace", "lease", "reason"})
 
@@ -34,7 +35,7 @@ const (
 // whether the fast path is taken, and how often writes fall back to the quorum read.
 var leaseReads = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "fencekit_webhook_lease_reads_total",
-	Help: "Decisions of a fencekit webhook (webhook: fencedresources or objects) that needed the bound Lease, by source: " +
+	Help: "Decisions of a fencekit webhook (webhook: fencedresources, objects or leases) that needed the bound Lease, by source: " +
 		"cache (admitted on the watch-fed copy of a Lease that declares fence-on-acquire) or apiserver (a quorum read).",
 }, []string{"webhook", "source"})
 

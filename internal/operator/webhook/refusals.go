@@ -16,7 +16,7 @@ import (
 
 // refusal is one write a webhook refused.
 type refusal struct {
-	webhook string // webhookFencedResources or webhookObjects
+	webhook string // webhookFencedResources, webhookObjects or webhookLeases
 	// regarding is the object the Event is recorded on; nil when the write names no object yet (a create
 	// with generateName), then no Event is recorded.
 	regarding runtime.Object
@@ -42,8 +42,8 @@ func report(ctx context.Context, rec events.EventRecorder, req admission.Request
 	// Lease is read, counts under "", or every name a user sends would be a series the operator keeps
 	// (TestRound8RefusalSeriesPerLeaseName). An object's Lease is its FencingPolicy's.
 	lease := r.lease
-	if r.webhook == webhookFencedResources && r.err.LeaseEpoch == 0 {
-		lease = ""
+	if r.webhook == webhookFencedResources && r.err.LeaseEpoch == 0 || r.webhook == webhookLeases && req.Operation != admissionv1.Update {
+		lease = "" // a refused create names a Lease that does not exist
 	}
 	countRefusal(r.webhook, req.Namespace, lease, string(r.err.Reason))
 	if rec == nil || r.regarding == nil {

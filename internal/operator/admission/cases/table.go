@@ -191,6 +191,11 @@ var Table = []Case{
 	{Name: "another elector pads the Lease's annotations past the bound", Target: Lease, Actor: OtherElector, Token: NoToken,
 		Patch: padLease(258048 + 1), Want: LeasePolicy,
 		Why: "labels and annotations other than fencekit's stay within 252 KiB: the next acquisition keeps its room (I2)"},
+	{Name: "another elector pads the Lease's managedFields past the bound", Target: Lease, Actor: OtherElector, Token: NoToken,
+		Patch: padLeaseManagedFields(admission.MaxFreeLeaseBytes), Want: protocol.ReasonInvalid,
+		Why: "the apiserver keeps the managedFields entries a write sends, and CEL cannot measure them: the Lease webhook bounds the whole Lease (I2, I3)"},
+	{Name: "another elector pads the Lease's managedFields within the bound", Target: Lease, Actor: OtherElector, Token: NoToken,
+		Patch: padLeaseManagedFields(16 * 1024), Why: "other metadata is anyone's with RBAC on Leases, within one bound on the whole Lease"},
 	{Name: "the holder adds an owner to its Lease", Target: Lease, Actor: HolderUser, Token: CurrentToken, Patch: owners(ghost),
 		Want: LeasePolicy, Why: "an owner would let the garbage collector delete the Lease resources are bound to"},
 }
@@ -515,6 +520,22 @@ func padLease(n int) func(map[string]any) map[string]any {
 		}
 		const key = "example.com/pad"
 		return map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: strings.Repeat("x", n-have-len(key))}}}
+	}
+}
+
+// padLeaseManagedFields adds to the Lease's managedFields an entry of manager "pad" owning annotations the
+// Lease does not have, more than n bytes of them.
+func padLeaseManagedFields(n int) func(map[string]any) map[string]any {
+	return func(stored map[string]any) map[string]any {
+		md, _ := stored["metadata"].(map[string]any)
+		entries, _ := md["managedFields"].([]any)
+		owned := map[string]any{}
+		for i := 0; i*32 < n; i++ {
+			owned[fmt.Sprintf("f:example.com/pad-%020d", i)] = map[string]any{}
+		}
+		pad := map[string]any{"manager": "pad", "operation": "Update", "apiVersion": "coordination.k8s.io/v1", "fieldsType": "FieldsV1",
+			"fieldsV1": map[string]any{"f:metadata": map[string]any{"f:annotations": owned}}}
+		return map[string]any{"metadata": map[string]any{"managedFields": append(append([]any{}, entries...), pad)}}
 	}
 }
 
