@@ -562,7 +562,11 @@ func (r *Request) marker(l *Lease, epoch int64) *fencing.Error {
 // delete that did not happen, or written before any policy covered the object, is no use to it.
 func decideDelete(r *Request, l *Lease, now time.Time) Verdict {
 	switch {
-	case r.User.breakGlass(), r.User.is(GarbageCollectorUser):
+	case r.User.breakGlass():
+		return admit
+	case r.User.is(GarbageCollectorUser) && r.Old != nil && len(r.Old.GetOwnerReferences()) > 0:
+		// The collector deletes a dependent whose owners are gone or being deleted in the foreground: the
+		// owner references it acts on are fenced. An object without any is not its to delete.
 		return admit
 	case r.Old != nil && r.Old.GetDeletionTimestamp() != nil && r.deletionChange() == "":
 		return admit

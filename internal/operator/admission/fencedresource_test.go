@@ -398,8 +398,8 @@ func TestFencedResourceDelete(t *testing.T) {
 			lease: leaseAt("6", func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("") }), req: otherUser,
 		},
 		"another user, lease with a garbage epoch": {lease: leaseAt("x"), req: otherUser},
-		"kube-system's garbage collector": {
-			lease: leaseAt("6"), req: requester{Username: admission.GarbageCollectorUser},
+		"kube-system's garbage collector, a resource without owners (not a dependent)": {
+			lease: leaseAt("6"), req: requester{Username: admission.GarbageCollectorUser}, want: notHolder,
 		},
 		"kube-system's namespace controller, namespace terminating": {
 			lease: leaseAt("6"), ns: terminating, req: requester{Username: admission.NamespaceControllerUser},

@@ -140,7 +140,10 @@ func TestObjectDelete(t *testing.T) {
 		"the holder's user, a stale marker":       {marked("4"), holderUser, protocol.ReasonStale},
 		"another user":                            {marked("5"), otherUser, protocol.ReasonNotHolder},
 		"break-glass":                             {configMap("a", "5"), requester{Username: "oncall", Groups: []string{"system:masters"}}, ""},
-		"the garbage collector":                   {configMap("a", "5"), requester{Username: admission.GarbageCollectorUser}, ""},
+		"the garbage collector, a dependent": {configMap("a", "5", func(u *unstructured.Unstructured) {
+			u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: "u1"}})
+		}), requester{Username: admission.GarbageCollectorUser}, ""},
+		"the garbage collector, no owners": {configMap("a", "5"), requester{Username: admission.GarbageCollectorUser}, protocol.ReasonNotHolder},
 		"completing an admitted deletion": {configMap("a", "5", func(u *unstructured.Unstructured) {
 			ts := metav1.NewTime(now)
 			u.SetDeletionTimestamp(&ts)
