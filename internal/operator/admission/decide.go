@@ -62,6 +62,7 @@ func refuse(err *fencing.Error) Verdict { return Verdict{Err: err} }
 // time now. A write that presents no token is decided without the Lease, unless the object carries a
 // deletion marker or a hold (held); a DELETE under a live Lease and every write that presents a token need it. A view from the webhook's copy (Source Copy) may only admit:
 // where it could refuse, or where the copy cannot be trusted to decide, the verdict asks for a quorum read.
+// A write of a fenced Lease (FencedLease) is decided on its size alone, without l (decideLease).
 func Decide(r *Request, l *Lease, now time.Time) Verdict {
 	if r.Class == FencedLease {
 		return decideLease(r)
