@@ -140,17 +140,32 @@ func TestRound11ControllerStatusStormStarvesTheHoldersCAS(t *testing.T) {
 			client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"status":{"observedGeneration":%d}}`, seq.Add(1))))
 	})
 	testenv.Eventually(t, "the storm", func() (bool, string) { return admitted.Load() > 20, fmt.Sprint(admitted.Load(), firstErr()) })
+	// Each attempt as the holder saw it: when it read, the hold it read and the time the apiserver recorded
+	// on the token's managedFields entry (which MaxClusterControllerHold counts from), and its answer.
+	var timeline []string
+	start := time.Now()
 	failed, conflicts, first, took := round11CAS(t, 5, func(ctx context.Context, i int) error {
 		d := read()
+		readAt := time.Since(start)
+		var armed time.Time
+		for _, e := range d.ManagedFields {
+			if e.Manager == (elector.Token{Epoch: 1}).FieldManager() && e.Time != nil && e.Time.After(armed) {
+				armed = e.Time.Time
+			}
+		}
 		d.Spec.Replicas = ptr.To(int32(i + 1))
-		return hc.Update(ctx, d)
+		err := hc.Update(ctx, d)
+		timeline = append(timeline, fmt.Sprintf("update %d: read at %v (hold %q, token entry written %v before the read), answered after %v: %s",
+			i, readAt.Round(time.Millisecond), d.Annotations[fencingv1alpha1.HoldAtEpochAnnotation], start.Add(readAt).Sub(armed).Round(time.Second),
+			(time.Since(start)-readAt).Round(time.Millisecond), testenv.ErrString(err)))
+		return err
 	})
 	stop()
 	got := read()
 	t.Logf("storm: %d status writes admitted (first refusal %q); the holder's 5 CAS updates: %d failed, %d conflicts, %v; replicas now %d, hold %q",
 		admitted.Load(), firstErr(), failed, conflicts, took.Round(time.Millisecond), ptr.Deref(got.Spec.Replicas, 0), got.Annotations[fencingv1alpha1.HoldAtEpochAnnotation])
 	if failed > 0 {
-		t.Errorf("a controller's tokenless status storm failed %d of the holder's 5 compare-and-swap updates (I2): %s", failed, first)
+		t.Errorf("a controller's tokenless status storm failed %d of the holder's 5 compare-and-swap updates (I2): %s\n%s", failed, first, strings.Join(timeline, "\n"))
 	}
 }
 

@@ -434,7 +434,7 @@ func TestRound11bLabelStormFailsTheRelease(t *testing.T) {
 	ns := env.Namespace(t)
 	holder := newWorker(t, ns, "w1")
 	other := newWorker(t, ns, "w2")
-	cs, err := kubernetes.NewForConfig(holder.Config)
+	cs, err := kubernetes.NewForConfig(testenv.LimitedConfig(holder.Config)) // an elector at client-go's default limits
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -152,7 +152,7 @@ func TestDeclarationsDoNotLockOutAcquisition(t *testing.T) {
 	holder := newWorker(t, ns, "app-operator")
 	env.Grant(t, ns, "fr-writer", []rbacv1.PolicyRule{{APIGroups: []string{fencingv1alpha1.GroupVersion.Group},
 		Resources: []string{"fencedresources"}, Verbs: []string{"get", "list", "watch", "patch", "update"}}}, holder.User)
-	cs, err := kubernetes.NewForConfig(holder.Config)
+	cs, err := kubernetes.NewForConfig(testenv.LimitedConfig(holder.Config)) // an elector at client-go's default limits
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,6 +334,17 @@ func TestDeleteOutlastsAConflictStorm(t *testing.T) {
 	stop()
 	storm.Wait()
 	t.Logf("%d relabels admitted and %d refused (the holder's marker armed) during the deletes", relabels.Load(), refused.Load())
+}
+
+// limited is a client of w's user with client-go's default rate limit (testenv.LimitedConfig): the suite's
+// users send without one (testenv.WithUnthrottledUsers).
+func limited(t *testing.T, w worker) client.Client {
+	t.Helper()
+	c, err := client.New(testenv.LimitedConfig(w.Config), client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // unthrottled is a client authenticated as user without client-side rate limiting: an attacker sends as

@@ -25,7 +25,9 @@ import (
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) { testenv.Main(m, &env, testenv.WithWebhooks(), testenv.WithLeasePolicy()) }
+func TestMain(m *testing.M) {
+	testenv.Main(m, &env, testenv.WithWebhooks(), testenv.WithLeasePolicy(), testenv.WithUnthrottledUsers())
+}
 
 // worker is one lease contender; see testenv.Worker.
 type worker = testenv.Worker

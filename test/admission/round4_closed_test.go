@@ -362,7 +362,7 @@ func TestRound4LeaseLabelsSlowEveryRenewal(t *testing.T) {
 	const lease = "slow"
 	holder := newWorker(t, ns, "app-operator")
 	intruder := newWorker(t, ns, "intruder")
-	cs, err := kubernetes.NewForConfig(holder.Config)
+	cs, err := kubernetes.NewForConfig(testenv.LimitedConfig(holder.Config)) // an elector at client-go's default limits
 	if err != nil {
 		t.Fatal(err)
 	}

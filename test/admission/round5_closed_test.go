@@ -615,6 +615,10 @@ func TestRound5ManyEpochsLockOutControllerStatus(t *testing.T) {
 	ns := env.Namespace(t)
 	const controller = "system:serviceaccount:kube-system:deployment-controller"
 	holder := newWorker(t, ns, "app-operator")
+	// The holder's acquisitions and writes at client-go's default limits spread its twelve epochs over
+	// seconds, as terms follow each other; within one second the apiserver orders entries by name, which
+	// is another case (decision 0050).
+	holder.Client = limited(t, holder)
 	grantObjects(t, ns, holder.User, controller)
 	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Group: "apps", Resource: "deployments"},
 		fencingv1alpha1.FencedObjects{Resource: "configmaps", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "fenced"}}})

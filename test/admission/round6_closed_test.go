@@ -361,8 +361,8 @@ func TestRound6StaleMarkerDisarmsTheHold(t *testing.T) {
 		holder  client.Client
 		limited string
 	}{
-		{control, r2.Client, "client-go's default limiter (5 QPS, burst 10)"},
-		{target, r2.Client, "client-go's default limiter (5 QPS, burst 10)"},
+		{control, limited(t, r2), "client-go's default limiter (5 QPS, burst 10)"},
+		{target, limited(t, r2), "client-go's default limiter (5 QPS, burst 10)"},
 		{target2, unthrottled(t, r2.User), "no client-side limiter"},
 	} {
 		key := c.key
@@ -656,8 +656,8 @@ func TestRound6FinalizerRemovalUnderAStormDuringDeletion(t *testing.T) {
 		holder  client.Client
 		limited string
 	}{
-		{"control", false, holder.Client, "client-go's default limiter (5 QPS, burst 10)"},
-		{"target", true, holder.Client, "client-go's default limiter (5 QPS, burst 10)"},
+		{"control", false, limited(t, holder), "client-go's default limiter (5 QPS, burst 10)"},
+		{"target", true, limited(t, holder), "client-go's default limiter (5 QPS, burst 10)"},
 		{"target-unthrottled", true, unthrottled(t, holder.User), "no client-side limiter"},
 	} {
 		name := c.name

@@ -20,6 +20,7 @@ import (
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/fencing"
 	"github.com/fencekit/fencekit/test/util/operatortest"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 // The tests of pkg/fencing's writer and fence hook against the running operator (its webhook admits the
@@ -42,7 +43,7 @@ type process struct {
 func startProcess(t *testing.T, ns, lease, id string, lead func(ctx context.Context, w *process, tok elector.Token)) *process {
 	t.Helper()
 	c, cfg := env.ElectorClient(t, ns, id+"-user")
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := kubernetes.NewForConfig(testenv.LimitedConfig(cfg)) // an elector at client-go's default limits
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,12 +39,15 @@ type Env struct {
 	Scheme *k8sruntime.Scheme
 	// Client is an admin client (no cache).
 	Client client.Client
+
+	unthrottledUsers bool
 }
 
 type options struct {
 	webhooks      bool
 	leasePolicy   bool
 	apiServerArgs map[string]string
+	unthrottled   bool
 }
 
 // Option configures Start.
@@ -56,6 +59,12 @@ func WithWebhooks() Option { return func(o *options) { o.webhooks = true } }
 // WithLeasePolicy installs fencekit's ValidatingAdmissionPolicy on fenced Leases (config/policy) and the
 // fencekit-elector ClusterRole (config/rbac/elector_role.yaml), and waits until the policy is enforced.
 func WithLeasePolicy() Option { return func(o *options) { o.leasePolicy = true } }
+
+// WithUnthrottledUsers gives the clients of added users (UserClient, ClientAs, ElectorClient, NewWorker) no
+// client-side rate limit, as Config has none to speak of: for a suite whose tests measure what the
+// apiserver and its admission answer, where client-go's default limiter (5 requests per second, bursts of
+// 10) would only add waiting. A test that wants that limiter builds it (LimitedConfig).
+func WithUnthrottledUsers() Option { return func(o *options) { o.unthrottled = true } }
 
 // WithAPIServerArg sets a kube-apiserver flag.
 func WithAPIServerArg(name, value string) Option {
@@ -116,7 +125,7 @@ func Start(opts ...Option) (*Env, error) {
 		_ = env.Stop()
 		return nil, fmt.Errorf("creating the admin client: %w", err)
 	}
-	e := &Env{Environment: env, Config: cfg, Scheme: scheme, Client: c}
+	e := &Env{Environment: env, Config: cfg, Scheme: scheme, Client: c, unthrottledUsers: o.unthrottled}
 	if o.leasePolicy {
 		if err := devcluster.InstallAdmission(context.Background(), root, cfg, c); err != nil {
 			_ = env.Stop()
@@ -157,6 +166,14 @@ func Main(m *testing.M, env **Env, opts ...Option) {
 	os.Exit(code)
 }
 
+// LimitedConfig is a copy of cfg with client-go's default client-side rate limit (rest.DefaultQPS requests
+// per second, bursts of rest.DefaultBurst): what a client built without limits of its own sends at.
+func LimitedConfig(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.QPS, c.Burst, c.RateLimiter = rest.DefaultQPS, rest.DefaultBurst, nil
+	return c
+}
+
 // UserClient returns a client authenticated as the given user name and groups, for identity and RBAC tests.
 func (e *Env) UserClient(name string, groups ...string) (client.Client, *rest.Config, error) {
 	user, err := e.Environment.AddUser(envtest.User{Name: name, Groups: groups}, nil)
@@ -164,6 +181,9 @@ func (e *Env) UserClient(name string, groups ...string) (client.Client, *rest.Co
 		return nil, nil, fmt.Errorf("adding user %q: %w", name, err)
 	}
 	cfg := user.Config()
+	if e.unthrottledUsers {
+		cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
+	}
 	c, err := client.New(cfg, client.Options{Scheme: e.Scheme})
 	if err != nil {
 		return nil, nil, err
