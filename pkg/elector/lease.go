@@ -28,10 +28,11 @@ func newLease(namespace, name string, a acquisition) *coordinationv1.Lease {
 }
 
 // applyAcquisition turns l (a copy of the Lease as last read) into the acquiring write: holder, times,
-// duration, transitions + 1, the epoch, acquirer and fences annotations and the fenced label. The fences
-// annotation says what this acquisition fences, never what an earlier one declared: it is removed when
-// this elector fences nothing, and the Lease policy then refuses the acquisition of a Lease that declared
-// more (the elector must not inherit a promise it does not keep).
+// duration, transitions + 1, the epoch, acquirer and fences annotations, the fenced label and, on a Lease
+// that exists, managedFields reset (resetManagedFields). The fences annotation says what this acquisition
+// fences, never what an earlier one declared: it is removed when this elector fences nothing, and the
+// Lease policy then refuses the acquisition of a Lease that declared more (the elector must not inherit a
+// promise it does not keep).
 func applyAcquisition(l *coordinationv1.Lease, a acquisition) {
 	if l.Annotations == nil {
 		l.Annotations = map[string]string{}
@@ -64,7 +65,16 @@ func applyAcquisition(l *coordinationv1.Lease, a acquisition) {
 	l.Spec.AcquireTime = &now
 	l.Spec.RenewTime = &now
 	l.Spec.LeaseTransitions = &transitions
+	if l.ResourceVersion != "" {
+		l.ManagedFields = resetManagedFields()
+	}
 }
+
+// resetManagedFields is the managedFields an acquiring write sends: one empty entry, which makes the
+// apiserver record the Lease's field ownership afresh. The entries earlier writers left (any user who may
+// update the Lease can send entries of any size) do not outlive the term they were written in, so the new
+// holder's renewals do not carry them.
+func resetManagedFields() []metav1.ManagedFieldsEntry { return []metav1.ManagedFieldsEntry{{}} }
 
 // applyRenewal turns l (the Lease as last written by this holder) into a renewal.
 func applyRenewal(l *coordinationv1.Lease, now time.Time, leaseDuration time.Duration) {

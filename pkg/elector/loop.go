@@ -268,6 +268,7 @@ func (r *runner) acquireOnState(ctx context.Context, observed *coordinationv1.Le
 		{"op": "add", "path": annotation(protocol.AcquirerAnnotation), "value": l.Annotations[protocol.AcquirerAnnotation]},
 		{"op": "add", "path": "/metadata/labels/" + jsonPointerEscape(protocol.FencedLabel), "value": l.Labels[protocol.FencedLabel]},
 		{"op": "add", "path": "/spec", "value": l.Spec},
+		{"op": "add", "path": "/metadata/managedFields", "value": resetManagedFields()},
 	}
 	switch f, had := observed.Annotations[protocol.FencesAnnotation]; {
 	case l.Annotations[protocol.FencesAnnotation] != "":

@@ -2,6 +2,7 @@ package elector_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -230,6 +231,15 @@ func TestConcurrentAcquisitionRacesUnderALabelStorm(t *testing.T) {
 		})
 	}
 	defer func() { cancel(); wg.Wait() }()
+	// A padded managedFields entry (appended by a JSON patch, which the storm cannot make conflict): the
+	// acquisitions below, compare-and-swap or the JSON patch that follows a lost one, reset managedFields.
+	pad, err := json.Marshal([]map[string]any{{"op": "add", "path": "/metadata/managedFields/-", "value": padEntry(t, 2000)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leases.Patch(t.Context(), "lock", types.JSONPatchType, pad, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("padding the Lease: %v", err)
+	}
 	tok := first
 	for range 5 {
 		running[tok.Holder].stop() // release: the others race for it, under the storm
@@ -240,6 +250,11 @@ func TestConcurrentAcquisitionRacesUnderALabelStorm(t *testing.T) {
 	cancel()
 	wg.Wait()
 	t.Logf("%d label writes to the Lease during 5 handovers", labelled.Load())
+	for _, e := range getLease(t, ns, "lock").ManagedFields {
+		if e.Manager == "pad" {
+			t.Errorf("the padded managedFields entry outlived 5 acquisitions")
+		}
+	}
 	h.check(t)
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -43,10 +43,11 @@ func (e *Env) NewWorker(t testing.TB, namespace, holder string) Worker {
 }
 
 // Acquire writes the Lease namespace/name as pkg/elector does when it acquires at epoch (holder, epoch
-// and acquirer annotations, fenced label, a fresh renewTime, a 15 s duration), creating it if needed, and
-// returns the Token the elector would hand out. Like the elector, it presents the epoch in the request
-// (field manager fencing.fencekit.io/epoch=N), and fencekit's Lease policy holds it to the elector's rule:
-// an existing fenced Lease at epoch e can only be acquired at e+1; a create chooses its starting epoch.
+// and acquirer annotations, fenced label, a fresh renewTime, a 15 s duration, managedFields reset),
+// creating it if needed, and returns the Token the elector would hand out. Like the elector, it presents
+// the epoch in the request (field manager fencing.fencekit.io/epoch=N), and fencekit's Lease policy holds
+// it to the elector's rule: an existing fenced Lease at epoch e can only be acquired at e+1; a create
+// chooses its starting epoch.
 func (w Worker) Acquire(t testing.TB, namespace, name string, epoch int64) elector.Token {
 	t.Helper()
 	ctx := t.Context()
@@ -72,6 +73,7 @@ func (w Worker) Acquire(t testing.TB, namespace, name string, epoch int64) elect
 			delete(lease.Annotations, protocol.FencesAnnotation)
 		}
 		if exists {
+			lease.ManagedFields = []metav1.ManagedFieldsEntry{{}} // the acquisition records field ownership afresh
 			return w.Client.Update(ctx, &lease, Presenting(epoch))
 		}
 		return w.Client.Create(ctx, &lease, Presenting(epoch))
