@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
@@ -203,7 +204,8 @@ func TestRound4StatusPastThePartBound(t *testing.T) {
 // of an add-on's kube-system ServiceAccount, a kube-system ServiceAccount named like a controller that
 // does not delete Pods (deployment-controller, horizontal-pod-autoscaler), the same name in another
 // namespace, and a name that only starts like one (replicaset-controller-x) deletes a fenced Pod: refused
-// (I1). The replicaset controller's is admitted (control).
+// (I1). The replicaset controller's is admitted for a Pod a ReplicaSet controls (control), refused for the
+// standalone one.
 func TestRound4OnlyPodDeletersDeleteCoveredPods(t *testing.T) {
 	operatortest.Start(t, env)
 	ctx := t.Context()
@@ -231,13 +233,22 @@ func TestRound4OnlyPodDeletersDeleteCoveredPods(t *testing.T) {
 		})
 		mustContain(t, u+" deletes a fenced Pod (dry run)", err, fencing.IsNotHolder)
 	}
+	// The ReplicaSet controller itself deletes only the Pods a ReplicaSet controls (decision 0050): the
+	// holder's standalone Pod is refused, one the holder created under a ReplicaSet admitted (control).
+	if err := fenced.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "q", OwnerReferences: []metav1.OwnerReference{{
+		APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "00000000-0000-0000-0000-000000000001", Controller: ptr.To(true)}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}); err != nil {
+		t.Fatal(err)
+	}
 	c := env.ClientAs(t, users[len(users)-1])
 	err := retryRBAC(t, "the replicaset controller's delete", func() error {
-		return c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p"}}, client.DryRunAll)
+		return c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "q"}}, client.DryRunAll)
 	})
 	if err != nil {
-		t.Errorf("the replicaset controller deletes a fenced Pod (dry run, control): %v", err)
+		t.Errorf("the replicaset controller deletes a fenced Pod its ReplicaSet controls (dry run, control): %v", err)
 	}
+	mustContain(t, "the replicaset controller deletes the holder's standalone Pod (dry run)",
+		c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p"}}, client.DryRunAll), fencing.IsNotHolder)
 }
 
 // TestRound4StatusWaitsForTheHold: a FencedResource's status is free without the token, but waits while

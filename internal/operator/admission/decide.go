@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/fencing"
@@ -261,6 +262,11 @@ func decideFree(r *Request) Verdict {
 		}
 		return refuse(r.tokenMissing(FieldManagedFields, fmt.Sprintf("this write changes metadata.managedFields: it %s in the entry of %s", desc, c.entry)))
 	}
+	if merged := mergedIntoWritten(r); len(merged) > 0 {
+		return refuse(r.tokenMissing(FieldManagedFields, fmt.Sprintf(
+			"this write adds an Update entry to metadata.managedFields past the apiserver's ten, which makes it merge the entries of %s, owning content, into its ancient-changes entry, and fencekit counts that entry as a holder's: the object, which no holder wrote, would count as written (sent with the field manager of an existing entry, the write merges nothing)",
+			strings.Join(merged, ", "))))
+	}
 	if before, after := objectBytes(r.Old, r.OldBytes), objectBytes(r.New, r.NewBytes); after > before && after > MaxFreeObjectBytes {
 		return refuse(r.errAt(FieldObject, protocol.ReasonInvalid, 0, 0,
 			"%s: this write without a fencing token grows the object from %d to %d bytes (managedFields included), over the bound of %d bytes for writes without the token: the holder's next write must keep its room below the apiserver's limit",
@@ -281,6 +287,31 @@ func decideFree(r *Request) Verdict {
 			r.what(), before, after, MaxFreeAnnotationBytes, 256*1024))
 	}
 	return admit
+}
+
+// mergedIntoWritten returns the field managers whose entries a write of an object that no holder wrote
+// (fencing.HolderWrote) makes the apiserver merge into ancient-changes, if that makes the object count as
+// written: past ten Update entries the apiserver merges the oldest into that bucket, and content owned
+// there counts as a holder's, because a holder's own entries are merged there too. Only a write with the
+// token may make an object count as written.
+func mergedIntoWritten(r *Request) []string {
+	if r.Class != Object || r.Old == nil || r.New == nil || fencing.HolderWrote(r.Old) || !fencing.HolderWrote(r.New) {
+		return nil
+	}
+	kept := sets.New[string]()
+	for _, e := range r.New.GetManagedFields() {
+		kept.Insert(e.Manager)
+	}
+	var merged []string
+	for _, e := range r.Old.GetManagedFields() {
+		if !kept.Has(e.Manager) {
+			merged = append(merged, strconv.Quote(e.Manager))
+		}
+	}
+	if len(merged) == 0 {
+		merged = []string{"other managers"}
+	}
+	return merged
 }
 
 // withoutIdentity is ps without metadata.name, generateName and namespace.
@@ -553,8 +584,8 @@ func (r *Request) marker(l *Lease, epoch int64) *fencing.Error {
 // expired. While it has a live holder: break-glass users; the garbage collector (owner references are
 // fenced, so the owners whose absence makes it delete are the holder's); the namespace controller in a
 // terminating namespace; a delete of an object whose deletion was already admitted that leaves it as it is
-// (deletionChange); the cluster controllers that delete Pods in their work (deletesPods) deleting a
-// covered Pod; and the acquiring user, only if the stored deletion marker is
+// (deletionChange); a cluster controller deleting a covered Pod its work deletes (deletesPod: one its
+// workload controls, or one a node runs); and the acquiring user, only if the stored deletion marker is
 // the Lease's current epoch and the delete carries the stored resourceVersion as its precondition. A
 // DELETE carries no token, so the holder writes the marker with its token first, then deletes with that
 // write's resourceVersion as the precondition (pkg/fencing's Writer and NewClient do both): a stale
@@ -571,7 +602,7 @@ func decideDelete(r *Request, l *Lease, now time.Time) Verdict {
 		return admit
 	case r.Old != nil && r.Old.GetDeletionTimestamp() != nil && r.deletionChange() == "":
 		return admit
-	case r.Class == Object && r.Kind == "Pod" && r.User.deletesPods():
+	case r.Class == Object && r.Kind == "Pod" && r.User.deletesPod(r.Old):
 		return admit
 	case r.User.is(NamespaceControllerUser) && r.NamespaceTerminating:
 		return admit

@@ -273,7 +273,7 @@ var allowlist = []freeRule{{
 	name: "the scheduler's binding",
 	frees: func(r *Request, p Path) bool {
 		// The apiserver copies a Binding's annotations onto the Pod: they are not the binding's to set.
-		return r.Class == Object && r.Subresource == "binding" && r.User.clusterController() && !p.under("metadata", "annotations")
+		return r.Class == Object && r.Subresource == "binding" && r.User.bindsPods() && !p.under("metadata", "annotations")
 	},
 	why: "a Binding assigns a Pod to a node and nothing else; only the scheduler (or a kubelet for its own " +
 		"node) makes one",

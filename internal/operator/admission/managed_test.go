@@ -268,3 +268,39 @@ func finalizerEntry(i int) map[string]any {
 	return managedEntry("tool-"+string(rune('0'+i)), "Update", map[string]any{
 		"f:metadata": map[string]any{"f:finalizers": map[string]any{`v:"example.com/f` + string(rune('0'+i)) + `"`: map[string]any{}}}})
 }
+
+// TestMergeMakesNoObjectWritten: an object no holder wrote, with ten Update entries (an editor's, which owns
+// data written before a policy covered the object, and nine finalizers'); a write without the token adds an
+// eleventh entry and the apiserver merges the editor's into ancient-changes, whose content
+// fencing.HolderWrote counts as a holder's. The write is refused, naming the merged entry; the same merge on
+// an object a holder wrote changes nothing fencekit reads, and is left to the other checks.
+func TestMergeMakesNoObjectWritten(t *testing.T) {
+	data := map[string]any{"f:data": map[string]any{"f:v": map[string]any{}}}
+	object := func(entries []map[string]any) *unstructured.Unstructured {
+		u := withManaged(entries...)
+		u.Object["data"] = map[string]any{"v": "a"}
+		return u
+	}
+	for _, c := range []struct {
+		name  string
+		first map[string]any // the oldest entry, merged by the write
+		want  []string
+	}{
+		{"an editor's entry", managedEntry("editor", "Update", data), []string{`"editor"`}},
+		{"a holder's entry", managedEntry("fencing.fencekit.io/epoch=1", "Update", data), nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := []map[string]any{c.first}
+			after := []map[string]any{managedEntry(AncientChanges, "Update", data)}
+			for i := range 9 {
+				before = append(before, finalizerEntry(i))
+				after = append(after, finalizerEntry(i))
+			}
+			after = append(after, finalizerEntry(9))
+			r := &Request{Class: Object, Operation: Update, Old: object(before), New: object(after)}
+			if got := mergedIntoWritten(r); !slices.Equal(got, c.want) {
+				t.Errorf("mergedIntoWritten = %q, want %q", got, c.want)
+			}
+		})
+	}
+}

@@ -107,15 +107,22 @@ var kubeControllerManagerAccounts = sets.New(
 	"ttl-controller", "validatingadmissionpolicy-status-controller", "volumeattributesclass-protection-controller",
 )
 
-// podDeleters are the controllers among them that delete Pods (the bootstrap policy grants them delete on
-// pods): the workload controllers scaling down or replacing, the Pod and node lifecycle controllers
-// evicting and collecting. The garbage collector and the namespace controller delete under rules of
-// their own (decideDelete).
-var podDeleters = sets.New(
-	"cronjob-controller", "daemon-set-controller", "device-taint-eviction-controller", "job-controller", "node-controller",
-	"pod-garbage-collector", "replicaset-controller", "replication-controller", "resource-claim-controller",
-	"statefulset-controller",
-)
+// workloadPodDeleters are the controllers among them that delete the Pods their own objects control
+// (scaling down, replacing, cleaning up), by the kinds of those objects: a Pod's controller owner
+// reference is fenced, so a holder (or whoever created the Pod before a policy covered it) set it.
+var workloadPodDeleters = map[string]sets.Set[string]{
+	"cronjob-controller":     sets.New("Job"),
+	"daemon-set-controller":  sets.New("DaemonSet"),
+	"job-controller":         sets.New("Job"),
+	"replicaset-controller":  sets.New("ReplicaSet"),
+	"replication-controller": sets.New("ReplicationController"),
+	"statefulset-controller": sets.New("StatefulSet"),
+}
+
+// nodePodDeleters are the controllers among them that delete Pods bound to a node: evicting them from a
+// tainted or lost node, collecting terminated and orphaned ones, deleting a scheduled Pod whose claims
+// cannot be allocated. A Pod gets its node only from a Binding (the scheduler's) or at its creation.
+var nodePodDeleters = sets.New("device-taint-eviction-controller", "node-controller", "pod-garbage-collector", "resource-claim-controller")
 
 // kubeSystemAccount returns the name of u's ServiceAccount in kube-system, "" for any other user.
 func (u User) kubeSystemAccount() string {
@@ -142,12 +149,44 @@ func (u User) kubeControllerManager() bool {
 	return kubeControllerManagerAccounts.Has(u.kubeSystemAccount()) || u.Name == ControllerManagerUser
 }
 
-// deletesPods reports whether u is a cluster controller that deletes Pods in its work: one of
-// podDeleters, kube-controller-manager under one credential, kube-scheduler (preemption) or a kubelet
-// (its own node's Pods, held there by NodeRestriction).
-func (u User) deletesPods() bool {
-	return podDeleters.Has(u.kubeSystemAccount()) ||
-		u.Name == ControllerManagerUser || u.Name == SchedulerUser || slices.Contains(u.Groups, "system:nodes")
+// deletesPod reports whether u is a cluster controller whose work includes deleting pod (the stored Pod):
+// a workload controller (workloadPodDeleters) a Pod that an object of its kind controls; a node
+// lifecycle controller (nodePodDeleters), kube-scheduler (preemption) or a kubelet (its own node's Pods,
+// held there by NodeRestriction) a Pod bound to a node; kube-controller-manager under one credential
+// either. A Pod no controller owns and no node runs is its holder's alone to delete.
+func (u User) deletesPod(pod *unstructured.Unstructured) bool {
+	if pod == nil {
+		return false
+	}
+	kcm := u.Name == ControllerManagerUser
+	if kinds, ok := workloadPodDeleters[u.kubeSystemAccount()]; ok || kcm {
+		for _, ref := range pod.GetOwnerReferences() {
+			if ref.Controller != nil && *ref.Controller && (kcm || kinds.Has(ref.Kind)) && workloadKind(ref.Kind) {
+				return true
+			}
+		}
+	}
+	if node, _, _ := unstructured.NestedString(pod.Object, "spec", "nodeName"); node != "" {
+		return kcm || nodePodDeleters.Has(u.kubeSystemAccount()) || u.Name == SchedulerUser || slices.Contains(u.Groups, "system:nodes")
+	}
+	return false
+}
+
+// bindsPods reports whether u binds Pods to nodes: kube-scheduler, or a kubelet (its own node's, held there
+// by NodeRestriction). A binding gives a Pod the node that node lifecycle controllers delete it for
+// (deletesPod), so no other controller's credential may make one.
+func (u User) bindsPods() bool {
+	return u.Name == SchedulerUser || slices.Contains(u.Groups, "system:nodes")
+}
+
+// workloadKind reports whether kind is the kind of an object whose controller deletes the Pods it controls.
+func workloadKind(kind string) bool {
+	for _, kinds := range workloadPodDeleters {
+		if kinds.Has(kind) {
+			return true
+		}
+	}
+	return false
 }
 
 // Request is one admission request for a fenced object, decoded.
