@@ -33,7 +33,8 @@ import (
 // reader lists the policies and the objects straight from the apiserver (mgr.GetAPIReader(): a cache could
 // miss an object created a moment ago); c writes (a plain client: the elector has not handed out the token
 // yet) and resolves resources with its RESTMapper. The hook needs list on fencingpolicies and on the
-// declared resources. Raising N objects takes 1 + M + N requests (M declared resources); see raiseObject
+// declared resources. Raising N objects takes 1 + M + N requests (M declared resources, each listed once
+// whatever selectors the policies give it); see raiseObject
 // for the record it finds. Every object a holder wrote is raised (raiseAll): what a user without the token
 // may add to one is bounded (admission.MaxFreePartBytes), so their number, the holder's own, sets the time.
 // The others take at most half of the time left, and those left are reported and raised by the holder's
@@ -45,34 +46,27 @@ func FenceObjectsOnAcquire(c client.Client, reader client.Reader) elector.Acquir
 		if err := reader.List(ctx, &policies, client.InNamespace(token.Lease.Namespace)); err != nil {
 			return fmt.Errorf("listing the FencingPolicies of namespace %s: %w", token.Lease.Namespace, err)
 		}
-		// Each object once, and each entry's List once, however many policies of the Lease repeat them:
-		// what a policy's author adds may not multiply the acquisition's work.
-		var objects []*unstructured.Unstructured
-		listed, seen := sets.New[string](), sets.New[types.UID]()
+		// Each object once, and each resource's List once, however many policies of the Lease name it and
+		// however their selectors are written: what a policy's author adds may not multiply the
+		// acquisition's work.
+		var entries resourceEntries
 		for _, p := range policies.Items {
 			if p.Spec.LeaseName != token.Lease.Name {
 				continue
 			}
 			for _, e := range p.Spec.Resources {
-				key, err := entryKey(e)
-				if err != nil {
+				if err := entries.add(e); err != nil {
 					return fmt.Errorf("FencingPolicy %s: %w", p.Name, err)
 				}
-				if listed.Has(key) {
-					continue
-				}
-				listed.Insert(key)
-				found, err := declared(ctx, c, reader, token.Lease.Namespace, e)
-				if err != nil {
-					return fmt.Errorf("listing the objects FencingPolicy %s declares: %w", p.Name, err)
-				}
-				for _, u := range found {
-					if !seen.Has(u.GetUID()) {
-						seen.Insert(u.GetUID())
-						objects = append(objects, u)
-					}
-				}
 			}
+		}
+		var objects []*unstructured.Unstructured
+		for _, r := range entries {
+			found, err := declared(ctx, c, reader, token.Lease.Namespace, r)
+			if err != nil {
+				return fmt.Errorf("listing the %s that FencingPolicies bound to lease %s declare: %w", r.resource, token.Lease, err)
+			}
+			objects = append(objects, found...)
 		}
 		// The objects a holder wrote (HolderWrote), all of them: the webhook's copy of the Lease may admit a
 		// write at the epoch such an object records, and only the raise orders it. The others within the
@@ -101,32 +95,78 @@ func FenceObjectsOnAcquireForConfig(cfg *rest.Config) (elector.AcquireFence, err
 	return FenceObjectsOnAcquire(c, c), nil
 }
 
-// entryKey names what one policy entry lists: its group, resource and selector.
-func entryKey(e fencingv1alpha1.FencedObjects) (string, error) {
-	sel := labels.Everything()
-	if e.Selector != nil {
-		var err error
-		if sel, err = metav1.LabelSelectorAsSelector(e.Selector); err != nil {
-			return "", fmt.Errorf("the selector of %s: %w", schema.GroupResource{Group: e.Group, Resource: e.Resource}, err)
-		}
-	}
-	return schema.GroupResource{Group: e.Group, Resource: e.Resource}.String() + "?" + sel.String(), nil
+// resourceEntries are the policy entries of one Lease, by resource: each resource is listed once.
+type resourceEntries []*resourceEntry
+
+// resourceEntry is one resource the policies declare and the selectors they declare it with, each once
+// (by its canonical form); every object of the resource when one entry has no selector.
+type resourceEntry struct {
+	resource   schema.GroupResource
+	everything bool
+	selectors  []labels.Selector
+	seen       sets.Set[string]
 }
 
-// declared lists the objects of one policy entry in namespace.
-func declared(ctx context.Context, c client.Client, reader client.Reader, namespace string, e fencingv1alpha1.FencedObjects) ([]*unstructured.Unstructured, error) {
-	gvk, err := c.RESTMapper().KindFor(schema.GroupVersionResource{Group: e.Group, Resource: e.Resource})
+// add records policy entry e.
+func (rs *resourceEntries) add(e fencingv1alpha1.FencedObjects) error {
+	gr := schema.GroupResource{Group: e.Group, Resource: e.Resource}
+	var r *resourceEntry
+	for _, x := range *rs {
+		if x.resource == gr {
+			r = x
+		}
+	}
+	if r == nil {
+		r = &resourceEntry{resource: gr, seen: sets.New[string]()}
+		*rs = append(*rs, r)
+	}
+	if e.Selector == nil {
+		r.everything = true
+		return nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(e.Selector)
+	if err != nil {
+		return fmt.Errorf("the selector of %s: %w", gr, err)
+	}
+	if key := sel.String(); !r.seen.Has(key) {
+		r.seen.Insert(key)
+		r.selectors = append(r.selectors, sel)
+	}
+	return nil
+}
+
+// listSelector is the selector r's one List sends: every object when one entry has no selector or the
+// entries have several (matches then picks), the one selector otherwise.
+func (r *resourceEntry) listSelector() labels.Selector {
+	if r.everything || len(r.selectors) != 1 {
+		return labels.Everything()
+	}
+	return r.selectors[0]
+}
+
+// matches reports whether an object with labels ls is one that r declares.
+func (r *resourceEntry) matches(ls labels.Set) bool {
+	if r.everything {
+		return true
+	}
+	for _, sel := range r.selectors {
+		if sel.Matches(ls) {
+			return true
+		}
+	}
+	return false
+}
+
+// declared lists the objects of namespace that r declares, with one List.
+func declared(ctx context.Context, c client.Client, reader client.Reader, namespace string, r *resourceEntry) ([]*unstructured.Unstructured, error) {
+	gvk, err := c.RESTMapper().KindFor(r.resource.WithVersion(""))
 	if err != nil {
 		return nil, err
 	}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	opts := []client.ListOption{client.InNamespace(namespace)}
-	if e.Selector != nil {
-		sel, err := metav1.LabelSelectorAsSelector(e.Selector)
-		if err != nil {
-			return nil, err
-		}
+	if sel := r.listSelector(); !sel.Empty() {
 		opts = append(opts, client.MatchingLabelsSelector{Selector: sel})
 	}
 	if err := reader.List(ctx, list, opts...); err != nil {
@@ -134,11 +174,12 @@ func declared(ctx context.Context, c client.Client, reader client.Reader, namesp
 	}
 	out := make([]*unstructured.Unstructured, 0, len(list.Items))
 	for i := range list.Items {
-		if fencingv1alpha1.ClusterOwned(e.Group, e.Resource, list.Items[i].GetName()) {
+		u := &list.Items[i]
+		if fencingv1alpha1.ClusterOwned(r.resource.Group, r.resource.Resource, u.GetName()) || !r.matches(labels.Set(u.GetLabels())) {
 			continue // no policy covers it: the webhook admits every write of it
 		}
-		list.Items[i].SetGroupVersionKind(gvk)
-		out = append(out, &list.Items[i])
+		u.SetGroupVersionKind(gvk)
+		out = append(out, u)
 	}
 	return out, nil
 }
