@@ -133,20 +133,6 @@ func TestRound11ForeignPoliciesStormFailsTheHoldersWrites(t *testing.T) {
 	}
 }
 
-// round11PadLeaseEntry returns a managedFields fieldsV1 set owning n annotations the Lease does not have.
-func round11PadLeaseEntry(n int) string {
-	var b strings.Builder
-	b.WriteString(`{"f:metadata":{"f:annotations":{`)
-	for i := range n {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		fmt.Fprintf(&b, `"f:example.com/pad-%07d":{}`, i)
-	}
-	b.WriteString(`}}}`)
-	return b.String()
-}
-
 // round11LeaseTimes holds the Lease of namespace ns (worker holder at epoch 1, a policy over ConfigMaps) and
 // measures, after pad (nil: none): ten renewals, ten fenced ConfigMap creates, an acquisition at epoch 2 by
 // another worker, and the Lease's size.
