@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fencekit/fencekit/pkg/fencing"
@@ -145,8 +146,12 @@ func (a *attack) do(s step) {
 	w := a.w
 	var r result
 	var l *loops
+	var lease *unstructured.Unstructured
 	t0 := time.Now()
 	switch s.kind {
+	case kLease:
+		lease = w.lease()
+		r = w.leaseWrite(s)
 	case kWrite:
 		r = w.write(s)
 	case kPad:
@@ -183,6 +188,9 @@ func (a *attack) do(s step) {
 	}
 	t2 := time.Now()
 	a.checkHeadroom(&s, l)
+	if s.kind == kLease && lease != nil {
+		a.checkLease(&s, r, lease)
+	}
 	a.model, _ = w.read()
 	if testing.Verbose() {
 		a.t.Logf("%s (%v; checks %v; holder %v)", line, t1.Sub(t0).Round(time.Millisecond), t2.Sub(t1).Round(time.Millisecond), time.Since(t2).Round(time.Millisecond))
@@ -474,6 +482,8 @@ func (st *stats) count(s step, r result) {
 		route = "LOOP " + s.loop + " " + s.route.String()
 	case kHolderDelete, kFinishDelete:
 		route = "HOLDER DELETE configmaps"
+	case kLease:
+		route = fmt.Sprintf("%s %s (the holder's)", strings.ToUpper(s.verb), s.route)
 	case kWrite:
 	}
 	for _, mk := range []struct {

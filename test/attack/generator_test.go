@@ -25,6 +25,8 @@ const (
 	kHolderDelete
 	// kFinishDelete lets the owner's deletion complete and checks its dependent (I4 ends).
 	kFinishDelete
+	// kLease is a write of the holder's Lease by one of its other writers (lease_test.go).
+	kLease
 )
 
 // managerSpec is the field manager a write presents: none, a tool's name, a token relative to the Lease's
@@ -159,6 +161,16 @@ func (s step) String() string {
 		fmt.Fprintf(&b, "the holder deletes ConfigMap %s with its fenced client (%s)", s.target, p)
 	case kFinishDelete:
 		fmt.Fprintf(&b, "the deletion of ConfigMap %s completes (free finalizers removed)", s.target)
+	case kLease:
+		if s.verb == "delete" {
+			fmt.Fprintf(&b, "%s DELETE the holder's Lease %s (%s)", s.actor, s.target, s.del)
+		} else {
+			fmt.Fprintf(&b, "%s %s the holder's Lease %s: %s (%s", s.actor, strings.ToUpper(s.verb), s.target, s.change, s.manager)
+			if s.force {
+				b.WriteString(", force")
+			}
+			b.WriteString(")")
+		}
 	}
 	if s.dryRun {
 		b.WriteString(" [dry run]")
@@ -277,6 +289,7 @@ func (g *generator) plan() []step {
 		weighted[string]{7, "deletion"},
 		weighted[string]{7, "loop"},
 		weighted[string]{4, "ownership"},
+		weighted[string]{6, "lease"},
 	)
 	switch what {
 	case "pad":
@@ -299,6 +312,8 @@ func (g *generator) plan() []step {
 		return g.deletion()
 	case "loop":
 		return []step{g.loopStep()}
+	case "lease":
+		return []step{g.leaseStep()}
 	case "ownership":
 		s := g.writeOn(g.routeOf("", "configmaps", ""), oneOf(g.rng, configMaps...))
 		if g.chance(0.4) {

@@ -169,6 +169,7 @@ func newWorld(t *testing.T, routes []route, gc bool) *world {
 	}
 	slices.Sort(granted)
 	env.Grant(t, w.ns, "attack-objects", objectRules(routes), granted...)
+	env.Grant(t, w.ns, "attack-leases", leaseRules, granted...)
 	env.Grant(t, w.ns, "attack-policy-reader", []rbacv1.PolicyRule{{APIGroups: []string{fencingv1alpha1.GroupVersion.Group},
 		Resources: []string{"fencingpolicies"}, Verbs: []string{"get", "list", "watch"}}}, holder.User)
 	for _, u := range granted {
