@@ -155,10 +155,13 @@ func TestFencedWrites(t *testing.T) {
 	// and the writer's own check refuses it before sending.
 	_, err = fencing.NewWriter(a.Client).Set(ctx, ta, key, map[string]any{"v": "a5-later"})
 	wantRefused(t, err, fencing.IsStale, "stale epoch 5")
-	raw := get(t, key)
-	raw.Spec.Epoch, raw.Spec.Data.Raw = 5, []byte(`{"v":"a5-raw"}`)
-	raw.Annotations[fencingv1alpha1.WriterAnnotation] = "worker-a"
-	err = a.Client.Update(ctx, raw)
+	// A raw update at epoch 5, read again if the operator's status write comes between the read and it.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		raw := get(t, key)
+		raw.Spec.Epoch, raw.Spec.Data.Raw = 5, []byte(`{"v":"a5-raw"}`)
+		raw.Annotations[fencingv1alpha1.WriterAnnotation] = "worker-a"
+		return a.Client.Update(ctx, raw)
+	})
 	wantRefused(t, err, fencing.IsStale, "stale epoch 5: this FencedResource has already admitted epoch 6")
 	if got := get(t, key); data(t, got)["v"] != "b6" || got.Spec.Epoch != 6 || got.Annotations[fencingv1alpha1.WriterAnnotation] != "worker-b" {
 		t.Fatalf("stored %v at epoch %d by %s, want worker-b's b6 at epoch 6", data(t, got), got.Spec.Epoch, got.Annotations[fencingv1alpha1.WriterAnnotation])
