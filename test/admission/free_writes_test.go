@@ -399,6 +399,9 @@ func deploymentHolder(t *testing.T, dep *appsv1.Deployment, users ...string) (cl
 	t.Helper()
 	ns := dep.Namespace
 	holder := newWorker(t, ns, "app-operator")
+	// It never renews: a Lease of 15 s would expire under a slow test, and with it every hold (held only
+	// while the Lease is live).
+	holder.LeaseDuration = 10 * time.Minute
 	grantObjects(t, ns, append([]string{holder.User}, users...)...)
 	declarePolicy(t, ns, "app", fencingv1alpha1.FencedObjects{Group: "apps", Resource: "deployments"},
 		fencingv1alpha1.FencedObjects{Resource: "configmaps", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "fenced"}}})
