@@ -264,7 +264,7 @@ func decideFree(r *Request) Verdict {
 	}
 	if merged := mergedIntoWritten(r); len(merged) > 0 {
 		return refuse(r.tokenMissing(FieldManagedFields, fmt.Sprintf(
-			"this write adds an Update entry to metadata.managedFields past the apiserver's ten, which makes it merge the entries of %s, owning content, into its ancient-changes entry, and fencekit counts that entry as a holder's: the object, which no holder wrote, would count as written (sent with the field manager of an existing entry, the write merges nothing)",
+			"this write puts the content that the managedFields entries of %s own into the apiserver's ancient-changes entry (the apiserver merges the oldest Update entries there past ten; a write may also rename an entry), and fencekit counts that entry as a holder's: the object, which no holder wrote, would count as written (sent with the field manager of an existing entry, a write adds no entry and sets off no merge)",
 			strings.Join(merged, ", "))))
 	}
 	if before, after := objectBytes(r.Old, r.OldBytes), objectBytes(r.New, r.NewBytes); after > before && after > MaxFreeObjectBytes {
@@ -596,25 +596,16 @@ func decideDelete(r *Request, l *Lease, now time.Time) Verdict {
 	switch {
 	case r.User.breakGlass():
 		return admit
-	case r.User.is(GarbageCollectorUser) && r.Old != nil && len(r.Old.GetOwnerReferences()) > 0:
-		// The collector deletes a dependent whose owners are gone or being deleted in the foreground: the
-		// owner references it acts on are fenced. An object without any is not its to delete.
-		return admit
 	case r.Old != nil && r.Old.GetDeletionTimestamp() != nil && r.deletionChange() == "":
-		return admit
-	case r.Class == Object && r.Kind == "Pod" && r.User.deletesPod(r.Old):
 		return admit
 	case r.User.is(NamespaceControllerUser) && r.NamespaceTerminating:
 		return admit
-	case r.Class == Object && r.Kind == "Secret" && r.User.is(TokenControllerUser) && r.Old != nil &&
-		secretType(r.Old) == "kubernetes.io/service-account-token":
-		// The token controller deletes a token Secret whose ServiceAccount is gone: its token names an
-		// account that no longer exists, and only that controller makes this delete.
+	}
+	orphans := r.orphansByOptions()
+	if who := r.controllerDelete(); who != "" && !orphans {
 		return admit
-	case r.Class == Object && r.Kind == "Job" && r.User.is(TTLControllerUser) && finishedWithTTL(r.Old):
-		// The Job's TTL is the holder's (spec, fenced), its finish the Job controller's (status): the
-		// delete carries out what the holder wrote, and only that controller makes it.
-		return admit
+	}
+	switch {
 	case l == nil || l.Source == Copy:
 		return Verdict{Need: NeedQuorum}
 	case !l.Live(now):
@@ -632,6 +623,11 @@ func decideDelete(r *Request, l *Lease, now time.Time) Verdict {
 			return refuse(r.errAt(FieldPropagation, protocol.ReasonNotHolder, stored, l.Epoch,
 				"%s is being deleted and %s: only the holder of lease %s (%s at epoch %d, user %q) or an admin (group %s) may change its deletion",
 				what, change, r.LeaseName, l.Holder, l.Epoch, l.Acquirer, BreakGlassGroup))
+		}
+		if who := r.controllerDelete(); who != "" && orphans {
+			return refuse(r.errAt(FieldPropagation, protocol.ReasonNotHolder, stored, l.Epoch,
+				"%s: %s may delete it, but its options (%s) would orphan its dependents, which its finalizers and its resource's default would have deleted: what a delete does to the dependents is the holder's of lease %s (%s at epoch %d, user %q)",
+				what, who, r.DeleteOptions, r.LeaseName, l.Holder, l.Epoch, l.Acquirer))
 		}
 		return refuse(r.errAt("", protocol.ReasonNotHolder, stored, l.Epoch,
 			"%s %s lease %s, held by %s at epoch %d: only that holder's user %q or an admin (group %s) may delete it",
@@ -659,6 +655,39 @@ func decideDelete(r *Request, l *Lease, now time.Time) Verdict {
 			what, r.boundTo(), r.LeaseName, l.Holder, l.Epoch, r.Old.GetResourceVersion(), got))
 	}
 	return admit
+}
+
+// controllerDelete names the cluster controller whose work includes this DELETE, "" if none: the garbage
+// collector deleting a dependent (an object with owner references: those are fenced, so the owners whose
+// absence makes it delete are the holder's; an object without any is not its to delete); a Pod-deleting
+// controller deleting a Pod its work deletes (User.deletesPod); the tokens controller deleting a token
+// Secret (its token names a ServiceAccount that no longer exists, and only that controller makes this
+// delete); the TTL controller deleting a finished Job whose TTL the holder set (spec, fenced; the finish
+// is the Job controller's status).
+func (r *Request) controllerDelete() string {
+	switch {
+	case r.Old == nil:
+		return ""
+	case r.User.is(GarbageCollectorUser) && len(r.Old.GetOwnerReferences()) > 0:
+		return "the garbage collector"
+	case r.Class == Object && r.Kind == "Pod" && r.User.deletesPod(r.Old):
+		return "the cluster controller " + strconv.Quote(r.User.Name) + ", whose work deletes this Pod,"
+	case r.Class == Object && r.Kind == "Secret" && r.User.is(TokenControllerUser) && secretType(r.Old) == "kubernetes.io/service-account-token":
+		return "the tokens controller"
+	case r.Class == Object && r.Kind == "Job" && r.User.is(TTLControllerUser) && finishedWithTTL(r.Old):
+		return "the TTL controller"
+	}
+	return ""
+}
+
+// orphansByOptions reports whether r's DELETE options would orphan the dependents where the object's own
+// deletion finalizers and its resource's default would have them deleted: a controller may decide that an
+// object goes, never what becomes of what it owns (I4).
+func (r *Request) orphansByOptions() bool {
+	orphan, foreground := deletionFinalizers(r.Old)
+	byDefault, _ := DeleteOptions{DefaultOrphans: r.DeleteOptions.DefaultOrphans}.finalizers(orphan, foreground)
+	withOptions, _ := r.DeleteOptions.finalizers(orphan, foreground)
+	return withOptions && !byDefault
 }
 
 // deletionChange says what a DELETE of an object whose deletion was already admitted would change, ""

@@ -273,9 +273,13 @@ var allowlist = []freeRule{{
 	name: "the scheduler's binding",
 	frees: func(r *Request, p Path) bool {
 		// The apiserver copies a Binding's annotations onto the Pod: they are not the binding's to set.
-		return r.Class == Object && r.Subresource == "binding" && r.User.bindsPods() && !p.under("metadata", "annotations")
+		if r.Class != Object || r.Subresource != "binding" || r.New == nil || p.under("metadata", "annotations") {
+			return false
+		}
+		node, _, _ := unstructured.NestedString(r.New.Object, "target", "name")
+		return r.User.bindsPods(node)
 	},
-	why: "a Binding assigns a Pod to a node and nothing else; only the scheduler (or a kubelet for its own " +
+	why: "a Binding assigns a Pod to a node and nothing else; only the scheduler (or a kubelet, to its own " +
 		"node) makes one",
 }, {
 	name: "the garbage collector's orphaning",

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/fencekit/fencekit/pkg/protocol"
@@ -108,15 +109,15 @@ var kubeControllerManagerAccounts = sets.New(
 )
 
 // workloadPodDeleters are the controllers among them that delete the Pods their own objects control
-// (scaling down, replacing, cleaning up), by the kinds of those objects: a Pod's controller owner
-// reference is fenced, so a holder (or whoever created the Pod before a policy covered it) set it.
+// (scaling down, replacing, cleaning up), by the group and kind of those objects ("group/Kind"): a Pod's
+// controller owner reference is fenced, so a holder (or whoever created the Pod before a policy covered
+// it) set it.
 var workloadPodDeleters = map[string]sets.Set[string]{
-	"cronjob-controller":     sets.New("Job"),
-	"daemon-set-controller":  sets.New("DaemonSet"),
-	"job-controller":         sets.New("Job"),
-	"replicaset-controller":  sets.New("ReplicaSet"),
-	"replication-controller": sets.New("ReplicationController"),
-	"statefulset-controller": sets.New("StatefulSet"),
+	"daemon-set-controller":  sets.New("apps/DaemonSet"),
+	"job-controller":         sets.New("batch/Job"),
+	"replicaset-controller":  sets.New("apps/ReplicaSet"),
+	"replication-controller": sets.New("/ReplicationController"),
+	"statefulset-controller": sets.New("apps/StatefulSet"),
 }
 
 // nodePodDeleters are the controllers among them that delete Pods bound to a node: evicting them from a
@@ -150,10 +151,10 @@ func (u User) kubeControllerManager() bool {
 }
 
 // deletesPod reports whether u is a cluster controller whose work includes deleting pod (the stored Pod):
-// a workload controller (workloadPodDeleters) a Pod that an object of its kind controls; a node
-// lifecycle controller (nodePodDeleters), kube-scheduler (preemption) or a kubelet (its own node's Pods,
-// held there by NodeRestriction) a Pod bound to a node; kube-controller-manager under one credential
-// either. A Pod no controller owns and no node runs is its holder's alone to delete.
+// a workload controller (workloadPodDeleters) a Pod that an object of its group and kind controls; a node
+// lifecycle controller (nodePodDeleters) or kube-scheduler (preemption) a Pod bound to a node, a kubelet
+// one bound to its own node; kube-controller-manager under one credential either. A Pod no controller
+// owns and no node runs is its holder's alone to delete.
 func (u User) deletesPod(pod *unstructured.Unstructured) bool {
 	if pod == nil {
 		return false
@@ -161,28 +162,41 @@ func (u User) deletesPod(pod *unstructured.Unstructured) bool {
 	kcm := u.Name == ControllerManagerUser
 	if kinds, ok := workloadPodDeleters[u.kubeSystemAccount()]; ok || kcm {
 		for _, ref := range pod.GetOwnerReferences() {
-			if ref.Controller != nil && *ref.Controller && (kcm || kinds.Has(ref.Kind)) && workloadKind(ref.Kind) {
+			gv, err := schema.ParseGroupVersion(ref.APIVersion)
+			if err != nil || ref.Controller == nil || !*ref.Controller {
+				continue
+			}
+			if owner := gv.Group + "/" + ref.Kind; kcm && workloadKind(owner) || kinds.Has(owner) {
 				return true
 			}
 		}
 	}
-	if node, _, _ := unstructured.NestedString(pod.Object, "spec", "nodeName"); node != "" {
-		return kcm || nodePodDeleters.Has(u.kubeSystemAccount()) || u.Name == SchedulerUser || slices.Contains(u.Groups, "system:nodes")
+	node, _, _ := unstructured.NestedString(pod.Object, "spec", "nodeName")
+	if node == "" {
+		return false
 	}
-	return false
+	return kcm || nodePodDeleters.Has(u.kubeSystemAccount()) || u.Name == SchedulerUser || u.isNode(node)
 }
 
-// bindsPods reports whether u binds Pods to nodes: kube-scheduler, or a kubelet (its own node's, held there
-// by NodeRestriction). A binding gives a Pod the node that node lifecycle controllers delete it for
-// (deletesPod), so no other controller's credential may make one.
-func (u User) bindsPods() bool {
-	return u.Name == SchedulerUser || slices.Contains(u.Groups, "system:nodes")
+// isNode reports whether u is the kubelet of node (group system:nodes, user system:node:<node>): the
+// apiserver's NodeRestriction holds a kubelet to its own node's Pods where it runs, and the rule does not
+// count on it.
+func (u User) isNode(node string) bool {
+	return slices.Contains(u.Groups, "system:nodes") && u.Name == "system:node:"+node
 }
 
-// workloadKind reports whether kind is the kind of an object whose controller deletes the Pods it controls.
-func workloadKind(kind string) bool {
+// bindsPods reports whether u may bind a Pod to node: kube-scheduler, or a kubelet to its own node. A
+// binding gives a Pod the node that node lifecycle controllers delete it for (deletesPod), so no other
+// controller's credential may make one.
+func (u User) bindsPods(node string) bool {
+	return u.Name == SchedulerUser || u.isNode(node)
+}
+
+// workloadKind reports whether owner ("group/Kind") is the kind of an object whose controller deletes the
+// Pods it controls.
+func workloadKind(owner string) bool {
 	for _, kinds := range workloadPodDeleters {
-		if kinds.Has(kind) {
+		if kinds.Has(owner) {
 			return true
 		}
 	}
