@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -157,13 +158,15 @@ func (r *resourceEntry) matches(ls labels.Set) bool {
 	return false
 }
 
-// declared lists the objects of namespace that r declares, with one List.
+// declared lists the objects of namespace that r declares, with one List of their metadata only: the
+// raise reads and writes nothing else, and what a user without the token may put in an object's body
+// (data of up to the apiserver's limit, in objects no policy selects) is never sent.
 func declared(ctx context.Context, c client.Client, reader client.Reader, namespace string, r *resourceEntry) ([]*unstructured.Unstructured, error) {
 	gvk, err := c.RESTMapper().KindFor(r.resource.WithVersion(""))
 	if err != nil {
 		return nil, err
 	}
-	list := &unstructured.UnstructuredList{}
+	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	opts := []client.ListOption{client.InNamespace(namespace)}
 	if sel := r.listSelector(); !sel.Empty() {
@@ -174,10 +177,15 @@ func declared(ctx context.Context, c client.Client, reader client.Reader, namesp
 	}
 	out := make([]*unstructured.Unstructured, 0, len(list.Items))
 	for i := range list.Items {
-		u := &list.Items[i]
-		if fencingv1alpha1.ClusterOwned(r.resource.Group, r.resource.Resource, u.GetName()) || !r.matches(labels.Set(u.GetLabels())) {
+		m := &list.Items[i]
+		if fencingv1alpha1.ClusterOwned(r.resource.Group, r.resource.Resource, m.GetName()) || !r.matches(labels.Set(m.GetLabels())) {
 			continue // no policy covers it: the webhook admits every write of it
 		}
+		md, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&m.ObjectMeta)
+		if err != nil {
+			return nil, fmt.Errorf("reading the metadata of %s %s/%s: %w", gvk.Kind, namespace, m.GetName(), err)
+		}
+		u := &unstructured.Unstructured{Object: map[string]any{"metadata": md}}
 		u.SetGroupVersionKind(gvk)
 		out = append(out, u)
 	}
