@@ -186,23 +186,7 @@ func (w *world) write(s step) result {
 			data []byte
 			pt   types.PatchType
 		)
-		switch s.verb {
-		case "merge":
-			data, err = mergePatch(cur, upd)
-			pt = types.MergePatchType
-		case "json":
-			data, err = jsonPatch(cur, upd, s.force)
-			pt = types.JSONPatchType
-		case "strategic":
-			data, err = strategicPatch(cur, upd)
-			pt = types.StrategicMergePatchType
-		case "apply":
-			data, err = applyBody(cur, upd)
-			pt = types.ApplyPatchType
-			if mgr == "" {
-				mgr = "attacker-apply"
-			}
-		}
+		data, pt, mgr, err = patchFor(s.verb, cur, upd, s.force, mgr)
 		if err != nil {
 			return result{outcome: failed, msg: "building the patch: " + err.Error()}
 		}

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/fencekit/fencekit/internal/operator/admission"
@@ -201,25 +200,11 @@ func (w *world) leaseWrite(s step) result {
 	}
 	upd := cur.DeepCopy()
 	applyLease(upd, s.change, epoch, a.user)
-	var data []byte
-	var pt types.PatchType
-	switch s.verb {
-	case "update":
+	if s.verb == "update" {
 		_, err = ri.Update(ctx, upd, metav1.UpdateOptions{FieldManager: mgr, DryRun: dry})
 		return withDetail(classify(err), mgr, nil)
-	case "merge":
-		data, err = mergePatch(cur, upd)
-		pt = types.MergePatchType
-	case "json":
-		data, err = jsonPatch(cur, upd, s.force)
-		pt = types.JSONPatchType
-	case "apply":
-		data, err = applyBody(cur, upd)
-		pt = types.ApplyPatchType
-		if mgr == "" {
-			mgr = "attacker-apply"
-		}
 	}
+	data, pt, mgr, err := patchFor(s.verb, cur, upd, s.force, mgr)
 	if err != nil {
 		return result{outcome: failed, msg: "building the patch: " + err.Error()}
 	}

@@ -282,6 +282,30 @@ func (c change) changeManaged(u *unstructured.Unstructured, e changeEnv) bool {
 	return true
 }
 
+// patchFor is the patch of verb (merge, json, strategic, apply) from old to updated, its type and the field
+// manager to send it with (an apply needs one: "attacker-apply" when mgr is empty). force leads a JSON patch
+// with a test of the resourceVersion.
+func patchFor(verb string, old, updated *unstructured.Unstructured, force bool, mgr string) ([]byte, types.PatchType, string, error) {
+	switch verb {
+	case "merge":
+		data, err := mergePatch(old, updated)
+		return data, types.MergePatchType, mgr, err
+	case "json":
+		data, err := jsonPatch(old, updated, force)
+		return data, types.JSONPatchType, mgr, err
+	case "strategic":
+		data, err := strategicPatch(old, updated)
+		return data, types.StrategicMergePatchType, mgr, err
+	case "apply":
+		if mgr == "" {
+			mgr = "attacker-apply"
+		}
+		data, err := applyBody(old, updated)
+		return data, types.ApplyPatchType, mgr, err
+	}
+	return nil, "", mgr, fmt.Errorf("no patch for verb %q", verb)
+}
+
 // mergePatch is the JSON merge patch from old to updated.
 func mergePatch(old, updated *unstructured.Unstructured) ([]byte, error) {
 	a, err := json.Marshal(old.Object)
