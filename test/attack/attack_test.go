@@ -213,7 +213,7 @@ func (a *attack) checkContent(s *step, r result) {
 		if s.dryRun && r.returned != nil && isWorldName(s.route.parent.Resource, s.target) && r.returned.GetKind() == s.route.parentKind {
 			o := worldObject{s.route.parent.Resource, s.route.parentKind, s.target}
 			for _, f := range diff(o.String(), a.model[o], contentOf(r.returned)) {
-				if f.field != "object" && !allowed(actor, o, f, false) {
+				if f.field != "object" && !allowed(actor, o, a.model[o], f, false) {
 					a.violate("I1 (content)", s, "a dry run admitted without the token would change "+f.String())
 				}
 			}
@@ -234,7 +234,7 @@ func (a *attack) checkContent(s *step, r result) {
 			if s.kind == kHolderDelete || s.kind == kFinishDelete {
 				continue
 			}
-			if allowed(actor, o, f, ownerGone) {
+			if allowed(actor, o, a.model[o], f, ownerGone) {
 				continue
 			}
 			switch {

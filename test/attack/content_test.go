@@ -150,18 +150,25 @@ func (w *world) read() (model, map[worldObject]*unstructured.Unstructured) {
 	return m, objs
 }
 
-// allowed reports whether change f of object o, after a write by a (nil: none of the actors) that the
-// threat model lets through without a token, is the allowlist's: the garbage collector deletes and
-// removes owner references; the cluster's controllers delete Pods and bind them (spec.nodeName, once);
-// and the garbage collector's own consequences of an owner that is gone (the dependent deleted or
-// orphaned).
-func allowed(a *actor, o worldObject, f fieldChange, ownerGone bool) bool {
+// allowed reports whether change f of object o (before: what it held before the step), after a write by a
+// (nil: none of the actors) that the threat model lets through without a token, is the allowlist's: the
+// garbage collector deletes objects that have owners and removes owner references; the scheduler binds a
+// Pod (spec.nodeName, once), and the scheduler and kube-controller-manager's one credential delete a Pod
+// bound to a node, node-b's kubelet one bound to node-b and binds to node-b (deletion.md: no world Pod
+// has a controller owner); and the garbage collector's own
+// consequences of an owner that is gone (the dependent deleted or orphaned).
+func allowed(a *actor, o worldObject, before content, f fieldChange, ownerGone bool) bool {
 	deletion := f.field == "object" && f.to == "absent" || f.field == "deletion"
 	removesOwner := f.field == "metadata.ownerReferences" && len(f.to) < len(f.from)
+	node := before["spec.nodeName"]
+	podDeleter := a != nil && (a.name == actorScheduler || a.name == actorKCM || a.name == actorKubelet && node == kubeletNode)
+	binder := a != nil && (a.name == actorScheduler || a.name == actorKubelet && f.to == kubeletNode)
 	switch {
-	case a != nil && a.gc && (deletion || removesOwner):
+	case a != nil && a.gc && (deletion && before["metadata.ownerReferences"] != "" || removesOwner):
 		return true
-	case a != nil && a.controller && o.kind == "Pod" && (deletion || f.field == "spec.nodeName" && f.from == ""):
+	case o.kind == "Pod" && deletion && podDeleter && node != "":
+		return true
+	case o.kind == "Pod" && f.field == "spec.nodeName" && f.from == "" && binder:
 		return true
 	case o.name == dependentName && ownerGone && (deletion || removesOwner):
 		return true

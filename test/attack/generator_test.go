@@ -219,6 +219,8 @@ const (
 	actorScheduler = "scheduler"
 	actorDeploy    = "deployment-controller"
 	actorKCM       = "kube-controller-manager"
+	actorKubelet   = "kubelet" // node-b's
+	kubeletNode    = "node-b"
 )
 
 // generator is the seeded generator: steps come from the seed alone, never from what earlier steps did,
@@ -341,7 +343,7 @@ func (g *generator) actor() string {
 	return pick(g.rng,
 		weighted[string]{6, actorStale}, weighted[string]{4, actorOther}, weighted[string]{6, actorEditor},
 		weighted[string]{4, actorGitOps}, weighted[string]{1, actorGC}, weighted[string]{2, actorScheduler},
-		weighted[string]{1, actorDeploy}, weighted[string]{1, actorKCM})
+		weighted[string]{1, actorDeploy}, weighted[string]{1, actorKCM}, weighted[string]{1, actorKubelet})
 }
 
 // managerFor is a field manager actor might present.
@@ -548,7 +550,7 @@ func (g *generator) binding() step {
 	r := oneOf(g.rng, rs...)
 	s := g.writeOn(r, oneOf(g.rng, pods...))
 	s.actor = pick(g.rng, weighted[string]{5, actorEditor}, weighted[string]{2, actorGitOps}, weighted[string]{2, actorOther},
-		weighted[string]{2, actorStale}, weighted[string]{3, actorScheduler})
+		weighted[string]{2, actorStale}, weighted[string]{3, actorScheduler}, weighted[string]{1, actorKubelet})
 	s.manager = g.managerFor(s.actor)
 	s.verb = "create"
 	return s

@@ -63,11 +63,11 @@ func gvrOf(resource string) schema.GroupVersionResource {
 type actor struct {
 	name, user string
 	groups     []string
-	// controller is set for the cluster's controllers, gc for the garbage collector.
-	controller, gc bool
-	cfg            *rest.Config
-	c              client.Client
-	dyn            dynamic.Interface
+	// gc is set for the garbage collector.
+	gc  bool
+	cfg *rest.Config
+	c   client.Client
+	dyn dynamic.Interface
 }
 
 // userClients returns a client and a dynamic client authenticated as user, without client-side rate
@@ -153,13 +153,13 @@ func newWorld(t *testing.T, routes []route, gc bool) *world {
 		actorScheduler: {"system:kube-scheduler"},
 		actorDeploy:    {"system:serviceaccount:kube-system:deployment-controller", "system:serviceaccounts", "system:serviceaccounts:kube-system"},
 		actorKCM:       {"system:kube-controller-manager"},
+		actorKubelet:   {"system:node:" + kubeletNode, "system:nodes"},
 		actorStale:     {holder.User},
 		actorOther:     {other.User},
 	}
 	var granted []string
 	for name, u := range users {
 		a := &actor{name: name, user: u[0], groups: u[1:]}
-		a.controller = slices.Contains([]string{actorGC, actorScheduler, actorDeploy, actorKCM}, name)
 		a.gc = name == actorGC
 		a.cfg, a.c, a.dyn = userClients(t, a.user, a.groups...)
 		w.actors[name] = a
