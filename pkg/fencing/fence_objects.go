@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -104,23 +104,18 @@ type resourceEntries []*resourceEntry
 type resourceEntry struct {
 	resource   schema.GroupResource
 	everything bool
-	selectors  []labels.Selector
-	seen       sets.Set[string]
+	selectors  map[string]labels.Selector
 }
 
 // add records policy entry e.
 func (rs *resourceEntries) add(e fencingv1alpha1.FencedObjects) error {
 	gr := schema.GroupResource{Group: e.Group, Resource: e.Resource}
-	var r *resourceEntry
-	for _, x := range *rs {
-		if x.resource == gr {
-			r = x
-		}
+	i := slices.IndexFunc(*rs, func(x *resourceEntry) bool { return x.resource == gr })
+	if i < 0 {
+		*rs = append(*rs, &resourceEntry{resource: gr, selectors: map[string]labels.Selector{}})
+		i = len(*rs) - 1
 	}
-	if r == nil {
-		r = &resourceEntry{resource: gr, seen: sets.New[string]()}
-		*rs = append(*rs, r)
-	}
+	r := (*rs)[i]
 	if e.Selector == nil {
 		r.everything = true
 		return nil
@@ -129,20 +124,19 @@ func (rs *resourceEntries) add(e fencingv1alpha1.FencedObjects) error {
 	if err != nil {
 		return fmt.Errorf("the selector of %s: %w", gr, err)
 	}
-	if key := sel.String(); !r.seen.Has(key) {
-		r.seen.Insert(key)
-		r.selectors = append(r.selectors, sel)
-	}
+	r.selectors[sel.String()] = sel
 	return nil
 }
 
 // listSelector is the selector r's one List sends: every object when one entry has no selector or the
 // entries have several (matches then picks), the one selector otherwise.
 func (r *resourceEntry) listSelector() labels.Selector {
-	if r.everything || len(r.selectors) != 1 {
-		return labels.Everything()
+	if !r.everything && len(r.selectors) == 1 {
+		for _, sel := range r.selectors {
+			return sel
+		}
 	}
-	return r.selectors[0]
+	return labels.Everything()
 }
 
 // matches reports whether an object with labels ls is one that r declares.
