@@ -61,8 +61,12 @@ func refuse(err *fencing.Error) Verdict { return Verdict{Err: err} }
 
 // Decide decides r, given the bound Lease as read (nil: not read yet; Missing: it does not exist) and the
 // time now. A write that presents no token is decided without the Lease, unless the object carries a
-// deletion marker or a hold (held); a DELETE under a live Lease and every write that presents a token need it. A view from the webhook's copy (Source Copy) may only admit:
-// where it could refuse, or where the copy cannot be trusted to decide, the verdict asks for a quorum read.
+// deletion marker or a hold (held); it is refused while a write that presents a token is being decided on
+// the same stored object (Racing: the apiserver decides a patch again after every conflict, and the
+// token's write, which may read the Lease, is slower to decide than one without the token, which could
+// otherwise win every round). A DELETE under a live Lease and every write that presents a token need the
+// Lease. A view from the webhook's copy (Source Copy) may only admit: where it could refuse, or where the
+// copy cannot be trusted to decide, the verdict asks for a quorum read.
 // A write of a fenced Lease (FencedLease) is decided on its size alone, without l (decideLease).
 func Decide(r *Request, l *Lease, now time.Time) Verdict {
 	if r.Class == FencedLease {
@@ -72,6 +76,11 @@ func Decide(r *Request, l *Lease, now time.Time) Verdict {
 		return decideDelete(r, l, now)
 	}
 	if !r.presents() {
+		if r.Racing > 0 && r.Operation == Update && r.Old != nil {
+			return refuse(r.errAt(FieldFieldManager, protocol.ReasonTokenMissing, 0, r.Racing,
+				"%s: a write presenting the fencing token of epoch %d (lease %s) is being decided on the same stored object (resourceVersion %s), and this write presents none (%s): admitted first, it would change the resourceVersion under the token's write and send that write round again, as often as anyone writes; send it again in a moment",
+				r.what(), r.Racing, r.LeaseName, r.Old.GetResourceVersion(), managerOf(r)))
+		}
 		if holds := r.held(now); len(holds) > 0 {
 			if l == nil || l.Source == Copy {
 				return Verdict{Need: NeedQuorum}
@@ -349,10 +358,7 @@ func withEpoch(o map[string]any) map[string]any {
 }
 
 func (r *Request) tokenMissing(field, changes string) *fencing.Error {
-	manager := "no field manager"
-	if r.FieldManager != "" {
-		manager = "field manager " + strconv.Quote(r.FieldManager)
-	}
+	manager := managerOf(r)
 	if r.Class == FencedResource {
 		return r.errAt(field, protocol.ReasonTokenMissing, 0, 0,
 			"%s: %s but presents no fencing token (%s): only the holder of lease %s may change them, and it must send the write with fieldManager=%s<your epoch> (pkg/fencing's Writer does)",
@@ -780,6 +786,14 @@ func (r *Request) errAt(field string, reason protocol.Reason, epoch, leaseEpoch 
 		}
 	}
 	return e
+}
+
+// managerOf names r's field manager in a refusal.
+func managerOf(r *Request) string {
+	if r.FieldManager == "" {
+		return "no field manager"
+	}
+	return "field manager " + strconv.Quote(r.FieldManager)
 }
 
 // it names the object again in a message: "it" for an object, "FencedResource ns/name" for a

@@ -42,6 +42,7 @@ func TestArmedMarker(t *testing.T) {
 		class        Class
 		user         string
 		lease        *Lease
+		racing       int64 // Request.Racing
 		want         protocol.Reason
 	}{
 		"a label on a FencedResource whose marker is armed": {old: object("3", false), updated: labelled(object("3", false)), class: FencedResource, user: "editor", lease: live, want: protocol.ReasonTokenMissing},
@@ -61,11 +62,21 @@ func TestArmedMarker(t *testing.T) {
 		"a label on a FencedResource being deleted under the holder's marker": {old: object("3", true, "example.com/cleanup"), updated: labelled(object("3", true, "example.com/cleanup")), class: FencedResource, user: "editor", lease: live},
 		"the garbage collector removes foregroundDeletion from an object being deleted": {
 			old: object("3", true, "foregroundDeletion"), updated: object("3", true), class: Object, user: GarbageCollectorUser, lease: live},
+		// While a write presenting a token is being decided on the same stored object, writes without the
+		// token wait, whoever sends them, and without a read of the Lease.
+		"a label while a token's write is decided on the same object":                   {old: object("", false), updated: labelled(object("", false)), class: Object, user: "editor", lease: live, racing: 3, want: protocol.ReasonTokenMissing},
+		"a label on a FencedResource while a token's write is decided on it":            {old: object("", false), updated: labelled(object("", false)), class: FencedResource, user: "editor", lease: live, racing: 3, want: protocol.ReasonTokenMissing},
+		"the Deployment controller's finalizer while a token's write is decided on it":  {old: object("", false), updated: object("", false, "example.com/x"), class: Object, user: DeploymentControllerUser, lease: live, racing: 3, want: protocol.ReasonTokenMissing},
+		"a label while a stale token's write is decided on the same object":             {old: object("", false), updated: labelled(object("", false)), class: Object, user: "editor", lease: live, racing: 2, want: protocol.ReasonTokenMissing},
+		"a label under an expired Lease while a token's write is decided on the object": {old: object("", false), updated: labelled(object("", false)), class: Object, user: "editor", lease: expired, racing: 3, want: protocol.ReasonTokenMissing},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := &Request{Class: tc.class, Operation: Update, User: User{Name: tc.user}, Kind: "ConfigMap", Namespace: "ns", Name: "cm",
-				Old: tc.old, New: tc.updated, LeaseName: "l"}
+				Old: tc.old, New: tc.updated, LeaseName: "l", Racing: tc.racing}
 			v := Decide(r, nil, now)
+			if tc.racing > 0 && v.Need != Decided {
+				t.Fatalf("a write racing a token's write needs %v, want it decided without the Lease", v.Need)
+			}
 			if v.Need == NeedQuorum {
 				v = Decide(r, tc.lease, now)
 			}

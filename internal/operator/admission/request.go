@@ -243,6 +243,10 @@ type Request struct {
 	// NamespaceTerminating is whether the namespace is being deleted; read only where the rule asks
 	// (ReadsNamespace).
 	NamespaceTerminating bool
+	// Racing is, for an update that presents no token, the epoch a write presenting a token is being
+	// decided at (or was admitted at a moment ago) on the very stored object this one read (the same
+	// UID and resourceVersion), 0 if none: the webhook's record of the writes it decides.
+	Racing int64
 }
 
 // DeleteOptions are the options of a DELETE that decide what it does, as the apiserver reads them
@@ -283,6 +287,10 @@ func (r *Request) what() string {
 func (r *Request) presents() bool {
 	return strings.HasPrefix(r.FieldManager, protocol.FieldManagerPrefix)
 }
+
+// PresentsToken reports whether r presents a fencing token (or something that starts like one) in its
+// field manager.
+func PresentsToken(r *Request) bool { return r.presents() }
 
 // foreign reports whether the request's objects are of another kind than the fenced object (a Scale, an
 // Eviction, a Binding): they carry none of its metadata.

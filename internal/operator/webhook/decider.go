@@ -41,6 +41,8 @@ type decider struct {
 	// operator is the user fencekit's operator writes as ("" if unknown): its requests are marked
 	// admission.User.Operator.
 	operator string
+	// racing records the writes presenting a token being decided, for admission.Request.Racing.
+	racing *racing
 }
 
 // Option configures a webhook.
@@ -73,13 +75,20 @@ func newDecider(webhook string, reader ctrl.Reader, opts []Option) decider {
 	if d.leases != nil {
 		d.renewals = d.leases.renewals // the watch's timing of the renewals, shared by the webhooks
 	}
+	d.racing = newRacing(d.clock)
 	return d
 }
 
 // decide returns the rule's verdict on r, reading the Lease only if the rule needs it: first the copy,
 // where the rule allows it, then a quorum read.
-func (d *decider) decide(ctx context.Context, r *admission.Request) (admission.Verdict, error) {
+func (d *decider) decide(ctx context.Context, r *admission.Request) (v admission.Verdict, err error) {
 	r.User.Operator = d.operator != "" && r.User.Name == d.operator
+	if admission.PresentsToken(r) {
+		done := d.racing.begin(r)
+		defer func() { done(err == nil && v.Admitted()) }()
+	} else {
+		r.Racing = d.racing.epoch(r)
+	}
 	if admission.ReadsNamespace(r) {
 		from := d.reader
 		if d.namespaces != nil && r.Operation != admission.Delete {
@@ -92,7 +101,7 @@ func (d *decider) decide(ctx context.Context, r *admission.Request) (admission.V
 		r.NamespaceTerminating = terminating
 	}
 	now := d.clock.Now()
-	v := admission.Decide(r, nil, now)
+	v = admission.Decide(r, nil, now)
 	if v.Need == admission.NeedLease && d.leases.Synced() {
 		if l := d.leases.Lease(r.Namespace, r.LeaseName); l != nil {
 			if cv := admission.Decide(r, d.renewals.parse(l, admission.Copy, now), now); cv.Admitted() {
