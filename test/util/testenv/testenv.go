@@ -108,8 +108,13 @@ func Start(opts ...Option) (*Env, error) {
 		Scheme:                scheme,
 	}
 	if o.webhooks {
+		port, err := PickServerPort()
+		if err != nil {
+			return nil, fmt.Errorf("picking the webhook server's port: %w", err)
+		}
 		env.WebhookInstallOptions = envtest.WebhookInstallOptions{
-			Paths: []string{filepath.Join(root, "config", "webhook")},
+			Paths:            []string{filepath.Join(root, "config", "webhook")},
+			LocalServingHost: "127.0.0.1", LocalServingPort: port,
 		}
 	}
 	apiServer := env.ControlPlane.GetAPIServer()
