@@ -3,6 +3,7 @@ package admission
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -276,6 +277,11 @@ func decideFree(r *Request) Verdict {
 			"this write puts the content that the managedFields entries of %s own into the apiserver's ancient-changes entry (the apiserver merges the oldest Update entries there past ten; a write may also rename an entry), and fencekit counts that entry as a holder's: the object, which no holder wrote, would count as written (sent with the field manager of an existing entry, a write adds no entry and sets off no merge)",
 			strings.Join(merged, ", "))))
 	}
+	if n, ok := fillsTheTokensRoom(r); ok {
+		return refuse(r.errAt(FieldManagedFields, protocol.ReasonInvalid, 0, 0,
+			"%s: this write without a fencing token adds a managedFields entry and brings the object, which no holder wrote, to %d Update entries: the holder's next write adds its epoch's entry, past %d the apiserver merges the oldest into ancient-changes, and the content they own written before coverage would count as the holder's (send the write with the field manager of an existing entry, which adds none)",
+			r.what(), n, maxUpdateEntries))
+	}
 	if before, after := objectBytes(r.Old, r.OldBytes), objectBytes(r.New, r.NewBytes); after > before && after > MaxFreeObjectBytes {
 		return refuse(r.errAt(FieldObject, protocol.ReasonInvalid, 0, 0,
 			"%s: this write without a fencing token grows the object from %d to %d bytes (managedFields included), over the bound of %d bytes for writes without the token: the holder's next write must keep its room below the apiserver's limit",
@@ -321,6 +327,62 @@ func mergedIntoWritten(r *Request) []string {
 		merged = []string{"other managers"}
 	}
 	return merged
+}
+
+// fillsTheTokensRoom reports whether a write without the token leaves an object no holder wrote with no
+// room for the token's entry: it adds an Update entry, and the count n it leaves, with the entry of the
+// holder's next write (a raise's included) added, passes the apiserver's cap, so that write would set off
+// a merge of the oldest entries into ancient-changes, which HolderWrote counts as a holder's; content among
+// them (written before a policy covered the object) would make the object count as written, and every
+// acquisition would raise it in full (I3). An entry of a token already there is the one the next write
+// takes the epoch record from, and adds nothing.
+func fillsTheTokensRoom(r *Request) (n int, fills bool) {
+	if r.Class != Object || r.Old == nil || r.New == nil || fencing.HolderWrote(r.New) {
+		return 0, false
+	}
+	before, _ := updateEntries(r.Old)
+	n, token := updateEntries(r.New)
+	next := n
+	if !token {
+		next++
+	}
+	if n <= before || next <= maxUpdateEntries {
+		return n, false
+	}
+	// The worst merge the next write may set off: every Update entry but a token's into the bucket.
+	var merged []any
+	for _, e := range managedEntries(r.New) {
+		if e["operation"] == "Update" && !strings.HasPrefix(fmt.Sprint(e["manager"]), protocol.FieldManagerPrefix) {
+			e = maps.Clone(e)
+			e["manager"] = AncientChanges
+		}
+		merged = append(merged, e)
+	}
+	return n, fencing.HolderWrote(&unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"managedFields": merged}}})
+}
+
+// updateEntries counts u's Update entries, and reports whether one of them is a token's.
+func updateEntries(u *unstructured.Unstructured) (n int, token bool) {
+	for _, e := range managedEntries(u) {
+		if e["operation"] == "Update" {
+			n++
+			token = token || strings.HasPrefix(fmt.Sprint(e["manager"]), protocol.FieldManagerPrefix)
+		}
+	}
+	return n, token
+}
+
+// managedEntries returns u's managedFields entries as u holds them (fieldsV1 decoded), without converting
+// them.
+func managedEntries(u *unstructured.Unstructured) []map[string]any {
+	raw, _, _ := unstructured.NestedSlice(u.Object, "metadata", "managedFields")
+	out := make([]map[string]any, 0, len(raw))
+	for _, e := range raw {
+		if m, ok := e.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // withoutIdentity is ps without metadata.name, generateName and namespace.

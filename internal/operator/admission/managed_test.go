@@ -304,3 +304,53 @@ func TestMergeMakesNoObjectWritten(t *testing.T) {
 		})
 	}
 }
+
+// TestNoFreeWriteFillsTheTokensRoom: a write without the token that adds an Update entry to an object no
+// holder wrote may not leave it where the holder's next write (its raise's entry) passes the apiserver's
+// ten Update entries and merges content written before coverage into ancient-changes; an object without
+// such content, one a holder wrote, one whose token entry is already there, and a write that adds no entry
+// are left to the other checks.
+func TestNoFreeWriteFillsTheTokensRoom(t *testing.T) {
+	data := map[string]any{"f:data": map[string]any{"f:v": map[string]any{}}}
+	record := map[string]any{"f:metadata": map[string]any{"f:annotations": map[string]any{"f:fencing.fencekit.io/epoch": map[string]any{}}}}
+	finalizers := func(n int) []map[string]any {
+		var es []map[string]any
+		for i := range n {
+			es = append(es, finalizerEntry(i))
+		}
+		return es
+	}
+	for _, c := range []struct {
+		name          string
+		before, after []map[string]any
+		want          bool
+	}{
+		{"the tenth entry, an editor's content among them",
+			append([]map[string]any{managedEntry("editor", "Update", data)}, finalizers(8)...),
+			append([]map[string]any{managedEntry("editor", "Update", data)}, finalizers(9)...), true},
+		{"the ninth entry",
+			append([]map[string]any{managedEntry("editor", "Update", data)}, finalizers(7)...),
+			append([]map[string]any{managedEntry("editor", "Update", data)}, finalizers(8)...), false},
+		{"the tenth entry, no content among them", finalizers(9), finalizers(10), false},
+		{"the tenth entry, the token's already among them",
+			append([]map[string]any{managedEntry("editor", "Update", data), managedEntry("fencing.fencekit.io/epoch=1", "Update", record)}, finalizers(7)...),
+			append([]map[string]any{managedEntry("editor", "Update", data), managedEntry("fencing.fencekit.io/epoch=1", "Update", record)}, finalizers(8)...), false},
+		{"the tenth entry on an object a holder wrote",
+			append([]map[string]any{managedEntry("fencing.fencekit.io/epoch=1", "Update", data)}, finalizers(8)...),
+			append([]map[string]any{managedEntry("fencing.fencekit.io/epoch=1", "Update", data)}, finalizers(9)...), false},
+		{"no entry added at ten",
+			append([]map[string]any{managedEntry("editor", "Update", data)}, finalizers(9)...),
+			append([]map[string]any{managedEntry("editor", "Update", data)}, finalizers(9)...), false},
+		{"an Apply entry added at ten",
+			append([]map[string]any{managedEntry("editor", "Update", data)}, finalizers(9)...),
+			append([]map[string]any{managedEntry("editor", "Update", data), managedEntry("gitops", "Apply", data)}, finalizers(9)...), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := &Request{Class: Object, Operation: Update, Kind: "ConfigMap", Namespace: "ns", Name: "app",
+				Old: withManaged(c.before...), New: withManaged(c.after...)}
+			if n, got := fillsTheTokensRoom(r); got != c.want {
+				t.Errorf("fillsTheTokensRoom = %d, %v, want %v", n, got, c.want)
+			}
+		})
+	}
+}
