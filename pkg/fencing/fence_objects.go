@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -193,14 +194,81 @@ func declared(ctx context.Context, c client.Client, reader client.Reader, namesp
 // not written by a holder of this Lease (the new holder has no token yet; nothing above it was issued):
 // anyone could write it before a policy covered the object, so it is replaced, and one equal to the new
 // epoch is first removed, since a patch that changes nothing commits nothing.
+//
+// Where earlier raises left entries that own nothing but the record (spentEntries), the raise removes them
+// in the same write, so that it adds no Update entry; if the object moved meanwhile, it raises without.
 func raiseObject(ctx context.Context, c client.Client, u *unstructured.Unstructured, token elector.Token) error {
 	epoch := strconv.FormatInt(token.Epoch, 10)
 	if u.GetAnnotations()[fencingv1alpha1.ObjectEpochAnnotation] == epoch {
 		if err := patchRecord(ctx, c, u, token, nil); err != nil {
 			return ignoreNotFound(err)
 		}
+	} else if spent := spentEntries(u, token); len(spent) > 0 {
+		if err := patchRecordDropping(ctx, c, u, token, epoch, spent); err == nil || apierrors.IsNotFound(err) {
+			return nil
+		}
 	}
 	return ignoreNotFound(patchRecord(ctx, c, u, token, epoch))
+}
+
+// spentEntries returns the JSON patch operations that remove from u's managedFields the Update entries of
+// earlier tokens that own nothing but fencekit's record keys and the maps that hold them: a first raise's
+// entry keeps the annotations map it created once the next raise has taken its key. Left there, each adds
+// to the apiserver's count of Update entries, and on an object whose count reaches ten the raise's own entry
+// sets off the merge of the oldest into ancient-changes, which makes content written before coverage count
+// as the holder's (HolderWrote). Each removal first tests the entry's manager and operation at its index.
+func spentEntries(u *unstructured.Unstructured, token elector.Token) []map[string]any {
+	entries := u.GetManagedFields()
+	var ops []map[string]any
+	for i := len(entries) - 1; i >= 0; i-- {
+		e := entries[i]
+		if e.Operation != metav1.ManagedFieldsOperationUpdate || e.Manager == token.FieldManager() ||
+			!strings.HasPrefix(e.Manager, protocol.FieldManagerPrefix) || e.FieldsV1 == nil {
+			continue
+		}
+		var fields map[string]any
+		if err := json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields); err != nil || ownsContent(fields, 0) {
+			continue
+		}
+		at := fmt.Sprintf("/metadata/managedFields/%d", i)
+		ops = append(ops,
+			map[string]any{"op": "test", "path": at + "/manager", "value": e.Manager},
+			map[string]any{"op": "test", "path": at + "/operation", "value": string(e.Operation)},
+			map[string]any{"op": "remove", "path": at})
+	}
+	return ops
+}
+
+// patchRecordDropping is patchRecord's write of epoch with the removals spent (spentEntries), in one JSON
+// patch presenting token: the raise's entry replaces the spent ones, and the count stays. The patch fails if
+// the entries or the annotations moved meanwhile.
+func patchRecordDropping(ctx context.Context, c client.Client, u *unstructured.Unstructured, token elector.Token, epoch string, spent []map[string]any) error {
+	ops := spent
+	annotations := u.GetAnnotations()
+	if annotations == nil {
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations", "value": map[string]any{fencingv1alpha1.ObjectEpochAnnotation: epoch}})
+	} else {
+		ops = append(ops, map[string]any{"op": "add", "path": annotationPath(fencingv1alpha1.ObjectEpochAnnotation), "value": epoch})
+		for _, k := range []string{fencingv1alpha1.DeleteAtEpochAnnotation, fencingv1alpha1.HoldAtEpochAnnotation} {
+			if _, ok := annotations[k]; ok {
+				ops = append(ops, map[string]any{"op": "remove", "path": annotationPath(k)})
+			}
+		}
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(u.GroupVersionKind())
+	obj.SetNamespace(u.GetNamespace())
+	obj.SetName(u.GetName())
+	return c.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(token.FieldManager()))
+}
+
+// annotationPath is the JSON pointer of annotation key.
+func annotationPath(key string) string {
+	return "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
 }
 
 // patchRecord sets u's epoch record to value (nil removes it), and removes any deletion marker (one the

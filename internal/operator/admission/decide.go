@@ -51,6 +51,9 @@ const (
 type Verdict struct {
 	Need Need
 	Err  *fencing.Error
+	// Moment marks a refusal that only holds the write back for a moment (Request.Racing): it says nothing
+	// about the writer, and the webhook records no Event for it.
+	Moment bool
 }
 
 // Admitted reports whether the verdict admits the write.
@@ -77,10 +80,10 @@ func Decide(r *Request, l *Lease, now time.Time) Verdict {
 		return decideDelete(r, l, now)
 	}
 	if !r.presents() {
-		if r.Racing > 0 && r.Operation == Update && r.Old != nil {
-			return refuse(r.errAt(FieldFieldManager, protocol.ReasonTokenMissing, 0, r.Racing,
+		if r.Racing > 0 && r.Operation == Update && r.Old != nil && !r.User.Operator {
+			return Verdict{Moment: true, Err: r.errAt(FieldFieldManager, protocol.ReasonTokenMissing, 0, r.Racing,
 				"%s: a write presenting the fencing token of epoch %d (lease %s) is being decided on the same stored object (resourceVersion %s), and this write presents none (%s): admitted first, it would change the resourceVersion under the token's write and send that write round again, as often as anyone writes; send it again in a moment",
-				r.what(), r.Racing, r.LeaseName, r.Old.GetResourceVersion(), managerOf(r)))
+				r.what(), r.Racing, r.LeaseName, r.Old.GetResourceVersion(), managerOf(r))}
 		}
 		if holds := r.held(now); len(holds) > 0 {
 			if l == nil || l.Source == Copy {
@@ -114,6 +117,17 @@ func Decide(r *Request, l *Lease, now time.Time) Verdict {
 		return Verdict{Need: NeedQuorum}
 	}
 	return Verdict{Err: err}
+}
+
+// HoldsBackFreeWrites reports whether r, a write presenting a token, holds back the writes without it that
+// read the same stored object while it is decided (Request.Racing): only a write that may commit, an update
+// by the Lease's acquirer (or break glass) at the epoch the view l shows live, never a dry run. Anyone else
+// presenting a token (a stale replica, another user who copied the token from managedFields) is refused, and
+// must not hold back the cluster's controllers or anyone's free writes while that is decided.
+func HoldsBackFreeWrites(r *Request, l *Lease, now time.Time) bool {
+	presented, ok := protocol.EpochFromFieldManager(r.FieldManager)
+	return ok && !r.DryRun && r.Operation == Update && l.Live(now) && l.Epoch == presented &&
+		(r.User.Name == l.Acquirer || r.User.breakGlass())
 }
 
 // hold is a deletion marker or a hold the stored object carries, and its epoch.
@@ -334,10 +348,12 @@ func mergedIntoWritten(r *Request) []string {
 // holder's next write (a raise's included) added, passes the apiserver's cap, so that write would set off
 // a merge of the oldest entries into ancient-changes, which HolderWrote counts as a holder's; content among
 // them (written before a policy covered the object) would make the object count as written, and every
-// acquisition would raise it in full (I3). An entry of a token already there is the one the next write
-// takes the epoch record from, and adds nothing.
+// acquisition would raise it in full (I3). An entry of a token that owns fencekit's record keys and nothing
+// else is emptied by the next raise, which takes them, and dropped: that raise adds nothing. One that also
+// owns the annotations map (the first raise created it) stays. The cluster's controllers write with field
+// managers of their own, one each, and are not held to it (docs/design/residuals.md).
 func fillsTheTokensRoom(r *Request) (n int, fills bool) {
-	if r.Class != Object || r.Old == nil || r.New == nil || fencing.HolderWrote(r.New) {
+	if r.Class != Object || r.Old == nil || r.New == nil || r.User.clusterController() || fencing.HolderWrote(r.New) {
 		return 0, false
 	}
 	before, _ := updateEntries(r.Old)
@@ -361,15 +377,38 @@ func fillsTheTokensRoom(r *Request) (n int, fills bool) {
 	return n, fencing.HolderWrote(&unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"managedFields": merged}}})
 }
 
-// updateEntries counts u's Update entries, and reports whether one of them is a token's.
+// updateEntries counts u's Update entries, and reports whether one of them is a token's that owns only
+// fencekit's record keys (recordOnly).
 func updateEntries(u *unstructured.Unstructured) (n int, token bool) {
 	for _, e := range managedEntries(u) {
 		if e["operation"] == "Update" {
 			n++
-			token = token || strings.HasPrefix(fmt.Sprint(e["manager"]), protocol.FieldManagerPrefix)
+			fields, _ := e["fieldsV1"].(map[string]any)
+			token = token || strings.HasPrefix(fmt.Sprint(e["manager"]), protocol.FieldManagerPrefix) && recordOnly(fields)
 		}
 	}
 	return n, token
+}
+
+// recordOnly reports whether fieldsV1 set s owns an object's record annotations (its epoch record,
+// deletion marker, hold) and nothing else, not even the annotations map itself.
+func recordOnly(s map[string]any) bool {
+	meta, ok := s["f:metadata"].(map[string]any)
+	if len(s) != 1 || !ok || len(meta) != 1 {
+		return false
+	}
+	annotations, ok := meta["f:annotations"].(map[string]any)
+	if !ok || len(annotations) == 0 {
+		return false
+	}
+	for k := range annotations {
+		switch strings.TrimPrefix(k, "f:") {
+		case fencingv1alpha1.ObjectEpochAnnotation, fencingv1alpha1.DeleteAtEpochAnnotation, fencingv1alpha1.HoldAtEpochAnnotation:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // managedEntries returns u's managedFields entries as u holds them (fieldsV1 decoded), without converting

@@ -341,6 +341,11 @@ func TestNoFreeWriteFillsTheTokensRoom(t *testing.T) {
 		{"no entry added at ten",
 			append([]map[string]any{managedEntry("editor", "Update", data)}, finalizers(9)...),
 			append([]map[string]any{managedEntry("editor", "Update", data)}, finalizers(9)...), false},
+		// The first raise created the annotations map, and its entry keeps owning it after the next raise
+		// took the epoch record: that raise adds its entry.
+		{"the tenth entry, the first raise's entry owns the annotations map",
+			append([]map[string]any{managedEntry("editor", "Update", data), managedEntry("fencing.fencekit.io/epoch=1", "Update", map[string]any{"f:metadata": map[string]any{"f:annotations": map[string]any{".": map[string]any{}, "f:fencing.fencekit.io/epoch": map[string]any{}}}})}, finalizers(7)...),
+			append([]map[string]any{managedEntry("editor", "Update", data), managedEntry("fencing.fencekit.io/epoch=1", "Update", map[string]any{"f:metadata": map[string]any{"f:annotations": map[string]any{".": map[string]any{}, "f:fencing.fencekit.io/epoch": map[string]any{}}}})}, finalizers(8)...), true},
 		{"an Apply entry added at ten",
 			append([]map[string]any{managedEntry("editor", "Update", data)}, finalizers(9)...),
 			append([]map[string]any{managedEntry("editor", "Update", data), managedEntry("gitops", "Apply", data)}, finalizers(9)...), false},
@@ -350,6 +355,11 @@ func TestNoFreeWriteFillsTheTokensRoom(t *testing.T) {
 				Old: withManaged(c.before...), New: withManaged(c.after...)}
 			if n, got := fillsTheTokensRoom(r); got != c.want {
 				t.Errorf("fillsTheTokensRoom = %d, %v, want %v", n, got, c.want)
+			}
+			// A kubelet's first status write adds its entry, under a field manager it cannot choose.
+			r.User = User{Name: "system:node:n1", Groups: []string{"system:nodes", "system:authenticated"}}
+			if _, got := fillsTheTokensRoom(r); got {
+				t.Errorf("fillsTheTokensRoom refuses a kubelet's write")
 			}
 		})
 	}

@@ -90,3 +90,69 @@ func TestArmedMarker(t *testing.T) {
 		})
 	}
 }
+
+// Only a write that may commit holds back the free writes on the object it read: the acquirer's (or break
+// glass's) update at the epoch a live Lease shows, not a dry run, a stale epoch, another user presenting the
+// current token, or any write under an expired or missing Lease.
+func TestHoldsBackFreeWrites(t *testing.T) {
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	live := &Lease{Epoch: 3, Holder: "h", Acquirer: "app", Fenced: true, Duration: 15 * time.Second, RenewTime: now, Source: Copy}
+	expired := &Lease{Epoch: 3, Holder: "h", Acquirer: "app", Fenced: true, Duration: 15 * time.Second, RenewTime: now.Add(-time.Minute), Source: Copy}
+	for name, tc := range map[string]struct {
+		user    User
+		manager string
+		op      Operation
+		dryRun  bool
+		lease   *Lease
+		want    bool
+	}{
+		"the acquirer at the current epoch":         {user: User{Name: "app"}, manager: "fencing.fencekit.io/epoch=3", op: Update, lease: live, want: true},
+		"break glass at the current epoch":          {user: User{Name: "admin", Groups: []string{BreakGlassGroup}}, manager: "fencing.fencekit.io/epoch=3", op: Update, lease: live, want: true},
+		"the acquirer's dry run":                    {user: User{Name: "app"}, manager: "fencing.fencekit.io/epoch=3", op: Update, dryRun: true, lease: live},
+		"the acquirer at a stale epoch":             {user: User{Name: "app"}, manager: "fencing.fencekit.io/epoch=2", op: Update, lease: live},
+		"another user presenting the current token": {user: User{Name: "editor"}, manager: "fencing.fencekit.io/epoch=3", op: Update, lease: live},
+		"the acquirer under an expired Lease":       {user: User{Name: "app"}, manager: "fencing.fencekit.io/epoch=3", op: Update, lease: expired},
+		"the acquirer with no Lease":                {user: User{Name: "app"}, manager: "fencing.fencekit.io/epoch=3", op: Update},
+		"the acquirer's create":                     {user: User{Name: "app"}, manager: "fencing.fencekit.io/epoch=3", op: Create, lease: live},
+		"a malformed token":                         {user: User{Name: "app"}, manager: "fencing.fencekit.io/epoch=x", op: Update, lease: live},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := &Request{Class: Object, Operation: tc.op, User: tc.user, FieldManager: tc.manager, DryRun: tc.dryRun, LeaseName: "l"}
+			if got := HoldsBackFreeWrites(r, tc.lease, now); got != tc.want {
+				t.Errorf("HoldsBackFreeWrites = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// A write without the token that read an object a holder's write is being decided on waits a moment, with
+// no Event (Verdict.Moment); fencekit's own operator, whose status write follows the holder's data, does not.
+func TestRacingHoldsBackAllButTheOperator(t *testing.T) {
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	fr := func(status string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"metadata": map[string]any{"name": "orders", "namespace": "ns", "resourceVersion": "7"},
+			"spec":     map[string]any{"leaseName": "l", "epoch": int64(3)},
+			"status":   map[string]any{"observedEpoch": status}}}
+	}
+	for name, user := range map[string]User{
+		"an editor":           {Name: "editor"},
+		"a kubelet":           {Name: "system:node:n1", Groups: []string{"system:nodes"}},
+		"fencekit's operator": {Name: "system:serviceaccount:fencekit-system:fencekit", Operator: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := &Request{Class: FencedResource, Operation: Update, Subresource: "status", User: user, Kind: "FencedResource",
+				Namespace: "ns", Name: "orders", LeaseName: "l", Old: fr("2"), New: fr("3"), Racing: 3}
+			v := Decide(r, nil, now)
+			if user.Operator {
+				if v.Moment {
+					t.Errorf("the operator's status write waits: %v", v.Err)
+				}
+				return
+			}
+			if !v.Moment || v.Err == nil || v.Err.Reason != protocol.ReasonTokenMissing {
+				t.Errorf("verdict %+v, want a refusal for a moment", v)
+			}
+		})
+	}
+}

@@ -243,6 +243,8 @@ type Request struct {
 	// NamespaceTerminating is whether the namespace is being deleted; read only where the rule asks
 	// (ReadsNamespace).
 	NamespaceTerminating bool
+	// DryRun is whether the request is a dry run: the apiserver commits nothing of it.
+	DryRun bool
 	// Racing is, for an update that presents no token, the epoch a write presenting a token is being
 	// decided at (or was admitted at a moment ago) on the very stored object this one read (the same
 	// UID and resourceVersion), 0 if none: the webhook's record of the writes it decides.

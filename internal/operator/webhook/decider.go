@@ -83,11 +83,16 @@ func newDecider(webhook string, reader ctrl.Reader, opts []Option) decider {
 // where the rule allows it, then a quorum read.
 func (d *decider) decide(ctx context.Context, r *admission.Request) (v admission.Verdict, err error) {
 	r.User.Operator = d.operator != "" && r.User.Name == d.operator
-	if admission.PresentsToken(r) {
-		done := d.racing.begin(r)
-		defer func() { done(err == nil && v.Admitted()) }()
-	} else {
+	now := d.clock.Now()
+	if !admission.PresentsToken(r) {
 		r.Racing = d.racing.epoch(r)
+	} else if d.leases.Synced() {
+		// Only a write that may commit holds back the free writes, as the copy shows the Lease (a copy
+		// that lags an acquisition by a moment records no write of the new holder's for that moment).
+		if l := d.leases.Lease(r.Namespace, r.LeaseName); l != nil && admission.HoldsBackFreeWrites(r, admission.ParseLease(l, admission.Copy), now) {
+			done := d.racing.begin(r)
+			defer func() { done(err == nil && v.Admitted()) }()
+		}
 	}
 	if admission.ReadsNamespace(r) {
 		from := d.reader
@@ -100,7 +105,6 @@ func (d *decider) decide(ctx context.Context, r *admission.Request) (v admission
 		}
 		r.NamespaceTerminating = terminating
 	}
-	now := d.clock.Now()
 	v = admission.Decide(r, nil, now)
 	if v.Need == admission.NeedLease && d.leases.Synced() {
 		if l := d.leases.Lease(r.Namespace, r.LeaseName); l != nil {
@@ -128,6 +132,9 @@ func (d *decider) respond(ctx context.Context, req ctrladmission.Request, r *adm
 	}
 	if v.Err == nil {
 		return ctrladmission.Allowed("")
+	}
+	if v.Moment {
+		return statusResponse(v.Err.StatusError())
 	}
 	report(ctx, d.recorder, req, refusal{webhook: d.webhook, regarding: regarding(req, r), object: objectRef(r),
 		policy: r.Policy, lease: r.LeaseName, err: v.Err})
@@ -167,7 +174,7 @@ func namespaceTerminating(ctx context.Context, r ctrl.Reader, name string) (bool
 func decodeRequest(req ctrladmission.Request, class admission.Class) (*admission.Request, error) {
 	r := &admission.Request{Class: class, Operation: admission.Operation(req.Operation), Subresource: req.SubResource,
 		User: admission.User{Name: req.UserInfo.Username, Groups: req.UserInfo.Groups}, Kind: req.Kind.Kind,
-		Namespace: req.Namespace, Name: req.Name}
+		Namespace: req.Namespace, Name: req.Name, DryRun: req.DryRun != nil && *req.DryRun}
 	decode := func(raw []byte) (*unstructured.Unstructured, error) {
 		if len(raw) == 0 {
 			return nil, nil
