@@ -143,9 +143,10 @@ func raiseInTime(ctx, budget context.Context, c client.Client, token elector.Tok
 	left, err := raiseWithin(ctx, budget, n, raise)
 	fenceLeft.WithLabelValues(lease, kind).Set(float64(left))
 	if left > 0 {
-		klog.FromContext(ctx).Info("Fence-on-acquire left objects behind: its budget, half of PostAcquireTimeout, ran out; the holder's first write to each raises it",
+		klog.FromContext(ctx).Info("Fence-on-acquire left objects behind: its budget, half of PostAcquireTimeout, ran out, or their managedFields kept moving where its raise would have made them count as written; the holder's first write to each raises it",
 			"lease", lease, "epoch", token.Epoch, "kind", kind, "objects", n, "left", left)
-		reportLeft(ctx, c, token, fmt.Sprintf("fence-on-acquire at epoch %d raised %d of %d %s no holder wrote within its budget, half of PostAcquireTimeout; "+
+		reportLeft(ctx, c, token, fmt.Sprintf("fence-on-acquire at epoch %d raised %d of %d %s no holder wrote within its budget, half of PostAcquireTimeout "+
+			"(or left them where their managedFields kept moving and its raise would have made them count as written); "+
 			"the other %d are not fenced at this epoch until the holder's first write to each raises it", token.Epoch, n-left, n, kind, left))
 	}
 	return err
@@ -163,8 +164,8 @@ func raiseWithin(ctx, budget context.Context, n int, raise func(ctx context.Cont
 	done := make([]bool, n)
 	workqueue.ParallelizeUntil(budget, fenceWorkers, n, func(i int) {
 		err := raise(finish, i)
-		if err != nil && finish.Err() != nil && ctx.Err() == nil {
-			return // cut: it counts as left
+		if err != nil && finish.Err() != nil && ctx.Err() == nil || errors.Is(err, errLeft) {
+			return // cut, or left by the raise itself: it counts as left
 		}
 		errs[i], done[i] = err, true
 	})

@@ -3,6 +3,7 @@ package fencing
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -176,39 +177,87 @@ func declared(ctx context.Context, c client.Client, reader client.Reader, namesp
 		if fencingv1alpha1.ClusterOwned(r.resource.Group, r.resource.Resource, m.GetName()) || !r.matches(labels.Set(m.GetLabels())) {
 			continue // no policy covers it: the webhook admits every write of it
 		}
-		md, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&m.ObjectMeta)
+		u, err := metadataObject(&m.ObjectMeta, gvk)
 		if err != nil {
-			return nil, fmt.Errorf("reading the metadata of %s %s/%s: %w", gvk.Kind, namespace, m.GetName(), err)
+			return nil, err
 		}
-		u := &unstructured.Unstructured{Object: map[string]any{"metadata": md}}
-		u.SetGroupVersionKind(gvk)
 		out = append(out, u)
 	}
 	return out, nil
 }
 
-// raiseObject commits a write of the new token's epoch record to u. It always commits one, because that
-// write is what orders a stale write whose admission came before the acquisition: the apiserver's
-// compare-and-swap makes that write lose to the raise and runs its admission again, against the raised
-// object and the new Lease. A record below the new epoch (or none) is raised. A record at or above it was
-// not written by a holder of this Lease (the new holder has no token yet; nothing above it was issued):
-// anyone could write it before a policy covered the object, so it is replaced, and one equal to the new
-// epoch is first removed, since a patch that changes nothing commits nothing.
+// raiseObject commits a write of the new token's epoch record to u. It commits one, because that write is
+// what orders a stale write whose admission came before the acquisition: the apiserver's compare-and-swap
+// makes that write lose to the raise and runs its admission again, against the raised object and the new
+// Lease. A record below the new epoch (or none) is raised. A record at or above it was not written by a
+// holder of this Lease (the new holder has no token yet; nothing above it was issued): anyone could write
+// it before a policy covered the object, so it is replaced, and one equal to the new epoch is first
+// removed, since a patch that changes nothing commits nothing.
 //
 // Where earlier raises left entries that own nothing but the record (spentEntries), the raise removes them
-// in the same write, so that it adds no Update entry; if the object moved meanwhile, it raises without.
+// in the same write, so that it adds no Update entry; if the object's entries moved meanwhile, it reads
+// them again, up to maxDropTries times. Only where the raise's own entry cannot make an object no holder
+// wrote count as written (raiseWouldWrite) does it then raise without; otherwise it leaves the object
+// (errLeft), as a raise cut by the budget: no holder wrote it, so the webhook decides its writes on a
+// quorum read of the Lease, and the holder's first write to it raises it.
 func raiseObject(ctx context.Context, c client.Client, u *unstructured.Unstructured, token elector.Token) error {
 	epoch := strconv.FormatInt(token.Epoch, 10)
 	if u.GetAnnotations()[fencingv1alpha1.ObjectEpochAnnotation] == epoch {
 		if err := patchRecord(ctx, c, u, token, nil); err != nil {
 			return ignoreNotFound(err)
 		}
-	} else if spent := spentEntries(u, token); len(spent) > 0 {
-		if err := patchRecordDropping(ctx, c, u, token, epoch, spent); err == nil || apierrors.IsNotFound(err) {
+		return ignoreNotFound(patchRecord(ctx, c, u, token, epoch))
+	}
+	for try := 1; ; try++ {
+		spent := spentEntries(u, token)
+		if len(spent) == 0 {
+			break
+		}
+		err := patchRecordDropping(ctx, c, u, token, epoch, spent)
+		if err == nil || apierrors.IsNotFound(err) {
 			return nil
 		}
+		if try == maxDropTries || ctx.Err() != nil {
+			break
+		}
+		fresh, err := readMetadata(ctx, c, u)
+		if err != nil {
+			return ignoreNotFound(err)
+		}
+		u = fresh
+	}
+	if !HolderWrote(u) && raiseWouldWrite(u) {
+		return errLeft
 	}
 	return ignoreNotFound(patchRecord(ctx, c, u, token, epoch))
+}
+
+// maxDropTries is how many times a raise tries to remove spent entries (spentEntries) while the object's
+// entries move under it.
+const maxDropTries = 5
+
+// errLeft is a raise that left its object: raiseWithin counts it as left, not as an error.
+var errLeft = errors.New("the raise left the object: its own managedFields entry would have made it count as written")
+
+// readMetadata reads u's metadata again, as declared lists it.
+func readMetadata(ctx context.Context, c client.Client, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(u.GroupVersionKind())
+	if err := c.Get(ctx, client.ObjectKeyFromObject(u), m); err != nil {
+		return nil, err
+	}
+	return metadataObject(&m.ObjectMeta, u.GroupVersionKind())
+}
+
+// metadataObject is an object of kind gvk holding meta alone.
+func metadataObject(meta *metav1.ObjectMeta, gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
+	md, err := runtime.DefaultUnstructuredConverter.ToUnstructured(meta)
+	if err != nil {
+		return nil, fmt.Errorf("reading the metadata of %s %s/%s: %w", gvk.Kind, meta.Namespace, meta.Name, err)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"metadata": md}}
+	u.SetGroupVersionKind(gvk)
+	return u, nil
 }
 
 // spentEntries returns the JSON patch operations that remove from u's managedFields the Update entries of

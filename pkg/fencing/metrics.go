@@ -33,7 +33,7 @@ var writerRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 var fenceLeft = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Name: "fencekit_fence_on_acquire_left",
 	Help: "Objects (FencedResources or objects a FencingPolicy declares) this process's last fence-on-acquire of the lease " +
-		"(namespace/name) left unraised when its budget, half of the elector's PostAcquireTimeout, ran out, by kind (FencedResource, object); " +
+		"(namespace/name) left unraised when its budget, half of the elector's PostAcquireTimeout, ran out (or where the raise would have made an object no holder wrote count as written), by kind (FencedResource, object); " +
 		"the holder's first write to each raises it.",
 }, []string{"lease", "kind"})
 

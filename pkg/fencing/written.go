@@ -1,6 +1,7 @@
 package fencing
 
 import (
+	"maps"
 	"slices"
 	"strings"
 
@@ -95,4 +96,33 @@ func ownsContent(s map[string]any, depth int) bool {
 		}
 	}
 	return false
+}
+
+// maxUpdateEntries is how many Update entries the apiserver keeps before it merges the oldest into
+// ancient-changes (k8s.io/apiserver's fieldmanager, DefaultMaxUpdateManagers).
+const maxUpdateEntries = 10
+
+// raiseWouldWrite reports whether a raise's merge patch, which adds an Update entry of its token, could
+// make u count as written: past maxUpdateEntries the apiserver merges the oldest entries into
+// ancient-changes, and content among them (written before a policy covered u) would then count as a
+// holder's. It assumes the worst merge, every Update entry but a token's.
+func raiseWouldWrite(u *unstructured.Unstructured) bool {
+	entries, _, _ := unstructured.NestedSlice(u.Object, "metadata", "managedFields")
+	n := 0
+	merged := make([]any, 0, len(entries))
+	for _, raw := range entries {
+		e, ok := raw.(map[string]any)
+		if !ok {
+			continue
+		}
+		if e["operation"] == "Update" {
+			n++
+			if manager, _ := e["manager"].(string); !strings.HasPrefix(manager, protocol.FieldManagerPrefix) {
+				e = maps.Clone(e)
+				e["manager"] = ancientChanges
+			}
+		}
+		merged = append(merged, e)
+	}
+	return n+1 > maxUpdateEntries && HolderWrote(&unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"managedFields": merged}}})
 }

@@ -292,9 +292,9 @@ func decideFree(r *Request) Verdict {
 			strings.Join(merged, ", "))))
 	}
 	if n, ok := fillsTheTokensRoom(r); ok {
-		return refuse(r.errAt(FieldManagedFields, protocol.ReasonInvalid, 0, 0,
-			"%s: this write without a fencing token adds a managedFields entry and brings the object, which no holder wrote, to %d Update entries: the holder's next write adds its epoch's entry, past %d the apiserver merges the oldest into ancient-changes, and the content they own written before coverage would count as the holder's (send the write with the field manager of an existing entry, which adds none)",
-			r.what(), n, maxUpdateEntries))
+		return refuse(r.tokenMissing(FieldManagedFields, fmt.Sprintf(
+			"this write adds a managedFields entry and brings the object, which no holder wrote, to %d Update entries: the holder's next write adds its epoch's entry, past %d the apiserver merges the oldest into ancient-changes, and the content they own written before coverage would count as the holder's (sent with the field manager of an existing entry, a write adds none)",
+			n, maxUpdateEntries)))
 	}
 	if before, after := objectBytes(r.Old, r.OldBytes), objectBytes(r.New, r.NewBytes); after > before && after > MaxFreeObjectBytes {
 		return refuse(r.errAt(FieldObject, protocol.ReasonInvalid, 0, 0,

@@ -89,7 +89,7 @@ func (d *decider) decide(ctx context.Context, r *admission.Request) (v admission
 	} else if d.leases.Synced() {
 		// Only a write that may commit holds back the free writes, as the copy shows the Lease (a copy
 		// that lags an acquisition by a moment records no write of the new holder's for that moment).
-		if l := d.leases.Lease(r.Namespace, r.LeaseName); l != nil && admission.HoldsBackFreeWrites(r, admission.ParseLease(l, admission.Copy), now) {
+		if l := d.leases.Lease(r.Namespace, r.LeaseName); l != nil && admission.HoldsBackFreeWrites(r, d.renewals.parse(l, admission.Copy, now), now) {
 			done := d.racing.begin(r)
 			defer func() { done(err == nil && v.Admitted()) }()
 		}
@@ -134,6 +134,7 @@ func (d *decider) respond(ctx context.Context, req ctrladmission.Request, r *adm
 		return ctrladmission.Allowed("")
 	}
 	if v.Moment {
+		heldBack.WithLabelValues(d.webhook, req.Namespace, r.LeaseName).Inc()
 		return statusResponse(v.Err.StatusError())
 	}
 	report(ctx, d.recorder, req, refusal{webhook: d.webhook, regarding: regarding(req, r), object: objectRef(r),

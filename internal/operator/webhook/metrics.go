@@ -39,8 +39,17 @@ var leaseReads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		"cache (admitted on the watch-fed copy of a Lease that declares fence-on-acquire) or apiserver (a quorum read).",
 }, []string{"webhook", "source"})
 
+// heldBack counts the writes without the token a webhook refused for a moment because the holder's write
+// was being decided on the same stored object (admission.Request.Racing). They are not refusals of the
+// writer (no Event is recorded), and are counted apart from admissionRefusals.
+var heldBack = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "fencekit_webhook_held_back_total",
+	Help: "Writes without a fencing token a fencekit webhook refused for a moment, by webhook, namespace and lease, because the Lease holder's write " +
+		"was being decided on the same stored object; the writer sends it again. Counts admissions.",
+}, []string{"webhook", "namespace", "lease"})
+
 func init() {
-	metrics.Registry.MustRegister(admissionRefusals, leaseReads)
+	metrics.Registry.MustRegister(admissionRefusals, leaseReads, heldBack)
 }
 
 // countRefusal counts one refused admission request of webhook.

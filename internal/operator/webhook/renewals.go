@@ -37,7 +37,7 @@ const maxRenewals = 4096
 // was first read, zero if this reading is the first of the Lease or shows no change since the first. The
 // copy lags and may show a Lease older than one already read: a reading changes what is recorded only if
 // its resourceVersion (an etcd revision) is above the recorded one, and a reading of an older state
-// observed no renewal.
+// observed no renewal, unless it is of the same term (holder and epoch), whose later renewal was read.
 func (r *renewals) observe(l *coordinationv1.Lease, now time.Time) time.Time {
 	if l == nil {
 		return time.Time{}
@@ -67,7 +67,9 @@ func (r *renewals) observe(l *coordinationv1.Lease, now time.Time) time.Time {
 	same := ok && prev.holder == cur.holder && prev.epoch == cur.epoch && prev.renewTime == cur.renewTime
 	switch {
 	case ok && rv <= prev.resourceVersion:
-		if same {
+		if prev.holder == cur.holder && prev.epoch == cur.epoch {
+			// An older reading of the term whose later renewal was first read at prev.at (a quorum read
+			// taken just before a renewal, decided after the copy delivered it): the holder was live then.
 			return prev.at
 		}
 		return time.Time{}

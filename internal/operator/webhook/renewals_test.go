@@ -33,7 +33,10 @@ func TestRenewalsTimeWhatTheWebhookReads(t *testing.T) {
 		{"a later renewal is observed when first read", lease("12", "a", "3", behind.Add(2*time.Second)), start.Add(3 * time.Second), start.Add(3 * time.Second)},
 		{"read again later, it keeps the time it was first read", lease("12", "a", "3", behind.Add(2*time.Second)), start.Add(5 * time.Second), start.Add(3 * time.Second)},
 		{"a write that leaves the renewal as it was keeps its time", lease("13", "a", "3", behind.Add(2*time.Second)), start.Add(6 * time.Second), start.Add(3 * time.Second)},
-		{"a lagging copy showing the older renewal observes none", lease("10", "a", "3", behind), start.Add(7 * time.Second), time.Time{}},
+		// A reading taken before the renewal, of the same term, decided after the newer one was read: the
+		// holder was live when that was read.
+		{"a lagging reading of an older renewal of the term keeps the newer one's time", lease("10", "a", "3", behind), start.Add(7 * time.Second), start.Add(3 * time.Second)},
+		{"a lagging reading of an earlier term observes none", lease("9", "z", "2", behind), start.Add(7 * time.Second), time.Time{}},
 		{"and does not replace the newer one", lease("13", "a", "3", behind.Add(2*time.Second)), start.Add(8 * time.Second), start.Add(3 * time.Second)},
 		{"an acquisition by another holder is a renewal", lease("20", "b", "4", behind.Add(9*time.Second)), start.Add(9 * time.Second), start.Add(9 * time.Second)},
 		{"a Lease that does not exist observes none", nil, start.Add(10 * time.Second), time.Time{}},
