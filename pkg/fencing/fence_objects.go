@@ -266,8 +266,20 @@ func metadataObject(meta *metav1.ObjectMeta, gvk schema.GroupVersionKind) (*unst
 // to the apiserver's count of Update entries, and on an object whose count reaches ten the raise's own entry
 // sets off the merge of the oldest into ancient-changes, which makes content written before coverage count
 // as the holder's (HolderWrote). Each removal first tests the entry's manager and operation at its index.
+//
+// It returns none unless the raise's own entry would pass the apiserver's cap: below it nothing is merged,
+// and a request that leaves managedFields empty makes the apiserver stop tracking the object's fields.
 func spentEntries(u *unstructured.Unstructured, token elector.Token) []map[string]any {
 	entries := u.GetManagedFields()
+	updates := 0
+	for _, e := range entries {
+		if e.Operation == metav1.ManagedFieldsOperationUpdate {
+			updates++
+		}
+	}
+	if updates+1 <= maxUpdateEntries {
+		return nil
+	}
 	var ops []map[string]any
 	for i := len(entries) - 1; i >= 0; i-- {
 		e := entries[i]
