@@ -227,9 +227,31 @@ func raiseObject(ctx context.Context, c client.Client, u *unstructured.Unstructu
 		u = fresh
 	}
 	if !HolderWrote(u) && raiseWouldWrite(u) {
-		return errLeft
+		return leave(ctx, c, u, token)
 	}
 	return ignoreNotFound(patchRecord(ctx, c, u, token, epoch))
+}
+
+// leave leaves u unraised (errLeft), but first removes a deletion marker or a hold it carries, which the
+// Lease may never have issued (anyone could write one before a policy covered u): once the Lease reaches
+// its epoch it would let a stale replica's DELETE through (decideDelete) or hold back free writes. A merge
+// patch that only removes annotations gives its token's field manager nothing to own, so it adds no
+// managedFields entry and sets off no merge.
+func leave(ctx context.Context, c client.Client, u *unstructured.Unstructured, token elector.Token) error {
+	annotations := u.GetAnnotations()
+	_, marker := annotations[fencingv1alpha1.DeleteAtEpochAnnotation]
+	_, hold := annotations[fencingv1alpha1.HoldAtEpochAnnotation]
+	if marker || hold {
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+			fencingv1alpha1.DeleteAtEpochAnnotation: nil, fencingv1alpha1.HoldAtEpochAnnotation: nil}}})
+		if err != nil {
+			return err
+		}
+		if err := c.Patch(ctx, u, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(token.FieldManager())); err != nil {
+			return ignoreNotFound(err)
+		}
+	}
+	return errLeft
 }
 
 // maxDropTries is how many times a raise tries to remove spent entries (spentEntries) while the object's

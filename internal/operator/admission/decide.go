@@ -605,6 +605,42 @@ func (r *Request) liveAt(l *Lease, epoch int64, now time.Time) *fencing.Error {
 	return nil
 }
 
+// onlyClearsMarks reports whether r changes nothing of the object but remove its deletion marker or hold
+// (and the managedFields and resourceVersion the apiserver keeps): what fence-on-acquire writes to an object
+// it leaves unraised, which may carry a marker or hold written before a policy covered it. Such a write
+// raises nothing; it only takes away what would let a DELETE or a hold through at a later epoch.
+func (r *Request) onlyClearsMarks() bool {
+	if r.Old == nil || r.New == nil {
+		return false
+	}
+	changed := changedPaths(r.Old.Object, r.New.Object)
+	if len(changed) == 0 {
+		return false
+	}
+	for _, p := range changed {
+		switch {
+		case p.under("metadata", "managedFields"), p.under("metadata", "resourceVersion"):
+		case len(p) == 2 && p.under("metadata", "annotations"): // the whole map: it held the marks alone
+			if len(r.New.GetAnnotations()) > 0 {
+				return false
+			}
+			for k := range r.Old.GetAnnotations() {
+				if k != fencingv1alpha1.DeleteAtEpochAnnotation && k != fencingv1alpha1.HoldAtEpochAnnotation {
+					return false
+				}
+			}
+		case len(p) == 3 && p.under("metadata", "annotations") &&
+			(p[2] == fencingv1alpha1.DeleteAtEpochAnnotation || p[2] == fencingv1alpha1.HoldAtEpochAnnotation):
+			if _, still := annotationOK(r.New, p[2]); still {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // fencedResourceFields holds a FencedResource's write to its epoch and writer: spec.epoch is the presented
 // epoch (or spec.raisedEpoch, where fence-on-acquire raises a declaration), the writer annotation the holder.
 func (r *Request) fencedResourceFields(l *Lease, epoch int64) *fencing.Error {
@@ -660,6 +696,8 @@ func (r *Request) record(l *Lease, epoch int64) *fencing.Error {
 		if stored, err := protocol.ParseEpoch(oldRaw); err == nil && stored >= epoch {
 			return nil
 		}
+	case !newSet && !oldSet && r.onlyClearsMarks():
+		return nil // fence-on-acquire clears a marker or hold on an object it leaves unraised
 	}
 	got := "no annotation " + key
 	if newSet {

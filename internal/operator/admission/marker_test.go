@@ -156,3 +156,38 @@ func TestRacingHoldsBackAllButTheOperator(t *testing.T) {
 		})
 	}
 }
+
+// The acquirer may clear a deletion marker or hold from an object without raising its record (what
+// fence-on-acquire writes to an object it leaves), but nothing else without the record.
+func TestClearingMarksWithoutARaise(t *testing.T) {
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	live := &Lease{Epoch: 2, Holder: "h", Acquirer: "app", Fenced: true, Duration: 15 * time.Second, RenewTime: now, Source: Quorum}
+	object := func(annotations map[string]any, data string) *unstructured.Unstructured {
+		meta := map[string]any{"name": "cm", "namespace": "ns", "resourceVersion": "5"}
+		if annotations != nil {
+			meta["annotations"] = annotations
+		}
+		return &unstructured.Unstructured{Object: map[string]any{"metadata": meta, "data": map[string]any{"k": data}}}
+	}
+	marked := map[string]any{"fencing.fencekit.io/delete-at-epoch": "2", "team": "a"}
+	for name, tc := range map[string]struct {
+		old, updated *unstructured.Unstructured
+		admitted     bool
+	}{
+		"the marker removed":                        {old: object(marked, "x"), updated: object(map[string]any{"team": "a"}, "x"), admitted: true},
+		"the marker, the only annotation, removed":  {old: object(map[string]any{"fencing.fencekit.io/hold-at-epoch": "2"}, "x"), updated: object(nil, "x"), admitted: true},
+		"the marker removed and data written":       {old: object(marked, "x"), updated: object(map[string]any{"team": "a"}, "y")},
+		"the marker and another annotation removed": {old: object(marked, "x"), updated: object(nil, "x")},
+		"nothing changed":                           {old: object(marked, "x"), updated: object(marked, "x")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := &Request{Class: Object, Operation: Update, User: User{Name: "app"}, FieldManager: "fencing.fencekit.io/epoch=2",
+				Kind: "ConfigMap", Namespace: "ns", Name: "cm", LeaseName: "l", Policy: "ns/p", CoveredBefore: true, CoveredAfter: true,
+				Old: tc.old, New: tc.updated}
+			v := Decide(r, live, now)
+			if v.Admitted() != tc.admitted {
+				t.Errorf("verdict %+v, want admitted %v", v, tc.admitted)
+			}
+		})
+	}
+}
