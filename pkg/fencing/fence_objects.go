@@ -206,6 +206,9 @@ func raiseObject(ctx context.Context, c client.Client, u *unstructured.Unstructu
 		if err := patchRecord(ctx, c, u, token, nil); err != nil {
 			return ignoreNotFound(err)
 		}
+		if !HolderWrote(u) && raiseWouldWrite(u) {
+			return errLeft // the removal took the record and the marks, and added no entry
+		}
 		return ignoreNotFound(patchRecord(ctx, c, u, token, epoch))
 	}
 	for try := 1; ; try++ {

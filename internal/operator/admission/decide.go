@@ -696,8 +696,8 @@ func (r *Request) record(l *Lease, epoch int64) *fencing.Error {
 		if stored, err := protocol.ParseEpoch(oldRaw); err == nil && stored >= epoch {
 			return nil
 		}
-	case !newSet && !oldSet && r.onlyClearsMarks():
-		return nil // fence-on-acquire clears a marker or hold on an object it leaves unraised
+	case newSet == oldSet && newRaw == oldRaw && r.onlyClearsMarks():
+		return nil // fence-on-acquire clears a marker or hold on an object it leaves unraised, its record as stored
 	}
 	got := "no annotation " + key
 	if newSet {

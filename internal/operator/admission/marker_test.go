@@ -179,6 +179,13 @@ func TestClearingMarksWithoutARaise(t *testing.T) {
 		"the marker removed and data written":       {old: object(marked, "x"), updated: object(map[string]any{"team": "a"}, "y")},
 		"the marker and another annotation removed": {old: object(marked, "x"), updated: object(nil, "x")},
 		"nothing changed":                           {old: object(marked, "x"), updated: object(marked, "x")},
+		// A record anyone wrote before coverage (here above the epoch, or no epoch at all) stays as stored.
+		"the marker removed, a seeded record kept": {old: object(map[string]any{"fencing.fencekit.io/delete-at-epoch": "3", "fencing.fencekit.io/epoch": "7"}, "x"),
+			updated: object(map[string]any{"fencing.fencekit.io/epoch": "7"}, "x"), admitted: true},
+		"the hold removed, an invalid record kept": {old: object(map[string]any{"fencing.fencekit.io/hold-at-epoch": "1", "fencing.fencekit.io/epoch": "0"}, "x"),
+			updated: object(map[string]any{"fencing.fencekit.io/epoch": "0"}, "x"), admitted: true},
+		"the marker removed, the record changed": {old: object(map[string]any{"fencing.fencekit.io/delete-at-epoch": "3", "fencing.fencekit.io/epoch": "7"}, "x"),
+			updated: object(map[string]any{"fencing.fencekit.io/epoch": "1"}, "x")},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := &Request{Class: Object, Operation: Update, User: User{Name: "app"}, FieldManager: "fencing.fencekit.io/epoch=2",
