@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
@@ -251,7 +252,14 @@ func leave(ctx context.Context, c client.Client, u *unstructured.Unstructured, t
 			return err
 		}
 		if err := c.Patch(ctx, u, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(token.FieldManager())); err != nil {
-			return ignoreNotFound(err)
+			if apierrors.IsNotFound(err) || ctx.Err() != nil {
+				return ignoreNotFound(err)
+			}
+			// Left with its marks: failing the acquisition would not protect the object (the elector
+			// releases, and with no holder anyone may delete it), and nothing a user without the token
+			// wrote may make the fence fail.
+			klog.FromContext(ctx).Info("Fence-on-acquire could not remove a marker or hold from an object it leaves",
+				"lease", token.Lease.String(), "epoch", token.Epoch, "object", klog.KObj(u), "err", err)
 		}
 	}
 	return errLeft

@@ -606,7 +606,8 @@ func (r *Request) liveAt(l *Lease, epoch int64, now time.Time) *fencing.Error {
 }
 
 // onlyClearsMarks reports whether r changes nothing of the object but remove its deletion marker or hold
-// (and the managedFields and resourceVersion the apiserver keeps): what fence-on-acquire writes to an object
+// (and the managedFields and the metadata the apiserver keeps: a Deployment's generation rises with its
+// annotations): what fence-on-acquire writes to an object
 // it leaves unraised, which may carry a marker or hold written before a policy covered it. Such a write
 // raises nothing; it only takes away what would let a DELETE or a hold through at a later epoch.
 func (r *Request) onlyClearsMarks() bool {
@@ -619,7 +620,7 @@ func (r *Request) onlyClearsMarks() bool {
 	}
 	for _, p := range changed {
 		switch {
-		case p.under("metadata", "managedFields"), p.under("metadata", "resourceVersion"):
+		case p.under("metadata", "managedFields"), apiserverKept(p):
 		case len(p) == 2 && p.under("metadata", "annotations"): // the whole map: it held the marks alone
 			if len(r.New.GetAnnotations()) > 0 {
 				return false

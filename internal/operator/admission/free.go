@@ -196,14 +196,20 @@ type freeRule struct {
 	why   string
 }
 
+// apiserverKept reports whether p is metadata the apiserver sets itself (a Deployment's generation, for
+// one, rises with any change of its annotations), which no request chooses.
+func apiserverKept(p Path) bool {
+	return len(p) == 2 && p.under("metadata") && slices.Contains([]string{"resourceVersion", "generation", "uid",
+		"creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"}, p[1])
+}
+
 // allowlist is every way a write without the token may change a fenced object. Anything else is refused:
 // deny by default. Each entry has an attack test on the real apiserver (test/admission), named in
 // docs/design/allowlist.md, and the automatic attacker (test/attack) tries them all at random.
 var allowlist = []freeRule{{
 	name: "apiserver-kept metadata",
 	frees: func(_ *Request, p Path) bool {
-		return len(p) == 2 && p.under("metadata") && slices.Contains([]string{"resourceVersion", "generation", "uid",
-			"creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"}, p[1])
+		return apiserverKept(p)
 	},
 	why: "the apiserver sets these itself; a request cannot choose them",
 }, {

@@ -170,6 +170,11 @@ func TestClearingMarksWithoutARaise(t *testing.T) {
 		return &unstructured.Unstructured{Object: map[string]any{"metadata": meta, "data": map[string]any{"k": data}}}
 	}
 	marked := map[string]any{"fencing.fencekit.io/delete-at-epoch": "2", "team": "a"}
+	// A Deployment's strategy raises its generation with any change of its annotations.
+	generation := func(u *unstructured.Unstructured, g int64) *unstructured.Unstructured {
+		u.SetGeneration(g)
+		return u
+	}
 	for name, tc := range map[string]struct {
 		old, updated *unstructured.Unstructured
 		admitted     bool
@@ -184,6 +189,7 @@ func TestClearingMarksWithoutARaise(t *testing.T) {
 			updated: object(map[string]any{"fencing.fencekit.io/epoch": "7"}, "x"), admitted: true},
 		"the hold removed, an invalid record kept": {old: object(map[string]any{"fencing.fencekit.io/hold-at-epoch": "1", "fencing.fencekit.io/epoch": "0"}, "x"),
 			updated: object(map[string]any{"fencing.fencekit.io/epoch": "0"}, "x"), admitted: true},
+		"the marker removed, the generation raised by the apiserver": {old: generation(object(marked, "x"), 1), updated: generation(object(map[string]any{"team": "a"}, "x"), 2), admitted: true},
 		"the marker removed, the record changed": {old: object(map[string]any{"fencing.fencekit.io/delete-at-epoch": "3", "fencing.fencekit.io/epoch": "7"}, "x"),
 			updated: object(map[string]any{"fencing.fencekit.io/epoch": "1"}, "x")},
 	} {
