@@ -81,9 +81,10 @@ test: $(if $(KUBEBUILDER_ASSETS),,control-plane) vet ## Run every test (unit, en
 	echo "go test -count=1 -timeout $(TEST_TIMEOUT) -run '$(ADMISSION_SHARD)' ./test/admission (beside the rest)"; \
 	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -timeout $(TEST_TIMEOUT) -run '$(ADMISSION_SHARD)' ./test/admission >"$$shard_log" 2>&1 & shard=$$!; \
 	echo "go test -count=1 -timeout $(TEST_TIMEOUT) -skip '$(ADMISSION_SHARD)' ./test/admission ./..."; \
-	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -timeout $(TEST_TIMEOUT) -skip '$(ADMISSION_SHARD)' \
-		./test/admission $$(go list ./... | grep -vx '$(shell go list -m)/test/admission'); rest=$$?; \
-	wait $$shard; sharded=$$?; cat "$$shard_log"; rm -f "$$shard_log"; \
+	rest=0; KUBEBUILDER_ASSETS="$$assets" go test -count=1 -timeout $(TEST_TIMEOUT) -skip '$(ADMISSION_SHARD)' \
+		./test/admission $$(go list ./... | grep -vx '$(shell go list -m)/test/admission') || rest=$$?; \
+	sharded=0; wait $$shard || sharded=$$?; cat "$$shard_log"; rm -f "$$shard_log"; \
+	echo "make test: the rest exited $$rest, the test/admission shard $$sharded"; \
 	test $$rest -eq 0 && test $$sharded -eq 0
 
 # The lowest Kubernetes fencekit supports (docs/design/kubernetes-versions.md): its
