@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
@@ -104,25 +105,33 @@ const maxUpdateEntries = 10
 
 // raiseWouldWrite reports whether a raise's merge patch, which adds an Update entry of its token, could
 // make u count as written: past maxUpdateEntries the apiserver merges the oldest entries into
-// ancient-changes, and content among them (written before a policy covered u) would then count as a
-// holder's. It assumes the worst merge, every Update entry but a token's.
+// ancient-changes (MergeWouldCountWritten).
 func raiseWouldWrite(u *unstructured.Unstructured) bool {
-	entries, _, _ := unstructured.NestedSlice(u.Object, "metadata", "managedFields")
 	n := 0
+	for _, e := range u.GetManagedFields() {
+		if e.Operation == metav1.ManagedFieldsOperationUpdate {
+			n++
+		}
+	}
+	return n+1 > maxUpdateEntries && MergeWouldCountWritten(u)
+}
+
+// MergeWouldCountWritten reports whether u would count as written (HolderWrote) once the apiserver merged
+// its Update entries into ancient-changes, assuming the worst merge: every Update entry but a token's.
+// Content among them, written before a policy covered u, would then count as a holder's.
+func MergeWouldCountWritten(u *unstructured.Unstructured) bool {
+	entries, _, _ := unstructured.NestedSlice(u.Object, "metadata", "managedFields")
 	merged := make([]any, 0, len(entries))
 	for _, raw := range entries {
 		e, ok := raw.(map[string]any)
 		if !ok {
 			continue
 		}
-		if e["operation"] == "Update" {
-			n++
-			if manager, _ := e["manager"].(string); !strings.HasPrefix(manager, protocol.FieldManagerPrefix) {
-				e = maps.Clone(e)
-				e["manager"] = ancientChanges
-			}
+		if manager, _ := e["manager"].(string); e["operation"] == "Update" && !strings.HasPrefix(manager, protocol.FieldManagerPrefix) {
+			e = maps.Clone(e)
+			e["manager"] = ancientChanges
 		}
 		merged = append(merged, e)
 	}
-	return n+1 > maxUpdateEntries && HolderWrote(&unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"managedFields": merged}}})
+	return HolderWrote(&unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"managedFields": merged}}})
 }

@@ -3,7 +3,6 @@ package admission
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -365,16 +364,7 @@ func fillsTheTokensRoom(r *Request) (n int, fills bool) {
 	if n <= before || next <= maxUpdateEntries {
 		return n, false
 	}
-	// The worst merge the next write may set off: every Update entry but a token's into the bucket.
-	var merged []any
-	for _, e := range managedEntries(r.New) {
-		if e["operation"] == "Update" && !strings.HasPrefix(fmt.Sprint(e["manager"]), protocol.FieldManagerPrefix) {
-			e = maps.Clone(e)
-			e["manager"] = AncientChanges
-		}
-		merged = append(merged, e)
-	}
-	return n, fencing.HolderWrote(&unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"managedFields": merged}}})
+	return n, fencing.MergeWouldCountWritten(r.New)
 }
 
 // updateEntries counts u's Update entries, and reports whether one of them is a token's that owns only
