@@ -36,9 +36,10 @@
 //
 // # Takeover
 //
-// Standbys do not poll. Each watches its one Lease (a single-object watch, re-established on error) and
-// acquires at once when the holder releases it, or when it expires: leaseDurationSeconds (+ LockDelay)
-// after the standby itself observed the holder's last renewal (a change of holder, epoch, renewTime,
+// Standbys do not poll. The electors of a process that share a client share one watch of their Leases'
+// namespace (one List and one watch whatever their number; a client whose RBAC names its Leases watches
+// each by name instead), re-established on error, and each elector acquires its Lease at once when the
+// holder releases it, or when it expires: leaseDurationSeconds (+ LockDelay) after the standby itself observed the holder's last renewal (a change of holder, epoch, renewTime,
 // acquireTime or leaseDurationSeconds; a write of a label or a finalizer is no renewal), on its own
 // monotonic clock. renewTime is never compared with a wall clock, so clock offsets between nodes do not
 // matter; only drift rates do, and MaxClockDrift accounts for them.

@@ -140,11 +140,11 @@ func (e *Elector) Run(ctx context.Context) error {
 	}
 	leases := e.cfg.Client.CoordinationV1().Leases(e.lease.Namespace)
 	obs := newObserver(e.lease.Name, e.clock)
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	if !obs.run(watchCtx, leases) {
+	stopWatch, ok := watchLease(ctx, e.cfg.Client, e.lease.Namespace, obs, log)
+	if !ok {
 		return nil
 	}
+	defer stopWatch()
 	r := &runner{e: e, log: log, rec: rec, leases: leases, obs: obs, acquirer: acquirer}
 	r.loop(ctx)
 	return nil

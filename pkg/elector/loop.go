@@ -40,6 +40,7 @@ type runner struct {
 	// postFailures counts the PostAcquire failures in a row, since the last term that started leading.
 	postFailures int
 	floor        int64 // highest epoch seen under this name
+	slow         bool  // the last renewal was slow (slowRenewal)
 
 	reportedHolder string
 	reportedEpoch  int64
@@ -304,7 +305,7 @@ func (r *runner) beginTerm(ctx context.Context, res *coordinationv1.Lease, epoch
 	r.e.setTerm(t)
 	r.held = res
 	r.lastSent = sent
-	r.nextRenew = sent.Add(cfg.RetryPeriod)
+	r.nextRenew = nextRenewalAt(r.e.clock.Now(), cfg.RetryPeriod)
 	r.obs.set(res)
 	leaseLabel := r.e.lease.String()
 	r.e.metrics.acquisitions.WithLabelValues(leaseLabel).Inc()
@@ -389,10 +390,11 @@ func (r *runner) renew(ctx context.Context, sent, stepAt time.Time) {
 	cancel()
 	switch {
 	case err == nil:
-		r.e.metrics.renew.WithLabelValues(r.e.lease.String()).Observe(r.e.clock.Since(sent).Seconds())
+		answered := r.e.clock.Now()
+		r.noteRenewal(answered.Sub(sent))
 		r.held = res
 		r.lastSent = sent
-		r.nextRenew = sent.Add(cfg.RetryPeriod)
+		r.nextRenew = nextRenewalAt(answered, cfg.RetryPeriod)
 		r.obs.set(res)
 		r.term.extend(safeDeadline(sent, cfg.safeWindow()))
 	case apierrors.IsNotFound(err):
@@ -419,6 +421,23 @@ func (r *runner) renew(ctx context.Context, sent, stepAt time.Time) {
 		r.log.Error(err, "Cannot renew the Lease; retrying", "epoch", r.term.token.Epoch, "stepDownIn", stepAt.Sub(r.e.clock.Now()))
 		r.nextRenew = r.e.clock.Now().Add(r.e.retryPause())
 	}
+}
+
+// noteRenewal records a successful renewal's latency, from send to answer. A slow one (slowRenewal) is
+// counted, and logged with the numbers when the renewals turn slow, before a Lease is lost to it.
+func (r *runner) noteRenewal(latency time.Duration) {
+	lease := r.e.lease.String()
+	r.e.metrics.renew.WithLabelValues(lease).Observe(latency.Seconds())
+	cfg := r.cfg()
+	slow := slowRenewal(latency, cfg.RenewDeadline, cfg.RetryPeriod)
+	if slow {
+		r.e.metrics.slowRenewals.WithLabelValues(lease).Inc()
+		if !r.slow {
+			r.log.Info("Renewals are slow: the client's rate limit or the apiserver does not keep up with this process's renewals, and the Lease is lost if a renewal takes longer than renewDeadline - retryPeriod",
+				"epoch", r.term.token.Epoch, "renewal", latency, "renewDeadline", cfg.RenewDeadline, "retryPeriod", cfg.RetryPeriod)
+		}
+	}
+	r.slow = slow
 }
 
 // renewOnTerm writes l's renewal (renewTime, leaseDurationSeconds) with a JSON patch that tests the

@@ -23,6 +23,7 @@ type metrics struct {
 	epoch        *prometheus.GaugeVec
 	acquisitions *prometheus.CounterVec
 	renew        *prometheus.HistogramVec
+	slowRenewals *prometheus.CounterVec
 	lost         *prometheus.CounterVec
 }
 
@@ -45,6 +46,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Latency of successful Lease renewals, from send to reply.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"lease"}),
+		slowRenewals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencekit_elector_slow_renewals_total",
+			Help: "Successful Lease renewals that took more than half of renewDeadline - retryPeriod from send to reply: the client's rate limit or the apiserver does not keep up, and a Lease is lost if it gets worse.",
+		}, []string{"lease"}),
 		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencekit_elector_leadership_lost_total",
 			Help: "Leaderships of the Lease that ended involuntarily, by reason.",
@@ -65,6 +70,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.renew, err = register(reg, m.renew); err != nil {
+		return nil, err
+	}
+	if m.slowRenewals, err = register(reg, m.slowRenewals); err != nil {
 		return nil, err
 	}
 	if m.lost, err = register(reg, m.lost); err != nil {

@@ -17,9 +17,9 @@ import (
 	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
-// observer keeps the latest version of the one Lease, fed by a single-object watch (an informer with a
-// metadata.name field selector, which re-establishes the watch on error) and by the elector's own writes
-// and reads. It records the candidate's own monotonic clock reading when it first saw each version.
+// observer keeps the latest version of the one Lease, fed by the process's shared watch of the Lease's
+// namespace (watch.go) or a single-object watch of its own (an informer with a metadata.name field
+// selector), each re-established on error, and by the elector's own writes and reads. It records the candidate's own monotonic clock reading when it first saw each version.
 type observer struct {
 	name  string
 	clock clock.PassiveClock
@@ -104,8 +104,8 @@ func (o *observer) signal() {
 	}
 }
 
-// run starts the informer and returns once it has synced (false if ctx ended first). The informer stops
-// with ctx.
+// run starts a single-object informer of its own and returns once it has synced (false if ctx ended
+// first). The informer stops with ctx.
 func (o *observer) run(ctx context.Context, leases leaseClient) bool {
 	selector := fields.OneTermEqualSelector("metadata.name", o.name).String()
 	lw := &cache.ListWatch{
@@ -141,13 +141,19 @@ func (o *observer) run(ctx context.Context, leases leaseClient) bool {
 		return false
 	}
 	// Nothing added during the initial list: the Lease does not exist.
+	o.absentIfUnseen()
+	return true
+}
+
+// absentIfUnseen records the Lease absent if o has observed nothing yet: the watch has listed the Lease's
+// namespace (or name) and found no such Lease.
+func (o *observer) absentIfUnseen() {
 	o.mu.Lock()
+	defer o.mu.Unlock()
 	if o.cur.at.IsZero() {
 		o.cur = observation{at: o.clock.Now()}
 		o.signal()
 	}
-	o.mu.Unlock()
-	return true
 }
 
 func asLease(obj any) *coordinationv1.Lease {

@@ -19,6 +19,23 @@ func renewStepDownAt(lastSent time.Time, renewDeadline time.Duration) time.Time 
 	return lastSent.Add(renewDeadline)
 }
 
+// nextRenewalAt is when a leader sends its next renewal: RetryPeriod after the answer to its last
+// successful acquire or renew, as client-go's leaderelection does. Counted from the send instead, renewals
+// queued behind the client's own rate limiter would be due again the moment they are answered, and a
+// process whose client allows its renewals and little more would queue them until it lost its Leases. The
+// safe-work deadline and the step-down still count from the send.
+func nextRenewalAt(answered time.Time, retryPeriod time.Duration) time.Time {
+	return answered.Add(retryPeriod)
+}
+
+// slowRenewal reports whether a successful renewal took so long, from send to answer, that one more as
+// slow would leave the leader less than half of its margin (RenewDeadline - RetryPeriod) before it steps
+// down: the client's queue or the apiserver no longer keeps up with this process's renewals, and a Lease
+// will be lost if it gets worse. With the defaults (10 s, 2 s): 4 s.
+func slowRenewal(latency, renewDeadline, retryPeriod time.Duration) bool {
+	return 2*latency > renewDeadline-retryPeriod
+}
+
 // retryJitter stretches the pause after a failed request: RetryPeriod * [1, 1+retryJitter). Electors that
 // failed together (an apiserver outage, 100 electors in one process) then do not retry in lockstep.
 // Regular renewals (every RetryPeriod exactly) and takeovers (at release or expiry, arbitrated by CAS) are

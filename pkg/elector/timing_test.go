@@ -98,3 +98,28 @@ func TestPostAcquireBackoff(t *testing.T) {
 		}
 	}
 }
+
+func TestRenewalSchedule(t *testing.T) {
+	tests := map[string]struct {
+		latency  time.Duration
+		wantNext time.Duration // after the send
+		wantSlow bool
+	}{
+		"answered at once":                          {0, 2 * time.Second, false},
+		"a usual renewal":                           {20 * time.Millisecond, 2020 * time.Millisecond, false},
+		"queued 4s: half the margin, not past it":   {4 * time.Second, 6 * time.Second, false},
+		"queued just past half the margin":          {4*time.Second + time.Millisecond, 6*time.Second + time.Millisecond, true},
+		"queued 7.9s: the next one is due at 9.9 s": {7900 * time.Millisecond, 9900 * time.Millisecond, true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			sent := t0.Add(time.Hour)
+			if got := nextRenewalAt(sent.Add(tc.latency), DefaultRetryPeriod); !got.Equal(sent.Add(tc.wantNext)) {
+				t.Errorf("next renewal at sent + %v, want sent + %v (RetryPeriod after the answer)", got.Sub(sent), tc.wantNext)
+			}
+			if got := slowRenewal(tc.latency, DefaultRenewDeadline, DefaultRetryPeriod); got != tc.wantSlow {
+				t.Errorf("slowRenewal(%v, 10s, 2s) = %v, want %v", tc.latency, got, tc.wantSlow)
+			}
+		})
+	}
+}

@@ -446,3 +446,31 @@ func leaseEvents(t *testing.T, ns, name string) []string {
 	}
 	return evs
 }
+
+// A renewal the client holds back (its rate limiter's queue; here the clock moves 5 s while the request is
+// in flight) schedules the next one RetryPeriod after its answer, not after its send, so renewals queued
+// behind the client never fall due the moment they are answered; the safe-work deadline still counts from
+// the send; the slow renewal is counted before any Lease is lost to it.
+func TestRenewalScheduledFromTheAnswer(t *testing.T) {
+	l := newLoop(t)
+	l.start(t, nil)
+	l.waitStarted(t)
+	l.waitSleep(t, t0.Add(2*time.Second))
+	var once sync.Once
+	l.setOnWrite(func() error { once.Do(func() { l.clock.Step(5 * time.Second) }); return nil })
+	l.clock.Step(2 * time.Second)
+	// Sent at t0+2s, answered at t0+7s: the next renewal is due at t0+9s (from the send: t0+4s, past).
+	l.waitSleep(t, t0.Add(9*time.Second))
+	if want := t0.Add(2*time.Second + 12850*time.Millisecond); !l.e.Deadline().Equal(want) {
+		t.Errorf("Deadline() = t0 + %v, want t0 + 14.85s (the renewal's send time + 12.85s)", l.e.Deadline().Sub(t0))
+	}
+	if got := l.ofLock(t, "fencekit_elector_slow_renewals_total"); got != 1 {
+		t.Errorf("slow renewals %v, want 1 (5s from send to answer is more than half of renewDeadline - retryPeriod)", got)
+	}
+	l.setOnWrite(nil)
+	l.clock.Step(2 * time.Second)
+	l.waitSleep(t, t0.Add(11*time.Second))
+	if got := l.ofLock(t, "fencekit_elector_slow_renewals_total"); got != 1 || !l.e.IsLeader() {
+		t.Errorf("after a prompt renewal: slow renewals %v (want 1), leading %v (want true)", got, l.e.IsLeader())
+	}
+}
