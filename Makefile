@@ -74,7 +74,7 @@ control-plane-apiserver: ## Build (once) kube-apiserver and etcd only, what make
 # far and mostly waits on its control plane: the tests ADMISSION_SHARD selects run in a second go test, on a
 # control plane of their own, beside the first; go test starts packages in the order given, so the rest of
 # test/admission goes first and the other packages run beside it. The shard's output follows the first's.
-ADMISSION_SHARD ?= ^TestRound([4-7]|1[4-8])
+ADMISSION_SHARD ?= ^TestRound([4-7]|1[4-9])
 .PHONY: test
 test: $(if $(KUBEBUILDER_ASSETS),,control-plane) vet ## Run every test (unit, envtest integration, e2e) on the local control plane (or on a preset KUBEBUILDER_ASSETS).
 	@assets="$(or $(KUBEBUILDER_ASSETS),$$(hack/control-plane.sh --path))"; shard_log="$$(mktemp)"; \

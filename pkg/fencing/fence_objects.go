@@ -298,7 +298,7 @@ func metadataObject(meta *metav1.ObjectMeta, gvk schema.GroupVersionKind) (*unst
 // entry keeps the annotations map it created once the next raise has taken its key. Left there, each adds
 // to the apiserver's count of Update entries, and on an object whose count reaches ten the raise's own entry
 // sets off the merge of the oldest into ancient-changes, which makes content written before coverage count
-// as the holder's (HolderWrote). Each removal first tests the entry's manager and operation at its index.
+// as the holder's (HolderWrote). Each removal first tests the whole entry at its index, as it was read.
 //
 // It returns none unless the raise's own entry would pass the apiserver's cap: below it nothing is merged,
 // and a request that leaves managedFields empty makes the apiserver stop tracking the object's fields.
@@ -313,6 +313,7 @@ func spentEntries(u *unstructured.Unstructured, token elector.Token) []map[strin
 	if updates+1 <= maxUpdateEntries {
 		return nil
 	}
+	listed, _, _ := unstructured.NestedSlice(u.Object, "metadata", "managedFields")
 	var ops []map[string]any
 	for i := len(entries) - 1; i >= 0; i-- {
 		e := entries[i]
@@ -324,10 +325,16 @@ func spentEntries(u *unstructured.Unstructured, token elector.Token) []map[strin
 		if err := json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields); err != nil || ownsContent(fields, 0) {
 			continue
 		}
+		if i >= len(listed) {
+			return nil
+		}
+		// The whole entry, not its manager alone: the apiserver keeps an entry per manager, apiVersion and
+		// subresource, so the entry next to a spent one may be the same token's (its write through another
+		// version, or a scale), and a write that shifts the indexes between the read and this patch would
+		// otherwise have the raise remove that one (TestRound19ShiftedSpentEntryRemovesTheHoldersOtherVersionEntry).
 		at := fmt.Sprintf("/metadata/managedFields/%d", i)
 		ops = append(ops,
-			map[string]any{"op": "test", "path": at + "/manager", "value": e.Manager},
-			map[string]any{"op": "test", "path": at + "/operation", "value": string(e.Operation)},
+			map[string]any{"op": "test", "path": at, "value": listed[i]},
 			map[string]any{"op": "remove", "path": at})
 	}
 	return ops
