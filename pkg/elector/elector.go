@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/singleflight"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -150,18 +152,14 @@ func (e *Elector) Run(ctx context.Context) error {
 	return nil
 }
 
-// whoAmI learns the authenticated user name with a SelfSubjectReview, retrying every RetryPeriod.
+// whoAmI learns the authenticated user name with a SelfSubjectReview, retrying every RetryPeriod. The
+// electors of a process that start together on one client send one review between them (reviews).
 func (e *Elector) whoAmI(ctx context.Context, log logr.Logger) (string, bool) {
 	for {
-		rctx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline) // bounded, as every request of the elector
-		ssr, err := e.cfg.Client.AuthenticationV1().SelfSubjectReviews().Create(rctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
-		cancel()
-		if err == nil && ssr.Status.UserInfo.Username != "" {
-			log.V(1).Info("Learned the acquirer user name", "acquirer", ssr.Status.UserInfo.Username)
-			return ssr.Status.UserInfo.Username, true
-		}
+		name, err := e.review(ctx)
 		if err == nil {
-			err = errors.New("the SelfSubjectReview returned no user name")
+			log.V(1).Info("Learned the acquirer user name", "acquirer", name)
+			return name, true
 		}
 		if ctx.Err() != nil {
 			return "", false
@@ -174,5 +172,38 @@ func (e *Elector) whoAmI(ctx context.Context, log logr.Logger) (string, bool) {
 			return "", false
 		case <-t.C():
 		}
+	}
+}
+
+// reviews shares a SelfSubjectReview in flight among the electors of one client that ask at the same time
+// (a process starting 1,000 electors sends one, not 1,000), keyed by the client's address.
+var reviews singleflight.Group
+
+// review sends a SelfSubjectReview through the elector's client, or waits for the one in flight on it, and
+// returns the user name. The request is bounded by RenewDeadline, as every request of the elector, and
+// does not end with one caller's context.
+func (e *Elector) review(ctx context.Context) (string, error) {
+	cs := e.cfg.Client
+	send := func() (any, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.RenewDeadline)
+		defer cancel()
+		ssr, err := cs.AuthenticationV1().SelfSubjectReviews().Create(rctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err != nil {
+			return "", err
+		}
+		if ssr.Status.UserInfo.Username == "" {
+			return "", errors.New("the SelfSubjectReview returned no user name")
+		}
+		return ssr.Status.UserInfo.Username, nil
+	}
+	if reflect.TypeOf(cs).Kind() != reflect.Pointer {
+		name, err := send()
+		return name.(string), err
+	}
+	select {
+	case res := <-reviews.DoChan(fmt.Sprintf("%p", cs), send):
+		return res.Val.(string), res.Err
+	case <-ctx.Done():
+		return "", ctx.Err()
 	}
 }

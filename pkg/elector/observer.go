@@ -44,15 +44,19 @@ func (o *observer) get() observation {
 
 // set records a version of the Lease if it is newer than the one held. Versions are ordered by
 // resourceVersion (comparable integers on Kubernetes >= 1.35), so a watch event that arrives after the
-// elector's own write of a later version does not roll the view back.
+// elector's own write of a later version does not roll the view back. It drops l's managedFields
+// (stripManagedFields): l is the elector's own copy, the answer to one of its requests or the watch's.
 func (o *observer) set(l *coordinationv1.Lease) {
 	if l == nil || l.Name != o.name {
 		return
 	}
+	l.ManagedFields = nil
 	rv, err := strconv.ParseInt(l.ResourceVersion, 10, 64)
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if err == nil && rv <= o.rv {
+	// A version at the resourceVersion of a recorded deletion is that version leaving a label-selected watch
+	// (its fenced label removed), which a read then shows: the Lease exists.
+	if err == nil && (rv < o.rv || rv == o.rv && o.cur.lease != nil) {
 		return
 	}
 	if err != nil && o.cur.lease != nil && o.cur.lease.ResourceVersion == l.ResourceVersion {
@@ -123,6 +127,7 @@ func (o *observer) run(ctx context.Context, leases leaseClient) bool {
 		// watch-list brings nothing for one object and is not implemented by client-go's fake clients.
 		ListerWatcher: cache.ToListWatcherWithWatchListSemantics(lw, noWatchList{}),
 		ObjectType:    &coordinationv1.Lease{},
+		Transform:     stripManagedFields,
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { o.set(asLease(obj)) },
 			UpdateFunc: func(_, obj any) { o.set(asLease(obj)) },

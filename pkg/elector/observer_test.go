@@ -50,3 +50,32 @@ func TestObserverTimesRenewalsOnly(t *testing.T) {
 		}
 	}
 }
+
+// The shared watch selects fenced Leases: a Lease whose fenced label is removed leaves it as a deletion at
+// the resourceVersion of that write. A read of the Lease at that resourceVersion then shows it exists; a
+// version older than the deletion, or the one already held, changes nothing.
+func TestObserverLeaseLeavingTheWatchIsReadBack(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(t0)
+	o := newObserver("l", clk)
+	at := func(rv string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "l", ResourceVersion: rv},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("a"), LeaseDurationSeconds: ptr.To[int32](15)}}
+	}
+	o.set(at("10"))
+	o.set(at("10"))
+	if got := o.get(); got.lease == nil || got.lease.ResourceVersion != "10" {
+		t.Fatalf("observed %+v, want the Lease at 10", got.lease)
+	}
+	o.deleted("12")
+	if got := o.get(); got.lease != nil {
+		t.Fatalf("observed %+v after the deletion at 12, want none", got.lease)
+	}
+	o.set(at("11"))
+	if got := o.get(); got.lease != nil {
+		t.Fatalf("a version older than the deletion rolled the view back: %+v", got.lease)
+	}
+	o.set(at("12"))
+	if got := o.get(); got.lease == nil || got.lease.ResourceVersion != "12" {
+		t.Fatalf("observed %+v, want the Lease read back at 12", got.lease)
+	}
+}

@@ -6,13 +6,27 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
-// The leadership context ends the moment the safe-work deadline passes, and a renewal moves it forward.
+// tickerOnly hides the fake clock's AfterFunc: a clock that runs no functions of its own.
+type tickerOnly struct{ clock.WithTicker }
+
+// The leadership context ends the moment the safe-work deadline passes, and a renewal moves it forward:
+// with a clock that runs functions (a timer, no goroutine) and with one that does not (a goroutine).
 func TestTermDeadline(t *testing.T) {
+	for name, wrap := range map[string]func(*clocktesting.FakeClock) clock.WithTicker{
+		"AfterFunc":    func(fc *clocktesting.FakeClock) clock.WithTicker { return fc },
+		"no AfterFunc": func(fc *clocktesting.FakeClock) clock.WithTicker { return tickerOnly{fc} },
+	} {
+		t.Run(name, func(t *testing.T) { testTermDeadline(t, wrap) })
+	}
+}
+
+func testTermDeadline(t *testing.T, wrap func(*clocktesting.FakeClock) clock.WithTicker) {
 	fc := clocktesting.NewFakeClock(t0)
-	tm := newTerm(context.Background(), fc, Token{Epoch: 1}, t0.Add(12850*time.Millisecond))
+	tm := newTerm(context.Background(), wrap(fc), Token{Epoch: 1}, t0.Add(12850*time.Millisecond))
 	tm.setLeading()
 	waitFor(t, "the deadline timer", fc.HasWaiters)
 	if d, ok := tm.ctx.Deadline(); !ok || !d.Equal(t0.Add(12850*time.Millisecond)) {

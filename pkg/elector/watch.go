@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // The Lease watch: one informer per client and namespace, shared by every running elector that uses that
@@ -22,14 +24,21 @@ import (
 // its own Lease, by name, and records them on its own clock, so each elector's takeover timing is the one
 // a watch of its Lease alone gives.
 //
-// The shared watch lists and watches every Lease of the namespace, which needs `list` and `watch` on Leases
-// without resourceNames. A client whose RBAC names its Leases is refused that List: the electors waiting
+// The shared watch lists and watches the fenced Leases of the namespace (label fencing.fencekit.io/fenced=true,
+// which every acquisition sets and fencekit's Lease policy lets nobody remove, and whose other labels and
+// annotations it bounds): other workloads' Leases, however many and however large, never reach the
+// process. A Lease of the elector's name that is not fenced yet is not in it: the elector sees it when its
+// Create of the Lease finds it there (a re-read), and then by compare-and-swap. The watch needs `list` and
+// `watch` on Leases without resourceNames. A client whose RBAC names its Leases is refused that List: the electors waiting
 // for it then each keep a watch of their own Lease by name (which RBAC authorizes against resourceNames),
 // and say so in their log; an elector started later tries the shared watch again (RBAC may have changed).
 var leaseWatches = struct {
 	mu sync.Mutex
 	m  map[watchKey]*leaseWatch
 }{m: map[watchKey]*leaseWatch{}}
+
+// fencedLeases selects the Leases the shared watch holds.
+var fencedLeases = protocol.FencedLabel + "=true"
 
 type watchKey struct {
 	client    kubernetes.Interface
@@ -125,6 +134,7 @@ func startLeaseWatch(leases leaseClient) *leaseWatch {
 	var refuse sync.Once
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.LabelSelector = fencedLeases
 			list, err := leases.List(ctx, opts)
 			if apierrors.IsForbidden(err) {
 				refuse.Do(func() { w.refusal = err; close(w.refused) })
@@ -132,12 +142,14 @@ func startLeaseWatch(leases leaseClient) *leaseWatch {
 			return list, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.LabelSelector = fencedLeases
 			return leases.Watch(ctx, opts)
 		},
 	}
 	store, informer := cache.NewInformerWithOptions(cache.InformerOptions{
 		ListerWatcher: cache.ToListWatcherWithWatchListSemantics(lw, noWatchList{}),
 		ObjectType:    &coordinationv1.Lease{},
+		Transform:     stripManagedFields,
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { w.dispatch(obj, false) },
 			UpdateFunc: func(_, obj any) { w.dispatch(obj, false) },
@@ -186,4 +198,14 @@ func (w *leaseWatch) seed(ns string, o *observer) {
 		return
 	}
 	o.absentIfUnseen()
+}
+
+// stripManagedFields drops a watched Lease's managedFields, which the elector never reads (an acquisition
+// resets them; a renewal sends none, and the apiserver keeps the stored ones): most of a Lease's size, kept
+// once per Lease of the namespace.
+func stripManagedFields(obj any) (any, error) {
+	if l, ok := obj.(*coordinationv1.Lease); ok {
+		l.ManagedFields = nil
+	}
+	return obj, nil
 }
