@@ -31,10 +31,12 @@ import (
 )
 
 var (
-	costWindow = flag.Duration("cost.window", 30*time.Second, "BenchmarkControlPlaneCost: the measuring window of each point")
-	costLeases = flag.String("cost.leases", "1,10,100,1000", "BenchmarkControlPlaneCost: the Lease counts of the Lease points")
-	costFRs    = flag.String("cost.fencedresources", "100,1000,10000", "BenchmarkControlPlaneCost: the FencedResource counts of the resource points")
-	costQPS    = flag.Int("cost.qps", 2000, "BenchmarkControlPlaneCost: each replica's client-side rate limit (1,000 Leases renew 500 times a second)")
+	costWindow      = flag.Duration("cost.window", 30*time.Second, "BenchmarkControlPlaneCost: the measuring window of each point")
+	costLeases      = flag.String("cost.leases", "100,1000,10000", "BenchmarkControlPlaneCost: the Lease counts of the Lease points")
+	costFRs         = flag.String("cost.fencedresources", "100,1000,10000", "BenchmarkControlPlaneCost: the FencedResource counts of the resource points")
+	costQPS         = flag.Int("cost.qps", 2000, "BenchmarkControlPlaneCost: each replica's client-side rate limit, at least twice its Leases (four times their renewal rate: 1,000 Leases renew 500 times a second)")
+	costMemProfiles = flag.String("cost.memprofiles", "", "BenchmarkControlPlaneCost: a directory for a heap profile of each Lease point's replicas (test/bench/elector/hundred -memprofile)")
+	costLimited     = flag.Int("cost.limited", 1000, "BenchmarkControlPlaneCost: the Lease count of the point whose replicas' clients are limited to exactly their renewal rate (0: none)")
 )
 
 // BenchmarkControlPlaneCost is the scale sweep: what fencekit costs the control plane. Each point
@@ -53,7 +55,10 @@ var (
 //     leaderelection (impl=client-go), which a user would otherwise run; each replica's own memory and
 //     request rate are reported too, and the Leases led at the end and the leaderships lost during the
 //     window (a replica whose renewals cannot keep up loses Leases; after 3 minutes without every
-//     Lease led the point is measured as it is);
+//     Lease led the point is measured as it is); each replica's client allows -cost.qps requests a
+//     second or four times its Leases' renewal rate, whichever is more;
+//   - leases=L/replicas=2/impl=I/qps=Q: L = -cost.limited, each replica's client limited to exactly the
+//     renewal rate of its Leases (Q = L/2 a second): what the replica's own queue does to its renewals;
 //   - fencedresources=N: N FencedResources bound to 100 Leases held by one replica; the window starts
 //     once the operator has written every resource's status.
 func BenchmarkControlPlaneCost(b *testing.B) {
@@ -67,7 +72,7 @@ func BenchmarkControlPlaneCost(b *testing.B) {
 			const leases = 100
 			p := startCostPoint(b)
 			ns := p.env.Namespace(b)
-			holder := startElectors(b, elector, p.kubeconfig, ns, "fencekit", "r0", leases, true)
+			holder := startElectors(b, elector, p.kubeconfig, ns, "fencekit", "r0", leases, true, *costQPS)
 			start := time.Now()
 			workqueue.ParallelizeUntil(b.Context(), 16, n, func(i int) {
 				fr := &fencingv1alpha1.FencedResource{
@@ -95,37 +100,52 @@ func BenchmarkControlPlaneCost(b *testing.B) {
 		for _, replicas := range []int{2, 3} {
 			for _, impl := range []string{"fencekit", "client-go"} {
 				b.Run(fmt.Sprintf("leases=%d/replicas=%d/impl=%s", leases, replicas, impl), func(b *testing.B) {
-					p := startCostPoint(b)
-					ns := p.env.Namespace(b)
-					var procs []*electorProcess
-					for r := range replicas {
-						procs = append(procs, startElectors(b, elector, p.kubeconfig, ns, impl, fmt.Sprintf("r%d", r), leases, r == 0))
-					}
-					time.Sleep(3 * time.Second) // past the acquisitions and their Events, as each replica's own window
-					p.measure(*costWindow).report()
-					var standbyRSS, standbyReq float64
-					var leading int
-					var lost int64
-					for i, proc := range procs {
-						res := proc.result(b)
-						leading, lost = leading+res.Leading, lost+res.Lost
-						if i == 0 {
-							b.ReportMetric(res.RSSMiB, "leader-replica-rss-MiB")
-							b.ReportMetric(res.RequestsMin/60, "leader-replica-req/s")
-							continue
-						}
-						standbyRSS, standbyReq = max(standbyRSS, res.RSSMiB), max(standbyReq, res.RequestsMin/60)
-					}
-					b.ReportMetric(standbyRSS, "standby-replica-rss-MiB")
-					b.ReportMetric(standbyReq, "standby-replica-req/s")
-					// A replica that cannot renew its Leases in time loses some (and a standby takes them):
-					// the Leases led at the end of the window, and the leaderships lost in it.
-					b.ReportMetric(float64(leading), "leases-led")
-					b.ReportMetric(float64(lost), "leaderships-lost")
+					leasePoint(b, elector, leases, replicas, impl, max(*costQPS, 2*leases))
 				})
 			}
 		}
 	}
+	// The replicas' clients limited to exactly their Leases' renewal rate (0.5 a second each): what a
+	// replica's own queue does to its renewals.
+	if n := *costLimited; n > 0 {
+		for _, impl := range []string{"fencekit", "client-go"} {
+			b.Run(fmt.Sprintf("leases=%d/replicas=2/impl=%s/qps=%d", n, impl, n/2), func(b *testing.B) {
+				leasePoint(b, elector, n, 2, impl, n/2)
+			})
+		}
+	}
+}
+
+// leasePoint runs one Lease point: replicas processes of leases electors each (impl's), each replica's
+// client limited to qps requests a second (bursts of twice that), the first replica leading every Lease.
+func leasePoint(b *testing.B, elector string, leases, replicas int, impl string, qps int) {
+	p := startCostPoint(b)
+	ns := p.env.Namespace(b)
+	var procs []*electorProcess
+	for r := range replicas {
+		procs = append(procs, startElectors(b, elector, p.kubeconfig, ns, impl, fmt.Sprintf("r%d", r), leases, r == 0, qps))
+	}
+	time.Sleep(3 * time.Second) // past the acquisitions and their Events, as each replica's own window
+	p.measure(*costWindow).report()
+	var standbyRSS, standbyReq float64
+	var leading int
+	var lost int64
+	for i, proc := range procs {
+		res := proc.result(b)
+		leading, lost = leading+res.Leading, lost+res.Lost
+		if i == 0 {
+			b.ReportMetric(res.RSSMiB, "leader-replica-rss-MiB")
+			b.ReportMetric(res.RequestsMin/60, "leader-replica-req/s")
+			continue
+		}
+		standbyRSS, standbyReq = max(standbyRSS, res.RSSMiB), max(standbyReq, res.RequestsMin/60)
+	}
+	b.ReportMetric(standbyRSS, "standby-replica-rss-MiB")
+	b.ReportMetric(standbyReq, "standby-replica-req/s")
+	// A replica that cannot renew its Leases in time loses some (and a standby takes them): the Leases led
+	// at the end of the window, and the leaderships lost in it.
+	b.ReportMetric(float64(leading), "leases-led")
+	b.ReportMetric(float64(lost), "leaderships-lost")
 }
 
 // costPoint is one point of the sweep: a control plane of its own (so that no earlier point's objects,
@@ -298,10 +318,14 @@ type electorResult struct {
 
 // startElectors starts a replica and returns once it is ready: every elector leads (lead) or observed a
 // leader. Its own request-rate window is the benchmark's.
-func startElectors(b *testing.B, bin, kubeconfig, ns, impl, identity string, n int, lead bool) *electorProcess {
+func startElectors(b *testing.B, bin, kubeconfig, ns, impl, identity string, n int, lead bool, qps int) *electorProcess {
 	b.Helper()
-	cmd := exec.Command(bin, "-kubeconfig", kubeconfig, "-namespace", ns, "-impl", impl, "-identity", identity,
-		"-n", fmt.Sprint(n), fmt.Sprintf("-lead=%t", lead), "-window", costWindow.String(), "-partial", "-qps", fmt.Sprint(*costQPS))
+	args := []string{"-kubeconfig", kubeconfig, "-namespace", ns, "-impl", impl, "-identity", identity,
+		"-n", fmt.Sprint(n), fmt.Sprintf("-lead=%t", lead), "-window", costWindow.String(), "-partial", "-qps", fmt.Sprint(qps)}
+	if *costMemProfiles != "" {
+		args = append(args, "-memprofile", filepath.Join(*costMemProfiles, strings.NewReplacer("/", "_", "=", "-").Replace(b.Name())+"_"+identity+".pprof"))
+	}
+	cmd := exec.Command(bin, args...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)

@@ -12,6 +12,8 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,7 +59,11 @@ func main() {
 	readyTimeout := flag.Duration("ready-timeout", 2*time.Minute, "how long to wait until ready")
 	qps := flag.Float64("qps", 500, "client-side rate limit of the one client all electors share (burst: twice this)")
 	impl := flag.String("impl", "fencekit", "fencekit or client-go")
+	flag.StringVar(&memProfile, "memprofile", "", "write a heap profile (go tool pprof) to this file at the end of the window")
 	flag.Parse()
+	if memProfile != "" {
+		runtime.MemProfileRate = 4096 // a finer profile than the default one sample per 512 KiB
+	}
 	klog.SetLogger(logr.Discard())
 	if err := run(*impl, *kubeconfig, *ns, *prefix, *n, *lead, *partial, *window, *readyTimeout, float32(*qps)); err != nil {
 		fmt.Fprintln(os.Stderr, "hundred:", err)
@@ -156,6 +162,15 @@ func run(impl, kubeconfig, ns, prefix string, n int, lead, partial bool, window,
 	o1, w1, l1 := other.Load(), watches.Load(), lost.Load()
 	res := Result{Electors: n, Leading: int(leading.Load()), Lost: l1 - l0, RSSMiB: vmRSS(), WindowSeconds: window.Seconds(),
 		RequestsMin: float64(o1-o0) / window.Minutes(), WatchesMin: float64(w1-w0) / window.Minutes()}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	fmt.Fprintf(os.Stderr, "hundred: %s %s x %d: RSS %.1f MiB, heap in use %.1f MiB, stacks %.1f MiB, %d goroutines, GC target %.1f MiB\n",
+		impl, prefix, n, res.RSSMiB, float64(ms.HeapInuse)/(1<<20), float64(ms.StackInuse)/(1<<20), runtime.NumGoroutine(), float64(ms.NextGC)/(1<<20))
+	if memProfile != "" {
+		if err := writeHeapProfile(memProfile); err != nil {
+			return err
+		}
+	}
 	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
 		return err
 	}
@@ -163,6 +178,22 @@ func run(impl, kubeconfig, ns, prefix string, n int, lead, partial bool, window,
 	cancel()
 	wg.Wait()
 	return nil
+}
+
+// memProfile is -memprofile.
+var memProfile string
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func vmRSS() float64 {
