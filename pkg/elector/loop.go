@@ -426,12 +426,11 @@ func (r *runner) renew(ctx context.Context, sent, stepAt time.Time) {
 // noteRenewal records a successful renewal's latency, from send to answer. A slow one (slowRenewal) is
 // counted, and logged with the numbers when the renewals turn slow, before a Lease is lost to it.
 func (r *runner) noteRenewal(latency time.Duration) {
-	lease := r.e.lease.String()
-	r.e.metrics.renew.WithLabelValues(lease).Observe(latency.Seconds())
+	r.e.metrics.renew.Observe(latency.Seconds())
 	cfg := r.cfg()
 	slow := slowRenewal(latency, cfg.RenewDeadline, cfg.RetryPeriod)
 	if slow {
-		r.e.metrics.slowRenewals.WithLabelValues(lease).Inc()
+		r.e.metrics.slowRenewals.Inc()
 		if !r.slow {
 			r.log.Info("Renewals are slow: the client's rate limit or the apiserver does not keep up with this process's renewals, and the Lease is lost if a renewal takes longer than renewDeadline - retryPeriod",
 				"epoch", r.term.token.Epoch, "renewal", latency, "renewDeadline", cfg.RenewDeadline, "retryPeriod", cfg.RetryPeriod)

@@ -17,13 +17,13 @@ const (
 )
 
 // metrics are the elector's collectors. They are registered once per registerer and shared by every
-// elector in the process, told apart by the lease label ("namespace/name").
+// elector in the process, told apart by the lease label ("namespace/name"), the renewal metrics excepted.
 type metrics struct {
 	isLeader     *prometheus.GaugeVec
 	epoch        *prometheus.GaugeVec
 	acquisitions *prometheus.CounterVec
-	renew        *prometheus.HistogramVec
-	slowRenewals *prometheus.CounterVec
+	renew        prometheus.Histogram
+	slowRenewals prometheus.Counter
 	lost         *prometheus.CounterVec
 }
 
@@ -41,15 +41,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "fencekit_elector_acquisitions_total",
 			Help: "Acquisitions of the Lease by this process.",
 		}, []string{"lease"}),
-		renew: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		// The renewal metrics are the process's, not one Lease's: how long renewals take is the client's and
+		// the apiserver's doing, and a label per Lease would make a replica leading 10,000 Leases export
+		// 150,000 histogram series.
+		renew: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "fencekit_elector_renew_duration_seconds",
-			Help:    "Latency of successful Lease renewals, from send to reply.",
+			Help:    "Latency of successful Lease renewals by the electors of this process, from send to reply.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-		}, []string{"lease"}),
-		slowRenewals: prometheus.NewCounterVec(prometheus.CounterOpts{
+		}),
+		slowRenewals: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fencekit_elector_slow_renewals_total",
-			Help: "Successful Lease renewals that took more than half of renewDeadline - retryPeriod from send to reply: the client's rate limit or the apiserver does not keep up, and a Lease is lost if it gets worse.",
-		}, []string{"lease"}),
+			Help: "Successful Lease renewals by the electors of this process that took more than half of renewDeadline - retryPeriod from send to reply: the client's rate limit or the apiserver does not keep up, and a Lease is lost if it gets worse.",
+		}),
 		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencekit_elector_leadership_lost_total",
 			Help: "Leaderships of the Lease that ended involuntarily, by reason.",

@@ -464,13 +464,13 @@ func TestRenewalScheduledFromTheAnswer(t *testing.T) {
 	if want := t0.Add(2*time.Second + 12850*time.Millisecond); !l.e.Deadline().Equal(want) {
 		t.Errorf("Deadline() = t0 + %v, want t0 + 14.85s (the renewal's send time + 12.85s)", l.e.Deadline().Sub(t0))
 	}
-	if got := l.ofLock(t, "fencekit_elector_slow_renewals_total"); got != 1 {
+	if got := l.metric(t, "fencekit_elector_slow_renewals_total", prometheus.Labels{}); got != 1 {
 		t.Errorf("slow renewals %v, want 1 (5s from send to answer is more than half of renewDeadline - retryPeriod)", got)
 	}
 	l.setOnWrite(nil)
 	l.clock.Step(2 * time.Second)
 	l.waitSleep(t, t0.Add(11*time.Second))
-	if got := l.ofLock(t, "fencekit_elector_slow_renewals_total"); got != 1 || !l.e.IsLeader() {
+	if got := l.metric(t, "fencekit_elector_slow_renewals_total", prometheus.Labels{}); got != 1 || !l.e.IsLeader() {
 		t.Errorf("after a prompt renewal: slow renewals %v (want 1), leading %v (want true)", got, l.e.IsLeader())
 	}
 }
