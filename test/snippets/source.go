@@ -20,6 +20,7 @@ var imports = map[string]string{
 	"os":              "os",
 	"sql":             "database/sql",
 	"strings":         "strings",
+	"sync":            "sync",
 	"time":            "time",
 	"apierrors":       "k8s.io/apimachinery/pkg/api/errors",
 	"metav1":          "k8s.io/apimachinery/pkg/apis/meta/v1",
