@@ -36,6 +36,7 @@ var (
 	costFRs         = flag.String("cost.fencedresources", "100,1000,10000", "BenchmarkControlPlaneCost: the FencedResource counts of the resource points")
 	costQPS         = flag.Int("cost.qps", 2000, "BenchmarkControlPlaneCost: each replica's client-side rate limit, at least twice its Leases (four times their renewal rate: 1,000 Leases renew 500 times a second)")
 	costMemProfiles = flag.String("cost.memprofiles", "", "BenchmarkControlPlaneCost: a directory for a heap profile of each Lease point's replicas (test/bench/elector/hundred -memprofile)")
+	costReplicas    = flag.String("cost.replicas", "2,3", "BenchmarkControlPlaneCost: the replica counts of the Lease points")
 	costLimited     = flag.Int("cost.limited", 1000, "BenchmarkControlPlaneCost: the Lease count of the point whose replicas' clients are limited to exactly their renewal rate (0: none)")
 )
 
@@ -97,7 +98,7 @@ func BenchmarkControlPlaneCost(b *testing.B) {
 		})
 	}
 	for _, leases := range counts(b, *costLeases) {
-		for _, replicas := range []int{2, 3} {
+		for _, replicas := range counts(b, *costReplicas) {
 			for _, impl := range []string{"fencekit", "client-go"} {
 				b.Run(fmt.Sprintf("leases=%d/replicas=%d/impl=%s", leases, replicas, impl), func(b *testing.B) {
 					leasePoint(b, elector, leases, replicas, impl, max(*costQPS, 2*leases))
