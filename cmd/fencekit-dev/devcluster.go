@@ -28,7 +28,7 @@ func runDevcluster(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	assets, err := devcluster.AssetsDir(root)
+	assets, err := devcluster.AssetsDir(root, false)
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,7 @@ func Local(ctx context.Context, root string, progress io.Writer) (t *Target, sto
 			teardown()
 		}
 	}()
-	assets, err := devcluster.AssetsDir(root)
+	assets, err := devcluster.AssetsDir(root, false)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -9,15 +9,20 @@ import (
 	"strings"
 )
 
-// AssetsDir returns the directory holding kube-apiserver and etcd: $KUBEBUILDER_ASSETS if set, otherwise the
-// cache filled by hack/control-plane.sh, which this runs (building the binaries if they are absent, with its
-// progress on stderr).
-func AssetsDir(repoRoot string) (string, error) {
+// AssetsDir returns the directory holding kube-apiserver and etcd (and kube-controller-manager if
+// controllerManager): $KUBEBUILDER_ASSETS if set, otherwise the cache filled by hack/control-plane.sh, which
+// this runs (building the binaries if they are absent, with its progress on stderr). The demo and the dev
+// cluster run no kube-controller-manager, so a newcomer's first `make demo` does not build it.
+func AssetsDir(repoRoot string, controllerManager bool) (string, error) {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
 		return dir, nil
 	}
 	script := filepath.Join(repoRoot, "hack", "control-plane.sh")
-	cmd := exec.Command(script)
+	var args []string
+	if !controllerManager {
+		args = append(args, "--no-controller-manager")
+	}
+	cmd := exec.Command(script, args...)
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = os.Stderr

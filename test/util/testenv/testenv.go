@@ -92,7 +92,7 @@ func Start(opts ...Option) (*Env, error) {
 		opt(&o)
 	}
 	root := RepoRoot()
-	assets, err := devcluster.AssetsDir(root)
+	assets, err := devcluster.AssetsDir(root, true)
 	if err != nil {
 		return nil, err
 	}
