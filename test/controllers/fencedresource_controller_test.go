@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 
 	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
 	"github.com/fencekit/fencekit/pkg/fencing"
@@ -160,12 +161,17 @@ func TestReadyReasonNamesTheCause(t *testing.T) {
 // epoch.
 func setLeaseEpoch(t *testing.T, key types.NamespacedName, epoch string) {
 	t.Helper()
-	l, err := getLease(t, key)
+	// The operator writes the Lease too (its protection finalizer), so the admin's update is sent again on
+	// a conflict, read afresh, as kubectl edit would have the admin do.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		l, err := getLease(t, key)
+		if err != nil {
+			return err
+		}
+		l.Annotations[protocol.EpochAnnotation] = epoch
+		return env.Client.Update(t.Context(), l)
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	l.Annotations[protocol.EpochAnnotation] = epoch
-	if err := env.Client.Update(t.Context(), l); err != nil {
 		t.Fatalf("an admin setting the epoch of lease %s to %q: %v", key, epoch, err)
 	}
 }
