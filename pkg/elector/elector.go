@@ -147,7 +147,7 @@ func (e *Elector) Run(ctx context.Context) error {
 		return nil
 	}
 	defer stopWatch()
-	r := &runner{e: e, log: log, rec: rec, leases: leases, obs: obs, acquirer: acquirer}
+	r := &runner{e: e, log: log, rec: rec, leases: leaseRequests{leases}, obs: obs, acquirer: acquirer}
 	r.loop(ctx)
 	return nil
 }

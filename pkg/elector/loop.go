@@ -27,7 +27,7 @@ type runner struct {
 	e        *Elector
 	log      logr.Logger
 	rec      events.EventRecorder
-	leases   leaseClient
+	leases   leaseRequests
 	obs      *observer
 	acquirer string
 
@@ -151,6 +151,7 @@ func (r *runner) checkObserved(ctx context.Context, o observation) bool {
 		return true
 	}
 	if o.lease.ResourceVersion == r.held.ResourceVersion {
+		r.held = o.lease // the same version: the watch's copy, once it delivered it (observer.watched)
 		return false
 	}
 	if h := holder(o.lease); h != r.e.cfg.Identity {
@@ -208,12 +209,12 @@ func (r *runner) acquire(ctx context.Context, o observation, tk takeover) {
 func (r *runner) chooseEpoch(ctx, rctx context.Context, observed *coordinationv1.Lease) (epoch int64, ok bool) {
 	var listRV string
 	if observed == nil {
-		list, err := r.leases.List(rctx, metav1.ListOptions{Limit: 1})
+		rv, err := r.leases.listRevision(rctx)
 		if err != nil {
 			r.retryLater(ctx, err, "Cannot list Leases to seed the epoch")
 			return 0, false
 		}
-		listRV = list.ResourceVersion
+		listRV = rv
 	}
 	choice, err := nextEpoch(r.e.lease, observed, listRV, r.floor)
 	if err != nil {
@@ -237,12 +238,12 @@ func (r *runner) writeAcquisition(rctx context.Context, observed *coordinationv1
 	// Every Lease write presents the epoch it writes at in the request (the Lease policy requires it).
 	fm := protocol.FieldManagerFor(epoch)
 	if observed == nil {
-		res, err = r.leases.Create(rctx, newLease(r.e.lease.Namespace, r.e.lease.Name, a), metav1.CreateOptions{FieldManager: fm})
+		res, err = r.leases.create(rctx, newLease(r.e.lease.Namespace, r.e.lease.Name, a), metav1.CreateOptions{FieldManager: fm})
 		return res, sent, err
 	}
 	l := observed.DeepCopy()
 	applyAcquisition(l, a)
-	res, err = r.leases.Update(rctx, l, metav1.UpdateOptions{FieldManager: fm})
+	res, err = r.leases.update(rctx, l, metav1.UpdateOptions{FieldManager: fm})
 	return res, sent, err
 }
 
@@ -282,7 +283,7 @@ func (r *runner) acquireOnState(ctx context.Context, observed *coordinationv1.Le
 	if err != nil {
 		return nil, err
 	}
-	return r.leases.Patch(ctx, l.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: protocol.FieldManagerFor(epoch)})
+	return r.leases.patch(ctx, l.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: protocol.FieldManagerFor(epoch)})
 }
 
 // lostRace handles an acquisition someone else wrote first: re-read the Lease and decide again on what is
@@ -378,7 +379,7 @@ func (r *runner) renew(ctx context.Context, sent, stepAt time.Time) {
 	l := r.held.DeepCopy()
 	applyRenewal(l, sent, cfg.LeaseDuration)
 	rctx, cancel := context.WithTimeout(ctx, stepAt.Sub(sent))
-	res, err := r.leases.Update(rctx, l, metav1.UpdateOptions{FieldManager: r.term.token.FieldManager()})
+	res, err := r.leases.update(rctx, l, metav1.UpdateOptions{FieldManager: r.term.token.FieldManager()})
 	if apierrors.IsConflict(err) {
 		// Another write of the Lease came between (a label, an annotation: anyone's with RBAC on Leases).
 		// Renew on the term instead of the resourceVersion: the apiserver applies the patch to the Lease as
@@ -460,7 +461,7 @@ func (r *runner) patchOnTerm(ctx context.Context, tok Token, l *coordinationv1.L
 	if err != nil {
 		return nil, err
 	}
-	return r.leases.Patch(ctx, l.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: tok.FieldManager()})
+	return r.leases.patch(ctx, l.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: tok.FieldManager()})
 }
 
 // jsonPointerEscape escapes a key for a JSON pointer (RFC 6901).
@@ -473,7 +474,7 @@ func jsonPointerEscape(key string) string {
 func (r *runner) reread(ctx context.Context) *coordinationv1.Lease {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg().RenewDeadline)
 	defer cancel()
-	l, err := r.leases.Get(ctx, r.e.lease.Name, metav1.GetOptions{})
+	l, err := r.leases.get(ctx, r.e.lease.Name)
 	switch {
 	case apierrors.IsNotFound(err):
 		r.obs.deleted("")
@@ -557,7 +558,7 @@ func (r *runner) release(ctx context.Context, t *term) bool {
 	defer cancel()
 	l := r.held.DeepCopy()
 	applyRelease(l, r.e.clock.Now())
-	res, err := r.leases.Update(rctx, l, metav1.UpdateOptions{FieldManager: t.token.FieldManager()})
+	res, err := r.leases.update(rctx, l, metav1.UpdateOptions{FieldManager: t.token.FieldManager()})
 	if apierrors.IsConflict(err) {
 		// Another write of the Lease came between (a label, an annotation: anyone's with RBAC on Leases):
 		// release on the term, as renewOnTerm renews, so that a storm of such writes cannot keep the Lease

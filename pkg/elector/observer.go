@@ -19,7 +19,8 @@ import (
 
 // observer keeps the latest version of the one Lease, fed by the process's shared watch of the Lease's
 // namespace (watch.go) or a single-object watch of its own (an informer with a metadata.name field
-// selector), each re-established on error, and by the elector's own writes and reads. It records the candidate's own monotonic clock reading when it first saw each version.
+// selector), each re-established on error, and by the elector's own writes and reads. It records the
+// candidate's own monotonic clock reading when it first saw each version.
 type observer struct {
 	name  string
 	clock clock.PassiveClock
@@ -44,13 +45,12 @@ func (o *observer) get() observation {
 
 // set records a version of the Lease if it is newer than the one held. Versions are ordered by
 // resourceVersion (comparable integers on Kubernetes >= 1.35), so a watch event that arrives after the
-// elector's own write of a later version does not roll the view back. It drops l's managedFields
-// (stripManagedFields): l is the elector's own copy, the answer to one of its requests or the watch's.
+// elector's own write of a later version does not roll the view back. l is kept, not copied: the watch's
+// version (stripManagedFields) or the answer to one of the elector's requests (leaseRequests).
 func (o *observer) set(l *coordinationv1.Lease) {
 	if l == nil || l.Name != o.name {
 		return
 	}
-	l.ManagedFields = nil
 	rv, err := strconv.ParseInt(l.ResourceVersion, 10, 64)
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -73,6 +73,24 @@ func (o *observer) set(l *coordinationv1.Lease) {
 	}
 	o.cur = observation{lease: l, at: o.clock.Now()}
 	o.signal()
+}
+
+// watched is set for a version the watch delivered. At a resourceVersion already recorded (the answer to
+// the elector's own write, which the watch delivers a moment later) the watch's copy replaces the recorded
+// one: the informer holds it anyway, and the elector then holds no second copy of the same version.
+func (o *observer) watched(l *coordinationv1.Lease) {
+	if l != nil && l.Name == o.name {
+		o.mu.Lock()
+		same := o.cur.lease != nil && o.cur.lease.ResourceVersion == l.ResourceVersion
+		if same {
+			o.cur.lease = l
+		}
+		o.mu.Unlock()
+		if same {
+			return
+		}
+	}
+	o.set(l)
 }
 
 // sameTerm reports whether b shows the same holder, epoch, renewal and lease duration as a: a version of
@@ -129,8 +147,8 @@ func (o *observer) run(ctx context.Context, leases leaseClient) bool {
 		ObjectType:    &coordinationv1.Lease{},
 		Transform:     stripManagedFields,
 		Handler: cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { o.set(asLease(obj)) },
-			UpdateFunc: func(_, obj any) { o.set(asLease(obj)) },
+			AddFunc:    func(obj any) { o.watched(asLease(obj)) },
+			UpdateFunc: func(_, obj any) { o.watched(asLease(obj)) },
 			DeleteFunc: func(obj any) {
 				if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 					obj = d.Obj

@@ -79,3 +79,40 @@ func TestObserverLeaseLeavingTheWatchIsReadBack(t *testing.T) {
 		t.Fatalf("observed %+v, want the Lease read back at 12", got.lease)
 	}
 }
+
+// The watch delivering the version the elector's own write returned replaces the recorded copy with its
+// own (which the informer holds anyway) and changes nothing else: the time it was first seen stays, and
+// the loop is not woken. The elector's answer at a version the watch delivered first is ignored.
+func TestObserverKeepsTheWatchsCopyOfAVersion(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(t0)
+	o := newObserver("l", clk)
+	at := func(rv string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "l", ResourceVersion: rv},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("a"), LeaseDurationSeconds: ptr.To[int32](15)}}
+	}
+	answer := at("10")
+	o.set(answer)
+	<-o.notify
+	clk.SetTime(t0.Add(time.Second))
+	fromWatch := at("10")
+	o.watched(fromWatch)
+	got := o.get()
+	if got.lease != fromWatch || !got.at.Equal(t0) {
+		t.Fatalf("after the watch delivered version 10: holds the watch's copy %t, first seen %s; want true, %s", got.lease == fromWatch, got.at, t0)
+	}
+	select {
+	case <-o.notify:
+		t.Error("the same version again woke the loop")
+	default:
+	}
+	o.set(at("10"))
+	if o.get().lease != fromWatch {
+		t.Error("the elector's answer at the version the watch delivered replaced the watch's copy")
+	}
+	acquired := at("11")
+	acquired.Spec.HolderIdentity = ptr.To("b")
+	o.watched(acquired)
+	if got := o.get(); got.lease != acquired || !got.at.Equal(t0.Add(time.Second)) {
+		t.Errorf("an acquisition from the watch: holds it %t, first seen %s; want true, %s", got.lease == acquired, got.at, t0.Add(time.Second))
+	}
+}

@@ -183,7 +183,7 @@ func (w *leaseWatch) dispatch(obj any, deleted bool) {
 		if deleted {
 			o.deleted(l.ResourceVersion)
 		} else {
-			o.set(l)
+			o.watched(l)
 		}
 	}
 }
@@ -194,7 +194,7 @@ func (w *leaseWatch) dispatch(obj any, deleted bool) {
 func (w *leaseWatch) seed(ns string, o *observer) {
 	obj, exists, err := w.store.GetByKey(ns + "/" + o.name)
 	if err == nil && exists {
-		o.set(asLease(obj))
+		o.watched(asLease(obj))
 		return
 	}
 	o.absentIfUnseen()
