@@ -20,7 +20,7 @@ func TestAnswerDropsManagedFields(t *testing.T) {
 	if got.ManagedFields != nil {
 		t.Errorf("managedFields %v kept, want none", got.ManagedFields)
 	}
-	if got, err := answer(func() (*coordinationv1.Lease, error) { return nil, errConflict }); got != nil || err != errConflict {
+	if got, err := answer(func() (*coordinationv1.Lease, error) { return nil, errConflict }); got != nil || !errors.Is(err, errConflict) {
 		t.Errorf("answer of a failed request: %v, %v; want nil, the error", got, err)
 	}
 }
