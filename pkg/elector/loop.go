@@ -49,67 +49,81 @@ type runner struct {
 func (r *runner) cfg() *Config { return &r.e.cfg }
 
 func (r *runner) loop(ctx context.Context) {
-	for {
-		if ctx.Err() != nil {
-			r.shutdown(ctx)
-			return
+	for ctx.Err() == nil {
+		if w, idle := r.step(ctx); idle {
+			r.sleep(ctx, w)
 		}
-		now := r.e.clock.Now()
-		o := r.obs.get()
-		r.noteLeader(o)
+	}
+	r.shutdown(ctx)
+}
 
-		var wake time.Time
-		var termDone <-chan struct{}
-		var post chan error
-		if r.term != nil {
-			if r.checkObserved(ctx, o) {
-				continue
-			}
-			if r.term.ctx.Context.Err() != nil {
-				r.stepDown(ctx, reasonDeadlinePassed, "the safe-work deadline passed before a renewal succeeded")
-				continue
-			}
-			stepAt := renewStepDownAt(r.lastSent, r.cfg().RenewDeadline)
-			if !now.Before(stepAt) {
-				r.stepDown(ctx, reasonRenewDeadline, fmt.Sprintf("no successful renewal within renewDeadline (%v)", r.cfg().RenewDeadline))
-				continue
-			}
-			if !now.Before(r.nextRenew) {
-				r.renew(ctx, now, stepAt)
-				continue
-			}
-			wake = earliest(r.nextRenew, stepAt)
-			termDone = r.term.ctx.Done()
-			if !r.term.isLeading() {
-				post = r.post
-			}
-		} else {
-			tk := takeoverTime(o, r.cfg().LockDelay)
-			at := tk.at
-			if at.Before(r.notBefore) {
-				at = r.notBefore
-			}
-			if !now.Before(at) {
-				r.acquire(ctx, o, tk)
-				continue
-			}
-			wake = at
+// wakeup is what the loop sleeps on: a time, the end of the leadership context, PostAcquire's result.
+type wakeup struct {
+	at       time.Time
+	termDone <-chan struct{}
+	post     chan error
+}
+
+// step looks at the latest observation and the term, and takes the action due (an acquisition, a
+// renewal, a step-down), or returns what to sleep on until one may be due (idle).
+func (r *runner) step(ctx context.Context) (w wakeup, idle bool) {
+	now := r.e.clock.Now()
+	o := r.obs.get()
+	r.noteLeader(o)
+	if r.term == nil {
+		tk := takeoverTime(o, r.cfg().LockDelay)
+		at := tk.at
+		if at.Before(r.notBefore) {
+			at = r.notBefore
 		}
-		timer := r.e.clock.NewTimer(wake.Sub(now))
-		var postDone bool
-		var postErr error
-		select {
-		case <-ctx.Done():
-		case <-r.obs.notify:
-		case <-timer.C():
-		case <-termDone:
-		case postErr = <-post:
-			postDone = true
+		if !now.Before(at) {
+			r.acquire(ctx, o, tk)
+			return wakeup{}, false
 		}
-		timer.Stop()
-		if postDone {
-			r.postAcquired(ctx, postErr)
-		}
+		return wakeup{at: at}, true
+	}
+	if r.checkObserved(ctx, o) {
+		return wakeup{}, false
+	}
+	if r.term.ctx.Context.Err() != nil {
+		r.stepDown(ctx, reasonDeadlinePassed, "the safe-work deadline passed before a renewal succeeded")
+		return wakeup{}, false
+	}
+	stepAt := renewStepDownAt(r.lastSent, r.cfg().RenewDeadline)
+	if !now.Before(stepAt) {
+		r.stepDown(ctx, reasonRenewDeadline, fmt.Sprintf("no successful renewal within renewDeadline (%v)", r.cfg().RenewDeadline))
+		return wakeup{}, false
+	}
+	if !now.Before(r.nextRenew) {
+		r.renew(ctx, now, stepAt)
+		return wakeup{}, false
+	}
+	w = wakeup{at: earliest(r.nextRenew, stepAt), termDone: r.term.ctx.Done()}
+	if !r.term.isLeading() {
+		w.post = r.post
+	}
+	return w, true
+}
+
+// sleep waits until w's time, a new observation, the end of the leadership context or of Run, or
+// PostAcquire's result (which it hands to postAcquired). A parked elector's stack is Run's, loop's and
+// sleep's frames: each is kept small (a function of its own for the rest), so that the runtime can shrink
+// the stacks of a process leading thousands of Leases.
+func (r *runner) sleep(ctx context.Context, w wakeup) {
+	timer := r.e.clock.NewTimer(w.at.Sub(r.e.clock.Now()))
+	var postErr error
+	postDone := false
+	select {
+	case <-ctx.Done():
+	case <-r.obs.notify:
+	case <-timer.C():
+	case <-w.termDone:
+	case postErr = <-w.post:
+		postDone = true
+	}
+	timer.Stop()
+	if postDone {
+		r.postAcquired(ctx, postErr)
 	}
 }
 

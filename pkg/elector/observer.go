@@ -77,13 +77,16 @@ func (o *observer) set(l *coordinationv1.Lease) {
 
 // watched is set for a version the watch delivered. At a resourceVersion already recorded (the answer to
 // the elector's own write, which the watch delivers a moment later) the watch's copy replaces the recorded
-// one: the informer holds it anyway, and the elector then holds no second copy of the same version.
+// one, the time it was first seen unchanged, and the loop is woken to take it as the base of its next
+// write (runner.checkObserved): the informer holds that copy anyway, and the elector then keeps no second
+// one of the same version while it waits for its next renewal.
 func (o *observer) watched(l *coordinationv1.Lease) {
 	if l != nil && l.Name == o.name {
 		o.mu.Lock()
-		same := o.cur.lease != nil && o.cur.lease.ResourceVersion == l.ResourceVersion
+		same := o.cur.lease != nil && o.cur.lease != l && o.cur.lease.ResourceVersion == l.ResourceVersion
 		if same {
 			o.cur.lease = l
+			o.signal()
 		}
 		o.mu.Unlock()
 		if same {

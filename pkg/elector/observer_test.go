@@ -81,8 +81,8 @@ func TestObserverLeaseLeavingTheWatchIsReadBack(t *testing.T) {
 }
 
 // The watch delivering the version the elector's own write returned replaces the recorded copy with its
-// own (which the informer holds anyway) and changes nothing else: the time it was first seen stays, and
-// the loop is not woken. The elector's answer at a version the watch delivered first is ignored.
+// own (which the informer holds anyway) and wakes the loop to take it as its base; the time it was first
+// seen stays. The elector's answer at a version the watch delivered first is ignored.
 func TestObserverKeepsTheWatchsCopyOfAVersion(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(t0)
 	o := newObserver("l", clk)
@@ -102,7 +102,13 @@ func TestObserverKeepsTheWatchsCopyOfAVersion(t *testing.T) {
 	}
 	select {
 	case <-o.notify:
-		t.Error("the same version again woke the loop")
+	default:
+		t.Error("the watch's copy of the version held did not wake the loop to take it")
+	}
+	o.watched(fromWatch)
+	select {
+	case <-o.notify:
+		t.Error("the watch's copy delivered again (a resync) woke the loop")
 	default:
 	}
 	o.set(at("10"))

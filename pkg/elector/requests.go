@@ -8,11 +8,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// leaseRequests sends an elector's requests on its Lease. Each request runs on a goroutine of its own,
-// which ends with it: the stack a request needs (encoding, HTTP/2, decoding) grows that goroutine's stack
-// and is freed with it, and the elector's goroutine, parked between requests, keeps a small one (a process
-// leading 1,000 Leases keeps 1,000 of them). The Leases returned have no managedFields, which the elector
-// never reads (an acquisition resets them; a renewal sends none, and the apiserver keeps the stored ones).
+// leaseRequests sends an elector's requests on its Lease. The Leases returned have no managedFields, which
+// the elector never reads (an acquisition resets them; a renewal sends none, and the apiserver keeps the
+// stored ones): each elector keeps the last one.
 type leaseRequests struct {
 	leases leaseClient
 }
@@ -36,36 +34,18 @@ func (q leaseRequests) patch(ctx context.Context, name string, pt types.PatchTyp
 // listRevision lists at most one Lease of the namespace and returns the list's resourceVersion (the
 // storage revision, from which an epoch is seeded).
 func (q leaseRequests) listRevision(ctx context.Context) (string, error) {
-	list, err := offStack(func() (*coordinationv1.LeaseList, error) { return q.leases.List(ctx, metav1.ListOptions{Limit: 1}) })
+	list, err := q.leases.List(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil {
 		return "", err
 	}
 	return list.ResourceVersion, nil
 }
 
-// answer sends a request that returns the Lease, off the elector's stack, and drops the answer's
-// managedFields.
+// answer sends a request that returns the Lease and drops the answer's managedFields.
 func answer(send func() (*coordinationv1.Lease, error)) (*coordinationv1.Lease, error) {
-	l, err := offStack(send)
+	l, err := send()
 	if l != nil {
 		l.ManagedFields = nil
 	}
 	return l, err
-}
-
-// offStack runs f on a goroutine of its own and waits for it. A panic in f is raised again on the caller's
-// goroutine, as if f had run there.
-func offStack[T any](f func() (T, error)) (res T, err error) {
-	var panicked any
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer func() { panicked = recover() }()
-		res, err = f()
-	}()
-	<-done
-	if panicked != nil {
-		panic(panicked)
-	}
-	return res, err
 }

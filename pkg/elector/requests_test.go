@@ -24,14 +24,3 @@ func TestAnswerDropsManagedFields(t *testing.T) {
 		t.Errorf("answer of a failed request: %v, %v; want nil, the error", got, err)
 	}
 }
-
-// A panic in a request sent off the elector's stack is raised on the elector's goroutine, with its value.
-func TestOffStackRaisesAPanicOnTheCaller(t *testing.T) {
-	defer func() {
-		if p := recover(); p != "request panicked" {
-			t.Errorf("recovered %v, want the request's panic value", p)
-		}
-	}()
-	_, _ = offStack(func() (int, error) { panic("request panicked") })
-	t.Error("offStack returned after its function panicked")
-}
