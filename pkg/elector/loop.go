@@ -322,9 +322,7 @@ func (r *runner) beginTerm(ctx context.Context, res *coordinationv1.Lease, epoch
 	r.lastSent = sent
 	r.nextRenew = nextRenewalAt(r.e.clock.Now(), cfg.RetryPeriod)
 	r.obs.set(res)
-	leaseLabel := r.e.lease.String()
-	r.e.metrics.acquisitions.WithLabelValues(leaseLabel).Inc()
-	r.e.metrics.epoch.WithLabelValues(leaseLabel).Set(float64(epoch))
+	r.e.metrics.leases.acquired(r.e.lease.String(), epoch)
 	r.rec.Eventf(res, nil, corev1.EventTypeNormal, "Acquired", "Acquire", "acquired at epoch %d by %s", epoch, cfg.Identity)
 	r.log.Info("Acquired the Lease", "epoch", epoch, "reason", tk.why, "deadline", t.getDeadline().Sub(sent))
 	return t
@@ -376,7 +374,7 @@ func (r *runner) startLeading() {
 	t := r.term
 	t.setLeading()
 	r.postFailures = 0
-	r.e.metrics.isLeader.WithLabelValues(r.e.lease.String()).Inc()
+	r.e.metrics.leases.leading(r.e.lease.String(), 1)
 	r.log.Info("Started leading", "epoch", t.token.Epoch)
 	f := r.cfg().OnStartedLeading
 	go func() {
@@ -546,7 +544,7 @@ func (r *runner) endTerm(ctx context.Context, cause error, reason, detail string
 			r.log.Info("OnStartedLeading did not return within releaseTimeout; continuing", "releaseTimeout", r.cfg().ReleaseTimeout)
 		}
 		timer.Stop()
-		r.e.metrics.isLeader.WithLabelValues(r.e.lease.String()).Dec()
+		r.e.metrics.leases.leading(r.e.lease.String(), -1)
 	}
 	log := r.log.WithValues("epoch", t.token.Epoch)
 	if reason != "" {
