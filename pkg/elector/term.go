@@ -46,11 +46,15 @@ type term struct {
 	cancel context.CancelCauseFunc
 	// done is closed when OnStartedLeading has returned (or was never started).
 	done chan struct{}
+	// deadlineTimer cancels ctx at the deadline (armDeadline), set again by extend; nil with a clock that
+	// runs no functions (enforceDeadline).
+	deadlineTimer clock.Timer
+	clock         clock.PassiveClock
 }
 
 func newTerm(parent context.Context, clk clock.WithTicker, token Token, deadline time.Time) *term {
 	inner, cancel := context.WithCancelCause(parent)
-	t := &term{token: token, deadline: deadline, cancel: cancel, done: make(chan struct{})}
+	t := &term{token: token, deadline: deadline, cancel: cancel, done: make(chan struct{}), clock: clk}
 	t.ctx = &leaderContext{Context: inner, t: t}
 	if delayed, ok := clk.(clock.WithDelayedExecution); ok {
 		t.armDeadline(delayed)
@@ -62,24 +66,28 @@ func newTerm(parent context.Context, clk clock.WithTicker, token Token, deadline
 
 // armDeadline cancels the leadership context the moment the safe-work deadline passes, with a timer and no
 // goroutine waiting on it (a process leading 1,000 Leases would otherwise keep 1,000 goroutines for
-// their deadlines). Deadlines only move forward, so a timer set for an earlier value is never late: when it
-// fires before the current deadline, it is armed again for that one. A term that ended leaves its timer to
-// fire once and do nothing.
+// their deadlines). Each renewal sets the timer again for the new deadline (extend), so a term that keeps
+// renewing never runs it; when it runs before the current deadline (a renewal raced it) it is set again
+// for that one. A term that ended leaves its timer to run once and do nothing.
 func (t *term) armDeadline(clk clock.WithDelayedExecution) {
-	var fire func()
-	fire = func() {
+	fire := func() {
 		if t.ctx.Context.Err() != nil {
 			return
 		}
-		wait := t.getDeadline().Sub(clk.Now())
+		t.mu.Lock()
+		wait := t.deadline.Sub(clk.Now())
+		if wait > 0 {
+			t.deadlineTimer.Reset(wait)
+		}
+		t.mu.Unlock()
 		if wait <= 0 {
 			t.cancel(ErrDeadlinePassed)
-			return
 		}
-		// A fake clock runs the function while it holds its own lock, which clk.Now needs: run it apart.
-		clk.AfterFunc(wait, func() { go fire() })
 	}
-	fire()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// A fake clock runs the function while it holds its own lock, which clk.Now needs: run it apart.
+	t.deadlineTimer = clk.AfterFunc(t.deadline.Sub(clk.Now()), func() { go fire() })
 }
 
 // enforceDeadline is armDeadline for a clock that runs no functions of its own: a goroutine waits on a
@@ -107,12 +115,15 @@ func (t *term) getDeadline() time.Time {
 	return t.deadline
 }
 
-// extend moves the deadline forward (never back).
+// extend moves the deadline forward (never back), and the deadline timer with it.
 func (t *term) extend(d time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if d.After(t.deadline) {
 		t.deadline = d
+		if t.deadlineTimer != nil {
+			t.deadlineTimer.Reset(d.Sub(t.clock.Now()))
+		}
 	}
 }
 
