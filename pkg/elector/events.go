@@ -14,8 +14,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/flowcontrol"
-	"k8s.io/utils/clock"
 )
 
 // EventSource is the reporting controller of the Events the default recorder posts (events.k8s.io/v1).
@@ -77,98 +75,27 @@ func newBroadcaster(cs kubernetes.Interface) *sharedBroadcaster {
 		cancel()
 		return &sharedBroadcaster{rec: &events.FakeRecorder{}, stop: func() {}}
 	}
-	rec := newPacedRecorder(b.NewRecorder(scheme.Scheme, EventSource), sink, clock.RealClock{})
+	rec := &countingRecorder{EventRecorder: b.NewRecorder(scheme.Scheme, EventSource), sink: sink}
 	return &sharedBroadcaster{rec: rec, stop: func() {
 		// Before Shutdown: the recorder hands each Event to the broadcaster from a goroutine of its own,
 		// and a broadcaster shut down drops what it is handed.
-		rec.flush()
 		sink.waitSent(eventFlushTimeout)
 		b.Shutdown()
 		cancel()
 	}}
 }
 
-// eventsPerSecond and eventBurst pace the Events a broadcaster hands on (pacedRecorder).
-const (
-	eventsPerSecond = 50
-	eventBurst      = 50
-)
-
-// pacedRecorder hands the Events recorded on the broadcaster to client-go's recorder at most
-// eventsPerSecond (bursts of eventBurst), in the order recorded, and counts them for countingSink.waitSent.
-// A replica that acquires 1,000 Leases at once records 1,000 Events: client-go's recorder starts two
-// goroutines for each until it is posted, through the client the renewals use. Paced, the posts take at
-// most eventsPerSecond of that client's requests, the renewals keep the rest, and the process starts no
-// thousands of goroutines (whose structures the runtime keeps for reuse after they end). An Event is
-// handed on late by at most (Events queued / eventsPerSecond), 20 s for 1,000; client-go's recorder
-// stamps its time then.
-type pacedRecorder struct {
+// countingRecorder counts the Events recorded on the broadcaster, for countingSink.waitSent.
+type countingRecorder struct {
 	events.EventRecorder
-	sink    *countingSink
-	clock   clock.WithTicker
-	limiter flowcontrol.PassiveRateLimiter
-
-	mu       sync.Mutex
-	pending  []func()
-	draining bool
-	// flushing ends the pacing: closed by flush, before the broadcaster stops.
-	flushing  chan struct{}
-	flushOnce sync.Once
+	sink *countingSink
 }
 
-func newPacedRecorder(rec events.EventRecorder, sink *countingSink, clk clock.WithTicker) *pacedRecorder {
-	return &pacedRecorder{EventRecorder: rec, sink: sink, clock: clk,
-		limiter:  flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(eventsPerSecond, eventBurst, clk),
-		flushing: make(chan struct{})}
-}
-
-func (r *pacedRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+func (r *countingRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
 	r.sink.mu.Lock()
 	r.sink.recorded++
 	r.sink.mu.Unlock()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.pending = append(r.pending, func() { r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...) })
-	if !r.draining {
-		r.draining = true
-		go r.drain()
-	}
-}
-
-// drain hands the pending Events on, paced, until none is left.
-func (r *pacedRecorder) drain() {
-	for {
-		r.mu.Lock()
-		if len(r.pending) == 0 {
-			r.draining = false
-			r.mu.Unlock()
-			return
-		}
-		record := r.pending[0]
-		r.pending[0] = nil
-		r.pending = r.pending[1:]
-		r.mu.Unlock()
-		r.waitTurn()
-		record()
-	}
-}
-
-// waitTurn waits until the pace allows the next Event, or the recorder is flushed.
-func (r *pacedRecorder) waitTurn() {
-	for !r.limiter.TryAccept() {
-		t := r.clock.NewTimer(time.Second / eventsPerSecond)
-		select {
-		case <-t.C():
-		case <-r.flushing:
-			t.Stop()
-			return
-		}
-	}
-}
-
-// flush hands every pending Event on without pacing (the broadcaster is about to stop).
-func (r *pacedRecorder) flush() {
-	r.flushOnce.Do(func() { close(r.flushing) })
+	r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
 }
 
 // countingSink counts the Events sent to the apiserver (created or patched, whatever the reply), so that

@@ -46,48 +46,56 @@ type term struct {
 	cancel context.CancelCauseFunc
 	// done is closed when OnStartedLeading has returned (or was never started).
 	done chan struct{}
-	// deadlineTimer cancels ctx at the deadline (armDeadline), set again by extend; nil with a clock that
-	// runs no functions (enforceDeadline).
+	// delayed runs the deadline timer (armDeadline); nil with a clock that runs no functions
+	// (enforceDeadline). deadlineTimer is the timer set for the current deadline.
+	delayed       clock.WithDelayedExecution
 	deadlineTimer clock.Timer
-	clock         clock.PassiveClock
 }
 
 func newTerm(parent context.Context, clk clock.WithTicker, token Token, deadline time.Time) *term {
 	inner, cancel := context.WithCancelCause(parent)
-	t := &term{token: token, deadline: deadline, cancel: cancel, done: make(chan struct{}), clock: clk}
+	t := &term{token: token, deadline: deadline, cancel: cancel, done: make(chan struct{})}
 	t.ctx = &leaderContext{Context: inner, t: t}
 	if delayed, ok := clk.(clock.WithDelayedExecution); ok {
-		t.armDeadline(delayed)
+		t.delayed = delayed
+		t.mu.Lock()
+		t.armDeadlineLocked()
+		t.mu.Unlock()
 	} else {
 		go t.enforceDeadline(clk)
 	}
 	return t
 }
 
-// armDeadline cancels the leadership context the moment the safe-work deadline passes, with a timer and no
-// goroutine waiting on it (a process leading 1,000 Leases would otherwise keep 1,000 goroutines for
-// their deadlines). Each renewal sets the timer again for the new deadline (extend), so a term that keeps
-// renewing never runs it; when it runs before the current deadline (a renewal raced it) it is set again
-// for that one. A term that ended leaves its timer to run once and do nothing.
-func (t *term) armDeadline(clk clock.WithDelayedExecution) {
-	fire := func() {
-		if t.ctx.Context.Err() != nil {
-			return
-		}
-		t.mu.Lock()
-		wait := t.deadline.Sub(clk.Now())
-		if wait > 0 {
-			t.deadlineTimer.Reset(wait)
-		}
-		t.mu.Unlock()
-		if wait <= 0 {
-			t.cancel(ErrDeadlinePassed)
-		}
+// armDeadlineLocked sets a timer that cancels the leadership context the moment the safe-work deadline
+// passes, with no goroutine waiting on it (a process leading 1,000 Leases would otherwise keep 1,000
+// goroutines for their deadlines), in place of the one set before. Each renewal sets it again for the new
+// deadline (extend), so a term that keeps renewing never runs it; when it runs before the current deadline
+// (a renewal raced it) it is set again for that one. A timer that has run is never set again with Reset: a
+// fake clock (k8s.io/utils/clock/testing) then blocks on its second run while it holds its own lock. A term
+// that ended leaves its timer to run once and do nothing. t.mu is held.
+func (t *term) armDeadlineLocked() {
+	if t.deadlineTimer != nil {
+		t.deadlineTimer.Stop()
+	}
+	// A fake clock runs the function while it holds its own lock, which the clock's Now needs: run it apart.
+	t.deadlineTimer = t.delayed.AfterFunc(t.deadline.Sub(t.delayed.Now()), func() { go t.deadlineTimerRan() })
+}
+
+// deadlineTimerRan ends the leadership context if the deadline has passed, or sets the timer again for it.
+func (t *term) deadlineTimerRan() {
+	if t.ctx.Context.Err() != nil {
+		return
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	// A fake clock runs the function while it holds its own lock, which clk.Now needs: run it apart.
-	t.deadlineTimer = clk.AfterFunc(t.deadline.Sub(clk.Now()), func() { go fire() })
+	passed := !t.delayed.Now().Before(t.deadline)
+	if !passed {
+		t.armDeadlineLocked()
+	}
+	t.mu.Unlock()
+	if passed {
+		t.cancel(ErrDeadlinePassed)
+	}
 }
 
 // enforceDeadline is armDeadline for a clock that runs no functions of its own: a goroutine waits on a
@@ -121,8 +129,8 @@ func (t *term) extend(d time.Time) {
 	defer t.mu.Unlock()
 	if d.After(t.deadline) {
 		t.deadline = d
-		if t.deadlineTimer != nil {
-			t.deadlineTimer.Reset(d.Sub(t.clock.Now()))
+		if t.delayed != nil && t.ctx.Context.Err() == nil {
+			t.armDeadlineLocked()
 		}
 	}
 }

@@ -1,0 +1,288 @@
+package elector_test
+
+// Round 21 of the independent attacker, against d399d8d (the loop split into step and sleep, answers without
+// managedFields, the watch's copy of the elector's own write taken as the renewal base, the deadline timer
+// set again by each renewal, paced Events, per-Lease series made at scrape time). Each test asserts the
+// invariant it tries to break. Three worked at d399d8d and are closed (decision 0061):
+// TestRound21FakeClockDeadlineTimerAfterItFired (the fake clock's Step blocked for ever once term.extend
+// Reset the deadline timer that had run: a timer that ran is replaced, never Reset),
+// TestRound21EventsAfterMassAcquisition600 (open_holes build: paced Events were still queued when Run ended
+// and lost; the pacing was withdrawn), TestRound21FencedLabelRemovedByAdmin (since decision 0060: the
+// shared label-selected watch reported the Lease deleted and the holder stepped down; a holder now reads
+// the Lease first). The timing probes run under -tags openholes (round21_timing_test.go).
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
+	"github.com/fencekit/fencekit/test/util/testenv"
+)
+
+// round21Gauge reads metric name{lease=lease} from reg (-999 if absent).
+func round21Gauge(t *testing.T, reg *prometheus.Registry, name, lease string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "lease" && lp.GetValue() == lease {
+					return round21Value(m)
+				}
+			}
+		}
+	}
+	return -999
+}
+
+func round21Value(m *dto.Metric) float64 {
+	switch {
+	case m.GetGauge() != nil:
+		return m.GetGauge().GetValue()
+	case m.GetCounter() != nil:
+		return m.GetCounter().GetValue()
+	}
+	return -999
+}
+
+// TestRound21EventsAfterMassAcquisition: 150 electors on one client (one event broadcaster) each acquire a
+// Lease of their own; Run ends for all of them the moment the last one leads. Invariant: once every Run
+// returned, each Lease has its Acquired and its Released Event stored in the apiserver.
+func TestRound21EventsAfterMassAcquisition(t *testing.T) { round21Mass(t, 150) }
+
+func round21Mass(t *testing.T, n int) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	cs := clientset(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var leading atomic.Int64
+	var wg sync.WaitGroup
+	for i := range n {
+		e, err := elector.New(elector.Config{Client: cs, Namespace: ns, Name: fmt.Sprintf("mass-%d", i), Identity: "me",
+			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+			OnStartedLeading: func(ctx context.Context, _ elector.Token) { leading.Add(1); <-ctx.Done() }},
+			elector.WithMetricsRegisterer(prometheus.NewRegistry()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { _ = e.Run(ctx) })
+	}
+	began := time.Now()
+	for leading.Load() != int64(n) {
+		if time.Since(began) > 40*time.Second {
+			t.Fatalf("%d of %d electors lead after 40 s", leading.Load(), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("all %d lead after %v", n, time.Since(began))
+	t0 := time.Now()
+	cancel()
+	wg.Wait()
+	t.Logf("every Run returned %v after the last acquisition", time.Since(t0))
+	list, err := cs.EventsV1().Events(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]map[string]bool{}
+	for _, ev := range list.Items {
+		if got[ev.Regarding.Name] == nil {
+			got[ev.Regarding.Name] = map[string]bool{}
+		}
+		got[ev.Regarding.Name][ev.Reason] = true
+	}
+	var missAcq, missRel int
+	for i := range n {
+		name := fmt.Sprintf("mass-%d", i)
+		if !got[name]["Acquired"] {
+			missAcq++
+		}
+		if !got[name]["Released"] {
+			missRel++
+		}
+	}
+	t.Logf("%d Events stored for %d Leases", len(list.Items), n)
+	if missAcq+missRel > 0 {
+		t.Errorf("once every Run returned, %d Leases have no Acquired Event and %d no Released Event (of %d)", missAcq, missRel, n)
+	}
+}
+
+// TestRound21IsLeaderAcrossTakeovers: two electors of one process on one registry and one Lease; an admin
+// deletes the Lease five times (the holder steps down, one of the two acquires again). Invariant: is_leader
+// for the Lease is always 0 or 1 when sampled, is 1 while one leads, and 0 once both Runs returned.
+func TestRound21IsLeaderAcrossTakeovers(t *testing.T) {
+	ns, h := parallelLock(t)
+	reg := prometheus.NewRegistry()
+	a := start(t, h.config(t, ns, "a"), elector.WithMetricsRegisterer(reg))
+	b := start(t, h.config(t, ns, "b"), elector.WithMetricsRegisterer(reg))
+	lease := ns + "/lock"
+	var bad atomic.Value
+	sctx, scancel := context.WithCancel(t.Context())
+	var swg sync.WaitGroup
+	swg.Go(func() {
+		for sctx.Err() == nil {
+			if v := round21Gauge(t, reg, "fencekit_elector_is_leader", lease); v != -999 && (v < 0 || v > 1) {
+				bad.CompareAndSwap(nil, v)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+	for i := range 5 {
+		tok := h.wait(t, 20*time.Second)
+		time.Sleep(500 * time.Millisecond)
+		if v := round21Gauge(t, reg, "fencekit_elector_is_leader", lease); v != 1 {
+			t.Errorf("takeover %d: is_leader = %v while %s leads epoch %d", i, v, tok.Holder, tok.Epoch)
+		}
+		deleteLease(t, ns)
+	}
+	h.wait(t, 20*time.Second)
+	scancel()
+	swg.Wait()
+	a.stop()
+	b.stop()
+	if v := bad.Load(); v != nil {
+		t.Errorf("is_leader sampled at %v", v)
+	}
+	if v := round21Gauge(t, reg, "fencekit_elector_is_leader", lease); v != 0 {
+		t.Errorf("is_leader = %v once both Runs returned", v)
+	}
+	h.check(t)
+}
+
+// TestRound21FakeClockDeadlineTimerAfterItFired: an elector on a fake clock (elector.WithClock, the
+// package's tests' clocktesting.FakeClock). While its renewal is in flight the clock moves past the
+// safe-work deadline (the deadline timer runs: the leadership context ends), then the renewal is answered
+// and extends the term (at d399d8d term.extend Reset the timer that had already run). Invariant: the elector keeps
+// working on that clock: the next Step of the clock returns, and the elector leads again.
+func TestRound21FakeClockDeadlineTimerAfterItFired(t *testing.T) {
+	l := newLoop(t)
+	leadCtx := make(chan context.Context, 4)
+	cfg := elector.Config{Client: l.cs, Namespace: l.ns, Name: "lock", Identity: "me",
+		OnStartedLeading: func(ctx context.Context, _ elector.Token) { leadCtx <- ctx; <-ctx.Done() }}
+	e, err := elector.New(cfg, elector.WithClock(l.clock), elector.WithMetricsRegisterer(l.reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // no wait for Run: it may be stuck on the clock
+	go func() { _ = e.Run(ctx) }()
+	var lctx context.Context
+	select {
+	case lctx = <-leadCtx:
+	case <-time.After(testenv.EventuallyTimeout):
+		t.Fatal("not leading")
+	}
+	l.waitSleep(t, t0.Add(2*time.Second))
+	var once sync.Once
+	l.setOnWrite(func() error { once.Do(func() { l.clock.Step(20 * time.Second) }); return nil })
+	l.clock.Step(2 * time.Second)
+	select {
+	case <-lctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the leadership context did not end though the clock passed its deadline")
+	}
+	// The renewal was answered; the elector steps down and sleeps until it may compete again.
+	eventually(t, testenv.EventuallyTimeout, "the elector to sleep past t0+22s", func() bool {
+		_, ok := l.clock.sleepsWithin(t0.Add(22*time.Second+1), t0.Add(time.Hour))
+		return ok
+	})
+	l.setOnWrite(nil)
+	stepped := make(chan struct{})
+	go func() { l.clock.Step(time.Second); close(stepped) }()
+	select {
+	case <-stepped:
+	case <-time.After(5 * time.Second):
+		buf := make([]byte, 1<<22)
+		buf = buf[:runtime.Stack(buf, true)]
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, "setTimeLocked") {
+				t.Logf("the goroutine stepping the clock:\n%s", g)
+			}
+		}
+		t.Fatal("FakeClock.Step(1s) did not return within 5 s: the clock is stuck after the term's deadline timer was set again once it had run")
+	}
+	go func() { l.clock.Step(time.Minute) }()
+	select {
+	case <-leadCtx:
+	case <-time.After(10 * time.Second):
+		t.Error("the elector did not lead again after the clock moved a minute")
+	}
+}
+
+// TestRound21FencedLabelRemovedByAdmin: while an elector leads, an admin (break glass, the only user the
+// Lease policy lets do it) removes the fenced label from the held Lease: the Lease leaves the shared
+// label-selected watch, which reports it deleted (observer.deleted). Invariant asked of the elector:
+// nothing a non-holder writes to other fields of the Lease (labels) makes the holder lose it.
+func TestRound21FencedLabelRemovedByAdmin(t *testing.T) {
+	ns, h := parallelLock(t)
+	reg := prometheus.NewRegistry()
+	var stopped atomic.Int64
+	cfg := h.config(t, ns, "a")
+	cfg.OnStoppedLeading = func() { stopped.Add(1) }
+	start(t, cfg, elector.WithMetricsRegisterer(reg))
+	tok := h.wait(t, 20*time.Second)
+	admin := clientset(t).CoordinationV1().Leases(ns)
+	p := `[{"op":"remove","path":"/metadata/labels/` + strings.ReplaceAll(protocol.FencedLabel, "/", "~1") + `"}]`
+	if _, err := admin.Patch(t.Context(), "lock", types.JSONPatchType, []byte(p), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("removing the fenced label: %v", err)
+	}
+	time.Sleep(3 * time.Second)
+	h.mu.Lock()
+	order := append([]int64(nil), h.order...)
+	h.mu.Unlock()
+	if n := stopped.Load(); n != 0 || len(order) != 1 {
+		t.Errorf("after the admin removed the fenced label from the Lease %s held at epoch %d: %d leaderships stopped, epochs led %v", tok.Holder, tok.Epoch, n, order)
+	}
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "fencekit_elector_leadership_lost_total" {
+			for _, m := range mf.GetMetric() {
+				t.Errorf("leadership lost: %v = %v", m.GetLabel(), m.GetCounter().GetValue())
+			}
+		}
+	}
+	h.check(t)
+}
+
+// TestRound21FencedLabelRemovedByIntruder: TestRound21FencedLabelRemovedByAdmin by a user held to the Lease
+// policy (user "intruder", every verb on Leases of the namespace): the removal is refused (held), or the
+// holder must keep the Lease.
+func TestRound21FencedLabelRemovedByIntruder(t *testing.T) {
+	ns, h := parallelLock(t)
+	var stopped atomic.Int64
+	cfg := h.config(t, ns, "a")
+	cfg.OnStoppedLeading = func() { stopped.Add(1) }
+	start(t, cfg)
+	tok := h.wait(t, 20*time.Second)
+	intruder := round20Intruder(t, ns).CoordinationV1().Leases(ns)
+	for _, p := range []string{
+		`[{"op":"remove","path":"/metadata/labels/` + strings.ReplaceAll(protocol.FencedLabel, "/", "~1") + `"}]`,
+		`[{"op":"replace","path":"/metadata/labels/` + strings.ReplaceAll(protocol.FencedLabel, "/", "~1") + `","value":"false"}]`,
+	} {
+		_, err := intruder.Patch(t.Context(), "lock", types.JSONPatchType, []byte(p), metav1.PatchOptions{})
+		t.Logf("intruder patch %s: %v", p, err)
+	}
+	time.Sleep(2 * time.Second)
+	if n := stopped.Load(); n != 0 {
+		t.Errorf("the intruder's label write made %s lose epoch %d", tok.Holder, tok.Epoch)
+	}
+	h.check(t)
+}
