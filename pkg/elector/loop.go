@@ -486,8 +486,7 @@ func jsonPointerEscape(key string) string {
 }
 
 // reread reads the Lease after a conflict, or a deletion the watch reported, and records what it saw; nil if
-// absent or unreadable. The read is
-// bounded by RenewDeadline, as every request of the elector.
+// absent or unreadable. The read is bounded by RenewDeadline, as every request of the elector.
 func (r *runner) reread(ctx context.Context) *coordinationv1.Lease {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg().RenewDeadline)
 	defer cancel()

@@ -81,19 +81,25 @@ func (o *observer) set(l *coordinationv1.Lease) {
 // write (runner.checkObserved): the informer holds that copy anyway, and the elector then keeps no second
 // one of the same version while it waits for its next renewal.
 func (o *observer) watched(l *coordinationv1.Lease) {
-	if l != nil && l.Name == o.name {
-		o.mu.Lock()
-		same := o.cur.lease != nil && o.cur.lease != l && o.cur.lease.ResourceVersion == l.ResourceVersion
-		if same {
-			o.cur.lease = l
-			o.signal()
-		}
-		o.mu.Unlock()
-		if same {
-			return
-		}
+	if o.replaceCopy(l) {
+		return
 	}
 	o.set(l)
+}
+
+// replaceCopy puts l in place of the recorded version if it is another copy of it, and wakes the loop.
+func (o *observer) replaceCopy(l *coordinationv1.Lease) bool {
+	if l == nil || l.Name != o.name {
+		return false
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.cur.lease == nil || o.cur.lease == l || o.cur.lease.ResourceVersion != l.ResourceVersion {
+		return false
+	}
+	o.cur.lease = l
+	o.signal()
+	return true
 }
 
 // sameTerm reports whether b shows the same holder, epoch, renewal and lease duration as a: a version of

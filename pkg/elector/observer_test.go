@@ -57,12 +57,8 @@ func TestObserverTimesRenewalsOnly(t *testing.T) {
 func TestObserverLeaseLeavingTheWatchIsReadBack(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(t0)
 	o := newObserver("l", clk)
-	at := func(rv string) *coordinationv1.Lease {
-		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "l", ResourceVersion: rv},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("a"), LeaseDurationSeconds: ptr.To[int32](15)}}
-	}
-	o.set(at("10"))
-	o.set(at("10"))
+	o.set(leaseAt("10"))
+	o.set(leaseAt("10"))
 	if got := o.get(); got.lease == nil || got.lease.ResourceVersion != "10" {
 		t.Fatalf("observed %+v, want the Lease at 10", got.lease)
 	}
@@ -70,11 +66,11 @@ func TestObserverLeaseLeavingTheWatchIsReadBack(t *testing.T) {
 	if got := o.get(); got.lease != nil {
 		t.Fatalf("observed %+v after the deletion at 12, want none", got.lease)
 	}
-	o.set(at("11"))
+	o.set(leaseAt("11"))
 	if got := o.get(); got.lease != nil {
 		t.Fatalf("a version older than the deletion rolled the view back: %+v", got.lease)
 	}
-	o.set(at("12"))
+	o.set(leaseAt("12"))
 	if got := o.get(); got.lease == nil || got.lease.ResourceVersion != "12" {
 		t.Fatalf("observed %+v, want the Lease read back at 12", got.lease)
 	}
@@ -86,15 +82,11 @@ func TestObserverLeaseLeavingTheWatchIsReadBack(t *testing.T) {
 func TestObserverKeepsTheWatchsCopyOfAVersion(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(t0)
 	o := newObserver("l", clk)
-	at := func(rv string) *coordinationv1.Lease {
-		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "l", ResourceVersion: rv},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("a"), LeaseDurationSeconds: ptr.To[int32](15)}}
-	}
-	answer := at("10")
+	answer := leaseAt("10")
 	o.set(answer)
 	<-o.notify
 	clk.SetTime(t0.Add(time.Second))
-	fromWatch := at("10")
+	fromWatch := leaseAt("10")
 	o.watched(fromWatch)
 	got := o.get()
 	if got.lease != fromWatch || !got.at.Equal(t0) {
@@ -111,14 +103,20 @@ func TestObserverKeepsTheWatchsCopyOfAVersion(t *testing.T) {
 		t.Error("the watch's copy delivered again (a resync) woke the loop")
 	default:
 	}
-	o.set(at("10"))
+	o.set(leaseAt("10"))
 	if o.get().lease != fromWatch {
 		t.Error("the elector's answer at the version the watch delivered replaced the watch's copy")
 	}
-	acquired := at("11")
+	acquired := leaseAt("11")
 	acquired.Spec.HolderIdentity = ptr.To("b")
 	o.watched(acquired)
 	if got := o.get(); got.lease != acquired || !got.at.Equal(t0.Add(time.Second)) {
 		t.Errorf("an acquisition from the watch: holds it %t, first seen %s; want true, %s", got.lease == acquired, got.at, t0.Add(time.Second))
 	}
+}
+
+// leaseAt is Lease "l" at resourceVersion rv, held by "a".
+func leaseAt(rv string) *coordinationv1.Lease {
+	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "l", ResourceVersion: rv},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("a"), LeaseDurationSeconds: ptr.To[int32](15)}}
 }

@@ -46,7 +46,7 @@ type term struct {
 	cancel context.CancelCauseFunc
 	// done is closed when OnStartedLeading has returned (or was never started).
 	done chan struct{}
-	// delayed runs the deadline timer (armDeadline); nil with a clock that runs no functions
+	// delayed runs the deadline timer (armDeadlineLocked); nil with a clock that runs no functions
 	// (enforceDeadline). deadlineTimer is the timer set for the current deadline.
 	delayed       clock.WithDelayedExecution
 	deadlineTimer clock.Timer
@@ -69,17 +69,19 @@ func newTerm(parent context.Context, clk clock.WithTicker, token Token, deadline
 
 // armDeadlineLocked sets a timer that cancels the leadership context the moment the safe-work deadline
 // passes, with no goroutine waiting on it (a process leading 1,000 Leases would otherwise keep 1,000
-// goroutines for their deadlines), in place of the one set before. Each renewal sets it again for the new
-// deadline (extend), so a term that keeps renewing never runs it; when it runs before the current deadline
-// (a renewal raced it) it is set again for that one. A timer that has run is never set again with Reset: a
-// fake clock (k8s.io/utils/clock/testing) then blocks on its second run while it holds its own lock. A term
+// goroutines for their deadlines). Each renewal sets it again for the new deadline (extend), so a term that
+// keeps renewing never runs it; when it runs before the current deadline (a renewal raced it) it is set
+// again for that one. A timer still pending is Reset; one that has run is replaced, never Reset: a fake
+// clock (k8s.io/utils/clock/testing) blocks on the second run of a timer while it holds its own lock. A term
 // that ended leaves its timer to run once and do nothing. t.mu is held.
 func (t *term) armDeadlineLocked() {
-	if t.deadlineTimer != nil {
-		t.deadlineTimer.Stop()
+	wait := t.deadline.Sub(t.delayed.Now())
+	if t.deadlineTimer != nil && t.deadlineTimer.Stop() {
+		t.deadlineTimer.Reset(wait)
+		return
 	}
 	// A fake clock runs the function while it holds its own lock, which the clock's Now needs: run it apart.
-	t.deadlineTimer = t.delayed.AfterFunc(t.deadline.Sub(t.delayed.Now()), func() { go t.deadlineTimerRan() })
+	t.deadlineTimer = t.delayed.AfterFunc(wait, func() { go t.deadlineTimerRan() })
 }
 
 // deadlineTimerRan ends the leadership context if the deadline has passed, or sets the timer again for it.
@@ -98,7 +100,7 @@ func (t *term) deadlineTimerRan() {
 	}
 }
 
-// enforceDeadline is armDeadline for a clock that runs no functions of its own: a goroutine waits on a
+// enforceDeadline is armDeadlineLocked for a clock that runs no functions of its own: a goroutine waits on a
 // timer for the current deadline.
 func (t *term) enforceDeadline(clk clock.WithTicker) {
 	for {

@@ -13,7 +13,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
@@ -191,7 +190,7 @@ func TestRound4StatusPastThePartBound(t *testing.T) {
 	// On the status as last read: the operator writes the resource's status too, and an update that lost
 	// the race to it is a conflict, not a decision.
 	err := retryRBAC(t, "the status writer's update", func() error {
-		return retry.OnError(retry.DefaultRetry, apierrors.IsConflict, func() error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			fr := get(t, key)
 			for i := range 3 {
 				fr.Status.Conditions = append(fr.Status.Conditions, metav1.Condition{Type: fmt.Sprintf("example.com/Pad%d", i), Status: metav1.ConditionTrue,
