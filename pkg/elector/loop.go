@@ -161,12 +161,11 @@ func (r *runner) noteLeader(o observation) {
 // another field) becomes the base of the next renewal. It reports whether it stepped down.
 func (r *runner) checkObserved(ctx context.Context, o observation) bool {
 	if o.lease == nil {
-		// The shared watch selects the fenced Leases: a Lease whose fenced label was removed (by break glass,
-		// or where no Lease policy runs) leaves it as a deletion. Only a read shows whether it is gone.
-		if o.lease = r.reread(ctx); o.lease == nil {
-			r.stepDown(ctx, reasonLeaseDeleted, "the Lease was deleted")
-			return true
-		}
+		// At once, with no read first: a standby may create the Lease and lead the moment it is gone. A Lease
+		// whose fenced label break glass removed leaves the shared watch as a deletion too, and its holder
+		// steps down and competes again (TestRound21FencedLabelRemovedByAdmin, -tags openholes).
+		r.stepDown(ctx, reasonLeaseDeleted, "the Lease was deleted")
+		return true
 	}
 	if o.lease.ResourceVersion == r.held.ResourceVersion {
 		r.held = o.lease // the same version: the watch's copy, once it delivered it (observer.watched)
@@ -485,8 +484,7 @@ func jsonPointerEscape(key string) string {
 	return strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
 }
 
-// reread reads the Lease after a conflict, or a deletion the watch reported, and records what it saw; nil if
-// absent or unreadable. The read is bounded by RenewDeadline, as every request of the elector.
+// reread reads the Lease after a conflict and records what it saw; nil if absent or unreadable. The read is bounded by RenewDeadline, as every request of the elector.
 func (r *runner) reread(ctx context.Context) *coordinationv1.Lease {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg().RenewDeadline)
 	defer cancel()
