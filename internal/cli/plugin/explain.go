@@ -139,6 +139,7 @@ func (cd candidate) fieldManager() string {
 // decide runs the webhook's rule on the candidate's update of old to new, on a quorum read of lease.
 func (cd candidate) decide(r admission.Request, lease *coordinationv1.Lease, now time.Time) *fencing.Error {
 	r.Operation, r.User, r.FieldManager = admission.Update, admission.User{Name: cd.user}, cd.fieldManager()
+	r.Complete()
 	return admission.Decide(&r, admission.ParseLease(lease, admission.Quorum), now).Err
 }
 

@@ -137,6 +137,7 @@ func request(t *testing.T, c cases.Case) *admission.Request {
 		if c.Precondition {
 			r.DeletePrecondition = r.Old.GetResourceVersion()
 		}
+		r.Complete()
 		return r
 	}
 	if e := c.Token.Epoch(); e != 0 {
@@ -148,6 +149,7 @@ func request(t *testing.T, c cases.Case) *admission.Request {
 		labels, _, _ := unstructured.NestedStringMap(written, "metadata", "labels")
 		r.CoveredAfter = c.Target == cases.Deployment || labels["app"] == "fenced"
 	}
+	r.Complete()
 	return r
 }
 
@@ -274,5 +276,21 @@ func TestClusterControllersWaitForAHoldBriefly(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestDecideRefusesWhatWasNotRead: a request Decide gets without Complete (a caller that forgot it) is
+// refused, naming the object, whatever it presents.
+func TestDecideRefusesWhatWasNotRead(t *testing.T) {
+	r := &admission.Request{Class: admission.Object, Operation: admission.Update, Kind: "ConfigMap", Namespace: "ns", Name: "app",
+		FieldManager: protocol.FieldManagerFor(3), LeaseName: "l", Old: &unstructured.Unstructured{Object: map[string]any{}},
+		New: &unstructured.Unstructured{Object: map[string]any{}}}
+	v := admission.Decide(r, nil, now)
+	if v.Need != admission.Decided || v.Err == nil || v.Err.Reason != protocol.ReasonInvalid || !strings.Contains(v.Err.Message, "ConfigMap ns/app") {
+		t.Fatalf("Decide on a request that was not read = %+v (%v), want refused as invalid, naming ConfigMap ns/app", v, v.Err)
+	}
+	r.Complete()
+	if v := admission.Decide(r, nil, now); v.Need != admission.NeedQuorum && v.Need != admission.NeedLease {
+		t.Fatalf("Decide once read = %+v, want it to ask for the Lease", v)
 	}
 }

@@ -72,6 +72,10 @@ func refuse(err *fencing.Error) Verdict { return Verdict{Err: err} }
 // copy cannot be trusted to decide, the verdict asks for a quorum read.
 // A write of a fenced Lease (FencedLease) is decided on its size alone, without l (decideLease).
 func Decide(r *Request, l *Lease, now time.Time) Verdict {
+	if !r.facts.completed {
+		return refuse(r.errAt("", protocol.ReasonInvalid, 0, 0,
+			"%s: the request was decided before it was read (admission.Request.Complete): fencekit refuses what it has not read", r.what()))
+	}
 	if r.Class == FencedLease {
 		return decideLease(r)
 	}
@@ -124,15 +128,9 @@ func Decide(r *Request, l *Lease, now time.Time) Verdict {
 // presenting a token (a stale replica, another user who copied the token from managedFields) is refused, and
 // must not hold back the cluster's controllers or anyone's free writes while that is decided.
 func HoldsBackFreeWrites(r *Request, l *Lease, now time.Time) bool {
-	presented, ok := protocol.EpochFromFieldManager(r.FieldManager)
+	presented, ok := r.facts.token, r.facts.tokenOK
 	return ok && !r.DryRun && r.Operation == Update && l.Live(now) && l.Epoch == presented &&
 		(r.User.Name == l.Acquirer || r.User.breakGlass())
-}
-
-// hold is a deletion marker or a hold the stored object carries, and its epoch.
-type hold struct {
-	key   string
-	epoch int64
 }
 
 // held returns the stored object's deletion marker and hold (each if it holds a valid epoch). While
@@ -152,26 +150,19 @@ type hold struct {
 // hold and never wrote again would lock them out for the rest of its term, and a status storm of theirs
 // (a compromised node, an editor whose creates make the apiserver count a quota) must not starve the
 // holder's retry, which follows the hold within one round trip.
-func (r *Request) held(now time.Time) []hold {
+func (r *Request) held(now time.Time) []mark {
 	if r.Operation != Update || r.Old == nil {
 		return nil
 	}
-	keys := []string{fencingv1alpha1.DeleteAtEpochAnnotation, fencingv1alpha1.HoldAtEpochAnnotation}
-	if r.Old.GetDeletionTimestamp() != nil {
-		keys = keys[1:] // the holder's DELETE is done; its compare-and-swap writes (a finalizer's removal) may not be
-	}
-	var holds []hold
-	for _, k := range keys {
-		if raw, ok := annotationOK(r.Old, k); ok {
-			if e, err := protocol.ParseEpoch(raw); err == nil {
-				if r.User.clusterController() {
-					if at, ok := armedAt(r.Old, e); !ok || now.Sub(at) > MaxClusterControllerHold {
-						continue
-					}
-				}
-				holds = append(holds, hold{key: k, epoch: e})
-			}
+	var holds []mark
+	for _, m := range r.facts.marks {
+		if m.key == fencingv1alpha1.DeleteAtEpochAnnotation && r.Old.GetDeletionTimestamp() != nil {
+			continue // the holder's DELETE is done; its compare-and-swap writes (a finalizer's removal) may not be
 		}
+		if r.User.clusterController() && (m.armed.IsZero() || now.Sub(m.armed) > MaxClusterControllerHold) {
+			continue
+		}
+		holds = append(holds, m)
 	}
 	return holds
 }
@@ -182,19 +173,6 @@ func (r *Request) held(now time.Time) []hold {
 // stretches to seconds (a hold armed again with the same value changes nothing, so its time is the first
 // arming's); managedFields record the time in whole seconds.
 const MaxClusterControllerHold = 10 * time.Second
-
-// armedAt is the time the apiserver recorded on obj's managedFields entry of the token of epoch: the last
-// write of that term's holder, which armed the marker or hold it carries (the entry that owns it).
-func armedAt(obj *unstructured.Unstructured, epoch int64) (time.Time, bool) {
-	manager := protocol.FieldManagerFor(epoch)
-	var at time.Time
-	for _, e := range obj.GetManagedFields() {
-		if e.Manager == manager && e.Time != nil && e.Time.After(at) {
-			at = e.Time.Time
-		}
-	}
-	return at, !at.IsZero()
-}
 
 // copyEligible reports whether the webhook's copy of the Lease may decide r at all: an update of the object
 // itself (no subresource: a Scale or a status carries no record to hold against) that presents the epoch
@@ -219,13 +197,12 @@ func copyEligible(r *Request) bool {
 	if r.Operation != Update || r.Subresource != "" || r.Old == nil || r.New == nil {
 		return false
 	}
-	presented, ok := protocol.EpochFromFieldManager(r.FieldManager)
+	presented, ok := r.facts.token, r.facts.tokenOK
 	if !ok {
 		return false
 	}
 	if r.Class == Object {
-		stored, err := protocol.ParseEpoch(annotation(r.Old, fencingv1alpha1.ObjectEpochAnnotation))
-		return err == nil && stored == presented && r.CoveredBefore && r.CoveredAfter && r.CoverageRecorded && fencing.HolderWrote(r.Old)
+		return r.facts.recordOK && r.facts.record == presented && r.CoveredBefore && r.CoveredAfter && r.CoverageRecorded && r.facts.oldWritten
 	}
 	stored, _, _ := unstructured.NestedInt64(r.Old.Object, "spec", "epoch")
 	data, _, _ := unstructured.NestedFieldNoCopy(r.Old.Object, "spec", "data")
@@ -235,7 +212,7 @@ func copyEligible(r *Request) bool {
 // copyMayAdmit reports whether the copy l may admit r: r is eligible, and the copy shows the Lease fenced,
 // at the presented epoch, declaring fence-on-acquire for r's class.
 func copyMayAdmit(r *Request, l *Lease) bool {
-	presented, _ := protocol.EpochFromFieldManager(r.FieldManager)
+	presented := r.facts.token
 	return copyEligible(r) && !l.Missing && l.Fenced && l.EpochErr == "" && l.Epoch == presented && l.declares(r.Class) &&
 		(r.Class != Object || l.Epoch > r.CoverageEpoch)
 }
@@ -323,7 +300,7 @@ func decideFree(r *Request) Verdict {
 // there counts as a holder's, because a holder's own entries are merged there too. Only a write with the
 // token may make an object count as written.
 func mergedIntoWritten(r *Request) []string {
-	if r.Class != Object || r.Old == nil || r.New == nil || fencing.HolderWrote(r.Old) || !fencing.HolderWrote(r.New) {
+	if r.Class != Object || r.Old == nil || r.New == nil || r.facts.oldWritten || !r.facts.newWritten {
 		return nil
 	}
 	kept := sets.New[string]()
@@ -352,7 +329,7 @@ func mergedIntoWritten(r *Request) []string {
 // owns the annotations map (the first raise created it) stays. The cluster's controllers write with field
 // managers of their own, one each, and are not held to it (docs/design/residuals.md).
 func fillsTheTokensRoom(r *Request) (n int, fills bool) {
-	if r.Class != Object || r.Old == nil || r.New == nil || r.User.clusterController() || fencing.HolderWrote(r.New) {
+	if r.Class != Object || r.Old == nil || r.New == nil || r.User.clusterController() || r.facts.newWritten {
 		return 0, false
 	}
 	before, _ := updateEntries(r.Old)
@@ -364,7 +341,7 @@ func fillsTheTokensRoom(r *Request) (n int, fills bool) {
 	if n <= before || next <= maxUpdateEntries {
 		return n, false
 	}
-	return n, fencing.MergeWouldCountWritten(r.New)
+	return n, r.facts.mergeCountsWritten
 }
 
 // updateEntries counts u's Update entries, and reports whether one of them is a token's that owns only
@@ -463,7 +440,7 @@ func (r *Request) tokenMissing(field, changes string) *fencing.Error {
 // decideFenced decides a write that presents a token, on the Lease view l.
 func decideFenced(r *Request, l *Lease, now time.Time) *fencing.Error {
 	what := r.what()
-	epoch, ok := protocol.EpochFromFieldManager(r.FieldManager)
+	epoch, ok := r.facts.token, r.facts.tokenOK
 	if r.Class == FencedResource && r.New != nil {
 		if data, found, _ := unstructured.NestedFieldNoCopy(r.New.Object, "spec", "data"); found && data != nil {
 			if n := jsonSize(data); n > fencingv1alpha1.MaxDataBytes {
@@ -684,7 +661,7 @@ func (r *Request) record(l *Lease, epoch int64) *fencing.Error {
 	case r.Subresource != "" && newSet == oldSet && newRaw == oldRaw:
 		return nil // most status strategies ignore metadata: the record stays as stored
 	case !newSet && oldSet:
-		if stored, err := protocol.ParseEpoch(oldRaw); err == nil && stored >= epoch {
+		if r.facts.recordOK && r.facts.record >= epoch {
 			return nil
 		}
 	case newSet == oldSet && newRaw == oldRaw && r.onlyClearsMarks():

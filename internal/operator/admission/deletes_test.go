@@ -46,6 +46,7 @@ func TestSecondDeleteChanges(t *testing.T) {
 			tc.opts.DefaultOrphans = DefaultOrphans(tc.group, tc.version, tc.kind)
 			r := &Request{Class: Object, Operation: Delete, User: User{Name: "editor"}, Kind: tc.kind, Namespace: "ns", Name: "x",
 				Old: deleting(tc.kind, tc.finalizers...), LeaseName: "l", DeleteOptions: tc.opts}
+			r.Complete()
 			v := Decide(r, lease, now)
 			var got protocol.Reason
 			if v.Err != nil {

@@ -26,6 +26,7 @@ type requester struct {
 // decideOnQuorum decides r as the webhook does with no copy of the Lease: without it first, then, if the
 // rule asks, on a quorum read of lease (nil: it does not exist).
 func decideOnQuorum(r *admission.Request, lease *coordinationv1.Lease) *fencing.Error {
+	r.Complete()
 	v := admission.Decide(r, nil, now)
 	if v.Need != admission.Decided {
 		v = admission.Decide(r, admission.ParseLease(lease, admission.Quorum), now)

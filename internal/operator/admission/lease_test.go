@@ -52,6 +52,7 @@ func TestExpiryTakesTheObservedRenewal(t *testing.T) {
 				r    *Request
 				want protocol.Reason
 			}{{"the holder's write", write, tc.holderErr}, {"a delete without the token", del, tc.cleanerErr}} {
+				c.r.Complete()
 				v := Decide(c.r, tc.lease, now)
 				var got protocol.Reason
 				if v.Err != nil {

@@ -298,6 +298,7 @@ func TestMergeMakesNoObjectWritten(t *testing.T) {
 			}
 			after = append(after, finalizerEntry(9))
 			r := &Request{Class: Object, Operation: Update, Old: object(before), New: object(after)}
+			r.Complete()
 			if got := mergedIntoWritten(r); !slices.Equal(got, c.want) {
 				t.Errorf("mergedIntoWritten = %q, want %q", got, c.want)
 			}
@@ -353,6 +354,7 @@ func TestNoFreeWriteFillsTheTokensRoom(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := &Request{Class: Object, Operation: Update, Kind: "ConfigMap", Namespace: "ns", Name: "app",
 				Old: withManaged(c.before...), New: withManaged(c.after...)}
+			r.Complete()
 			if n, got := fillsTheTokensRoom(r); got != c.want {
 				t.Errorf("fillsTheTokensRoom = %d, %v, want %v", n, got, c.want)
 			}

@@ -73,6 +73,7 @@ func TestArmedMarker(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r := &Request{Class: tc.class, Operation: Update, User: User{Name: tc.user}, Kind: "ConfigMap", Namespace: "ns", Name: "cm",
 				Old: tc.old, New: tc.updated, LeaseName: "l", Racing: tc.racing}
+			r.Complete()
 			v := Decide(r, nil, now)
 			if tc.racing > 0 && v.Need != Decided {
 				t.Fatalf("a write racing a token's write needs %v, want it decided without the Lease", v.Need)
@@ -118,6 +119,7 @@ func TestHoldsBackFreeWrites(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := &Request{Class: Object, Operation: tc.op, User: tc.user, FieldManager: tc.manager, DryRun: tc.dryRun, LeaseName: "l"}
+			r.Complete()
 			if got := HoldsBackFreeWrites(r, tc.lease, now); got != tc.want {
 				t.Errorf("HoldsBackFreeWrites = %v, want %v", got, tc.want)
 			}
@@ -143,6 +145,7 @@ func TestRacingHoldsBackAllButTheOperator(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r := &Request{Class: FencedResource, Operation: Update, Subresource: "status", User: user, Kind: "FencedResource",
 				Namespace: "ns", Name: "orders", LeaseName: "l", Old: fr("2"), New: fr("3"), Racing: 3}
+			r.Complete()
 			v := Decide(r, nil, now)
 			if user.Operator {
 				if v.Moment {
@@ -197,6 +200,7 @@ func TestClearingMarksWithoutARaise(t *testing.T) {
 			r := &Request{Class: Object, Operation: Update, User: User{Name: "app"}, FieldManager: "fencing.fencekit.io/epoch=2",
 				Kind: "ConfigMap", Namespace: "ns", Name: "cm", LeaseName: "l", Policy: "ns/p", CoveredBefore: true, CoveredAfter: true,
 				Old: tc.old, New: tc.updated}
+			r.Complete()
 			v := Decide(r, live, now)
 			if v.Admitted() != tc.admitted {
 				t.Errorf("verdict %+v, want admitted %v", v, tc.admitted)

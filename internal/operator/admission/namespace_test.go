@@ -41,6 +41,7 @@ func TestTokenWritesInATerminatingNamespace(t *testing.T) {
 			if !ReadsNamespace(r) {
 				t.Fatalf("ReadsNamespace = false for a write that presents a token")
 			}
+			r.Complete()
 			v := Decide(r, lease, now)
 			var got protocol.Reason
 			if v.Err != nil {

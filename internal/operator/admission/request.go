@@ -3,11 +3,14 @@ package admission
 import (
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	fencingv1alpha1 "github.com/fencekit/fencekit/api/v1alpha1"
+	"github.com/fencekit/fencekit/pkg/fencing"
 	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
@@ -249,7 +252,87 @@ type Request struct {
 	// decided at (or was admitted at a moment ago) on the very stored object this one read (the same
 	// UID and resourceVersion), 0 if none: the webhook's record of the writes it decides.
 	Racing int64
+
+	// facts are what Complete read off the fields above.
+	facts facts
 }
+
+// facts are what Complete reads off a request's strings with the wire contract (pkg/protocol) and the
+// fenced client's reading of managedFields (pkg/fencing), once, so that the rule compares numbers and flags.
+type facts struct {
+	completed bool
+	// token is the epoch the field manager presents; tokenOK is false where it presents none, or not a
+	// valid token.
+	token   int64
+	tokenOK bool
+	// record is the stored object's epoch record (its annotation fencing.fencekit.io/epoch); recordOK is
+	// false where it has none, or not a valid epoch.
+	record   int64
+	recordOK bool
+	// marks are the stored object's deletion marker and hold, each where it holds a valid epoch, in that
+	// order.
+	marks []mark
+	// oldWritten and newWritten: a holder wrote content to the stored and to the resulting object
+	// (fencing.HolderWrote). mergeCountsWritten: the resulting object, which no holder wrote, would count
+	// as written once the apiserver merged its Update entries (fencing.MergeWouldCountWritten). Objects
+	// only.
+	oldWritten, newWritten, mergeCountsWritten bool
+}
+
+// mark is a deletion marker or a hold the stored object carries: its annotation, its epoch, and when the
+// holder of that epoch armed it (the time the apiserver recorded on that token's managedFields entry; zero
+// if it has none).
+type mark struct {
+	key   string
+	epoch int64
+	armed time.Time
+}
+
+// Complete reads what the rule compares off r's field manager and objects: the presented token, the
+// stored object's epoch record, deletion marker and hold, and whether a holder wrote the stored and the
+// resulting object. Call it once Class, FieldManager, Old and New are set, before Decide; Decide refuses
+// a request that was not completed.
+func (r *Request) Complete() {
+	f := facts{completed: true}
+	f.token, f.tokenOK = protocol.EpochFromFieldManager(r.FieldManager)
+	if r.Old != nil {
+		if raw, ok := r.Old.GetAnnotations()[fencingv1alpha1.ObjectEpochAnnotation]; ok {
+			e, err := protocol.ParseEpoch(raw)
+			f.record, f.recordOK = e, err == nil
+		}
+		for _, key := range []string{fencingv1alpha1.DeleteAtEpochAnnotation, fencingv1alpha1.HoldAtEpochAnnotation} {
+			raw, ok := r.Old.GetAnnotations()[key]
+			if !ok {
+				continue
+			}
+			if e, err := protocol.ParseEpoch(raw); err == nil {
+				f.marks = append(f.marks, mark{key: key, epoch: e, armed: armedAt(r.Old, e)})
+			}
+		}
+	}
+	if r.Class == Object {
+		f.oldWritten = r.Old != nil && fencing.HolderWrote(r.Old)
+		f.newWritten = r.New != nil && fencing.HolderWrote(r.New)
+		f.mergeCountsWritten = r.New != nil && !f.newWritten && fencing.MergeWouldCountWritten(r.New)
+	}
+	r.facts = f
+}
+
+// armedAt is the time the apiserver recorded on obj's managedFields entry of the token of epoch (zero if
+// none): the last write of that term's holder, which armed the marker or hold it carries.
+func armedAt(obj *unstructured.Unstructured, epoch int64) time.Time {
+	manager := protocol.FieldManagerFor(epoch)
+	var at time.Time
+	for _, e := range obj.GetManagedFields() {
+		if e.Manager == manager && e.Time != nil && e.Time.After(at) {
+			at = e.Time.Time
+		}
+	}
+	return at
+}
+
+// Token returns the epoch r presents, and whether it presents a valid token (Complete reads it).
+func (r *Request) Token() (epoch int64, ok bool) { return r.facts.token, r.facts.tokenOK }
 
 // DeleteOptions are the options of a DELETE that decide what it does, as the apiserver reads them
 // (k8s.io/apiserver's registry Store.Delete); nil where the request leaves them out.

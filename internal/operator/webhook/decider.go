@@ -171,7 +171,8 @@ func namespaceTerminating(ctx context.Context, r ctrl.Reader, name string) (bool
 
 // decodeRequest decodes the parts of req every rule needs: the user, the field manager, the operation,
 // the stored and the resulting object, and the object's name (from the stored object in a
-// deletecollection, where the request names none).
+// deletecollection, where the request names none); and reads what the rule compares off them
+// (admission.Request.Complete).
 func decodeRequest(req ctrladmission.Request, class admission.Class) (*admission.Request, error) {
 	r := &admission.Request{Class: class, Operation: admission.Operation(req.Operation), Subresource: req.SubResource,
 		User: admission.User{Name: req.UserInfo.Username, Groups: req.UserInfo.Groups}, Kind: req.Kind.Kind,
@@ -208,6 +209,7 @@ func decodeRequest(req ctrladmission.Request, class admission.Class) (*admission
 	if r.FieldManager, r.DeletePrecondition, r.DeleteOptions, err = requestOptions(req); err != nil {
 		return nil, fmt.Errorf("%s %s/%s: %w", r.Kind, r.Namespace, r.Name, err)
 	}
+	r.Complete()
 	return r, nil
 }
 

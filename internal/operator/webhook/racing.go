@@ -11,7 +11,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/fencekit/fencekit/internal/operator/admission"
-	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // racingAfterAdmission is how long a write presenting a token that this webhook admitted still refuses
@@ -62,7 +61,7 @@ func racingKeyOf(r *admission.Request) (racingKey, bool) {
 // begin records that r, which presents a token, is being decided; the returned func ends the record with
 // the verdict. It returns a no-op for a request it does not track.
 func (rc *racing) begin(r *admission.Request) func(admitted bool) {
-	epoch, ok := protocol.EpochFromFieldManager(r.FieldManager)
+	epoch, ok := r.Token()
 	key, tracked := racingKeyOf(r)
 	if !ok || !tracked {
 		return func(bool) {}

@@ -25,8 +25,10 @@ func TestRacingRecordsTheTokensWritesOnTheObjectTheyRead(t *testing.T) {
 		return u
 	}
 	write := func(manager, rv, label string) *admission.Request {
-		return &admission.Request{Class: admission.Object, Operation: admission.Update, FieldManager: manager,
+		r := &admission.Request{Class: admission.Object, Operation: admission.Update, FieldManager: manager,
 			Old: object(rv, ""), New: object(rv, label)}
+		r.Complete()
+		return r
 	}
 	free := write("kubectl", "10", "free")
 	check := func(step string, want int64) {
