@@ -88,7 +88,7 @@ func round14PodSetup(t *testing.T, users ...string) (string, client.Client, clie
 // (fencing.fencekit.io/epoch=1) or any stale one. Route: merge patches of a label on the holder's covered
 // Pod with fieldManager=fencing.fencekit.io/epoch=1, from sixteen goroutines; every one is refused
 // (FencingNotHolder), but while the webhook decides each (a quorum read of the Lease) the racing record
-// (internal/operator/webhook/racing.go) holds the Pod's current resourceVersion, and the resourceVersion
+// (internal/operator/webhook/decider.go, racing) holds the Pod's current resourceVersion, and the resourceVersion
 // never moves because nothing is admitted. Invariant: the cluster's own controllers are not refused for
 // long (allowlist.md, MaxClusterControllerHold, 10 s), and free writes stay free: the kubelet's pods/status
 // patch and a GitOps tool's finalizer toggle (free: metadata.finalizers), each tried every 50 ms for 12 s

@@ -804,7 +804,7 @@ func TestRound9EditorFinalizersLockOutControllers(t *testing.T) {
 // (finalizers are free). pkg/fencing.HolderWrote, which splits the fence's objects into "written" (all
 // raised) and "others" (raised within the budget, may be left behind) and which copyEligible asks, looks
 // only at entries whose manager is a token; the apiserver merges an object's oldest Update entries into
-// "ancient-changes" once it has more than ten, and admission (managed.go, holders/undoMerges) lets a
+// "ancient-changes" once it has more than ten, and admission (internal/operator/admission/free.go, holders/undoMerges) lets a
 // write without the token set that merge off. The holder creates covered ConfigMap cm with its token; the
 // editor adds ten finalizers, each with a field manager of its own (10 entries, 10 finalizers: within the
 // bounds). The holder's entry is then merged away, and HolderWrote(cm) must still be true.

@@ -15,6 +15,10 @@
 //     holder's next write, nor lock the holder out;
 //   - a refusal names the object, the field and the numbers.
 //
+// Three files hold it: decide.go the decision (Decide and its cases); request.go what it reads (the
+// Request, whose strings Complete reads once with the wire contract, its User, the Lease view); free.go
+// what a write changes (its paths, its managedFields ownership, its free part and the bounds on it).
+//
 // Cases (cases.go) is the threat model as data: actor, write, Lease state, verdict. It drives this
 // package's tests and the envtest tests of the webhooks and of the Lease policy.
 package admission

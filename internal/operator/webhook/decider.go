@@ -4,21 +4,32 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"sync"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/fencekit/fencekit/internal/operator/admission"
+	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
 // decider runs the admission rule (internal/operator/admission) for one webhook: it reads what the rule asks for
@@ -314,4 +325,183 @@ func statusResponse(err error) ctrladmission.Response {
 	resp := ctrladmission.Denied(status.ErrStatus.Message)
 	resp.Result = &status.ErrStatus
 	return resp
+}
+
+// LeaseCache is the webhooks' watch-fed copy of the fenced Leases (label fencing.fencekit.io/fenced=true).
+// The admission rule may let it *admit* a write, and only one that fence-on-acquire makes safe to decide
+// from a copy that lags (internal/operator/admission, copyEligible and copyMayAdmit). Every other decision, and
+// every refusal, is made on a quorum read of the Lease.
+// The reason a lagging copy is safe there is written once, at copyEligible; docs/design/lease-reads.md and
+// docs/design/residuals.md say what the copy does not cover.
+type LeaseCache struct {
+	informer cache.SharedIndexInformer
+	lister   coordinationlisters.LeaseLister
+	// renewals times each renewal from when the watch delivered it, for every webhook that shares this
+	// copy (core.Lease.ObservedRenewal): a webhook that reads a Lease rarely would otherwise date a
+	// renewal from its own next read.
+	renewals *renewals
+}
+
+// NewLeaseCache returns a LeaseCache that lists and watches the fenced Leases of every namespace with cs;
+// add it to the manager (it runs on every replica, as the webhooks do).
+func NewLeaseCache(cs kubernetes.Interface) *LeaseCache {
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = protocol.FencedLabel + "=true"
+	}))
+	leases := f.Coordination().V1().Leases()
+	c := &LeaseCache{informer: leases.Informer(), lister: leases.Lister(), renewals: &renewals{}}
+	observe := func(obj any) {
+		if l, ok := obj.(*coordinationv1.Lease); ok {
+			c.renewals.observe(l, time.Now())
+		}
+	}
+	// Registering a handler on an informer that has not started cannot fail.
+	_, _ = c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: observe, UpdateFunc: func(_, obj any) { observe(obj) }})
+	return c
+}
+
+var _ manager.LeaderElectionRunnable = (*LeaseCache)(nil)
+
+// Start runs the informer until ctx ends.
+func (c *LeaseCache) Start(ctx context.Context) error {
+	c.informer.Run(ctx.Done())
+	return nil
+}
+
+// NeedLeaderElection is false: every replica serves the webhooks.
+func (c *LeaseCache) NeedLeaderElection() bool { return false }
+
+// Lease returns the copy of Lease namespace/name as it stands (nil if the copy has none); do not modify it.
+func (c *LeaseCache) Lease(namespace, name string) *coordinationv1.Lease {
+	l, err := c.lister.Leases(namespace).Get(name)
+	if err != nil {
+		return nil
+	}
+	return l
+}
+
+// Synced reports whether the copy has listed the Leases once (false for a nil LeaseCache: no copy).
+func (c *LeaseCache) Synced() bool { return c != nil && c.informer.HasSynced() }
+
+// racingAfterAdmission is how long a write presenting a token that this webhook admitted still refuses
+// the writes without the token that read the same stored object: the apiserver commits it a moment after
+// admission, and a write without the token decided in that moment would commit first. Once the write
+// commits, the object's resourceVersion changes and the record matches nothing.
+const racingAfterAdmission = time.Second
+
+// maxRacing is how many records the webhook keeps before it sweeps the expired ones.
+const maxRacing = 4096
+
+// racing records the writes presenting a token that this webhook is deciding, or admitted a moment ago,
+// by the stored object they read (UID and resourceVersion), for the rule's Request.Racing: the apiserver
+// decides a patch again after every conflict (the write carries no resourceVersion), and a write without
+// the token, decided without the Lease, is quicker to decide than one presenting it; under a storm of
+// them the token's write would lose every round until its timeout. A record refuses only writes without
+// the token that read the very same object, so it costs nothing once the token's write committed. It
+// lives in one webhook replica: a write decided by another replica is not seen (docs/design/residuals.md).
+type racing struct {
+	clock clock.PassiveClock
+	mu    sync.Mutex
+	m     map[racingKey]*racingWrite
+}
+
+type racingKey struct {
+	uid types.UID
+	rv  string
+}
+
+type racingWrite struct {
+	epoch   int64     // the highest epoch presented
+	pending int       // decisions under way
+	until   time.Time // admitted: refuses until then
+}
+
+func newRacing(c clock.PassiveClock) *racing {
+	return &racing{clock: c, m: map[racingKey]*racingWrite{}}
+}
+
+// racingKeyOf is the stored object r read, if r is an update of one.
+func racingKeyOf(r *admission.Request) (racingKey, bool) {
+	if r.Operation != admission.Update || r.Old == nil || r.Old.GetUID() == "" || r.Old.GetResourceVersion() == "" {
+		return racingKey{}, false
+	}
+	return racingKey{uid: r.Old.GetUID(), rv: r.Old.GetResourceVersion()}, true
+}
+
+// begin records that r, which presents a token, is being decided; the returned func ends the record with
+// the verdict. It returns a no-op for a request it does not track.
+func (rc *racing) begin(r *admission.Request) func(admitted bool) {
+	epoch, ok := r.Token()
+	key, tracked := racingKeyOf(r)
+	if !ok || !tracked {
+		return func(bool) {}
+	}
+	rc.mu.Lock()
+	if len(rc.m) >= maxRacing {
+		rc.sweepLocked()
+	}
+	w := rc.m[key]
+	if w == nil {
+		w = &racingWrite{}
+		rc.m[key] = w
+	}
+	w.pending++
+	w.epoch = max(w.epoch, epoch)
+	rc.mu.Unlock()
+	return func(admitted bool) {
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
+		w.pending--
+		if admitted && changes(r.Old, r.New) {
+			w.until = rc.clock.Now().Add(racingAfterAdmission)
+		}
+		if w.pending == 0 && !rc.clock.Now().Before(w.until) && rc.m[key] == w {
+			delete(rc.m, key)
+		}
+	}
+}
+
+// epoch returns the epoch of a write presenting a token recorded on the stored object r read, 0 if none.
+func (rc *racing) epoch(r *admission.Request) int64 {
+	key, tracked := racingKeyOf(r)
+	if !tracked {
+		return 0
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	w := rc.m[key]
+	if w == nil || w.pending == 0 && !rc.clock.Now().Before(w.until) {
+		return 0
+	}
+	return w.epoch
+}
+
+func (rc *racing) sweepLocked() {
+	now := rc.clock.Now()
+	for k, w := range rc.m {
+		if w.pending == 0 && !now.Before(w.until) {
+			delete(rc.m, k)
+		}
+	}
+}
+
+// changes reports whether a write turns old into updated other than in managedFields: the apiserver
+// commits no write that changes nothing, and the resourceVersion stays.
+func changes(old, updated *unstructured.Unstructured) bool {
+	if old == nil || updated == nil {
+		return true
+	}
+	return !equality.Semantic.DeepEqual(withoutManagedFields(old.Object), withoutManagedFields(updated.Object))
+}
+
+// withoutManagedFields is a shallow copy of o without metadata.managedFields (o's values may be raw JSON,
+// which a deep copy of unstructured content refuses).
+func withoutManagedFields(o map[string]any) map[string]any {
+	c := maps.Clone(o)
+	if meta, ok := o["metadata"].(map[string]any); ok {
+		meta = maps.Clone(meta)
+		delete(meta, "managedFields")
+		c["metadata"] = meta
+	}
+	return c
 }
