@@ -310,7 +310,7 @@ func spentEntries(u *unstructured.Unstructured, token elector.Token) []map[strin
 			updates++
 		}
 	}
-	if updates+1 <= maxUpdateEntries {
+	if updates+1 <= MaxUpdateEntries {
 		return nil
 	}
 	listed, _, _ := unstructured.NestedSlice(u.Object, "metadata", "managedFields")

@@ -99,12 +99,13 @@ func ownsContent(s map[string]any, depth int) bool {
 	return false
 }
 
-// maxUpdateEntries is how many Update entries the apiserver keeps before it merges the oldest into
-// ancient-changes (k8s.io/apiserver's fieldmanager, DefaultMaxUpdateManagers).
-const maxUpdateEntries = 10
+// MaxUpdateEntries is how many Update entries the apiserver keeps in an object's managedFields before it
+// merges the oldest into ancient-changes (apimachinery's managedfields, DefaultMaxUpdateManagers, which
+// is internal to it). The admission rule holds writes without the token to it as HolderWrote reads it.
+const MaxUpdateEntries = 10
 
 // raiseWouldWrite reports whether a raise's merge patch, which adds an Update entry of its token, could
-// make u count as written: past maxUpdateEntries the apiserver merges the oldest entries into
+// make u count as written: past MaxUpdateEntries the apiserver merges the oldest entries into
 // ancient-changes (MergeWouldCountWritten).
 func raiseWouldWrite(u *unstructured.Unstructured) bool {
 	n := 0
@@ -113,7 +114,7 @@ func raiseWouldWrite(u *unstructured.Unstructured) bool {
 			n++
 		}
 	}
-	return n+1 > maxUpdateEntries && MergeWouldCountWritten(u)
+	return n+1 > MaxUpdateEntries && MergeWouldCountWritten(u)
 }
 
 // MergeWouldCountWritten reports whether u would count as written (HolderWrote) once the apiserver merged

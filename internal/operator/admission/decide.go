@@ -271,7 +271,7 @@ func decideFree(r *Request) Verdict {
 	if n, ok := fillsTheTokensRoom(r); ok {
 		return refuse(r.tokenMissing(FieldManagedFields, fmt.Sprintf(
 			"this write adds a managedFields entry and brings the object, which no holder wrote, to %d Update entries: the holder's next write adds its epoch's entry, past %d the apiserver merges the oldest into ancient-changes, and the content they own written before coverage would count as the holder's (sent with the field manager of an existing entry, a write adds none)",
-			n, maxUpdateEntries)))
+			n, fencing.MaxUpdateEntries)))
 	}
 	if before, after := objectBytes(r.Old, r.OldBytes), objectBytes(r.New, r.NewBytes); after > before && after > MaxFreeObjectBytes {
 		return refuse(r.errAt(FieldObject, protocol.ReasonInvalid, 0, 0,
@@ -339,7 +339,7 @@ func fillsTheTokensRoom(r *Request) (n int, fills bool) {
 	if !token {
 		next++
 	}
-	if n <= before || next <= maxUpdateEntries {
+	if n <= before || next <= fencing.MaxUpdateEntries {
 		return n, false
 	}
 	return n, r.facts.mergeCountsWritten

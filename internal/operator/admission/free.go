@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/structured-merge-diff/v6/value"
 
+	"github.com/fencekit/fencekit/pkg/fencing"
 	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
@@ -609,10 +610,6 @@ func entries(u *unstructured.Unstructured) (map[string]entry, error) {
 	return out, nil
 }
 
-// maxUpdateEntries is how many Update entries the apiserver keeps before it merges the oldest into its
-// "ancient-changes" buckets (k8s.io/apiserver's fieldmanager, DefaultMaxUpdateManagers).
-const maxUpdateEntries = 10
-
 // mergedWriter names the entry undoMerges gives back what the apiserver merged of the writer's own entry;
 // its operation, mergedOperation, is one no request can send (the apiserver accepts Apply and Update
 // only), so that no entry a write sends can stand in its place.
@@ -637,7 +634,7 @@ const (
 // it: such a write is judged as removing the bucket.)
 func undoMerges(before, after map[string]entry) map[string]entry {
 	var out map[string]entry
-	capped := updates(after) == maxUpdateEntries && updates(before) >= maxUpdateEntries
+	capped := updates(after) == fencing.MaxUpdateEntries && updates(before) >= fencing.MaxUpdateEntries
 	for id, a := range after {
 		if !a.ancient() {
 			continue
