@@ -108,13 +108,38 @@ func leaseFor(c cases.Case) *coordinationv1.Lease {
 	return l
 }
 
+// ownWrittenAnnotations gives the holder's managedFields entry (base's) the annotations of stored that
+// differ from before, as the apiserver records the holder's setup write (an Update owns what it changed).
+func ownWrittenAnnotations(stored map[string]any, before map[string]string) {
+	after, _, _ := unstructured.NestedStringMap(stored, "metadata", "annotations")
+	entries, _, _ := unstructured.NestedSlice(stored, "metadata", "managedFields")
+	if len(entries) == 0 {
+		return
+	}
+	holder, _ := entries[0].(map[string]any)
+	for k, v := range after {
+		if w, ok := before[k]; ok && w == v {
+			continue
+		}
+		if err := unstructured.SetNestedField(holder, map[string]any{}, "fieldsV1", "f:metadata", "f:annotations", "f:"+k); err != nil {
+			panic(err)
+		}
+	}
+	entries[0] = holder
+	if err := unstructured.SetNestedSlice(stored, entries, "metadata", "managedFields"); err != nil {
+		panic(err)
+	}
+}
+
 // request is the admission request of row c: its stored object after the setup, and what its write
 // results in.
 func request(t *testing.T, c cases.Case) *admission.Request {
 	t.Helper()
 	stored := base(c.Target)
 	if c.Setup != nil {
+		before, _, _ := unstructured.NestedStringMap(stored, "metadata", "annotations")
 		stored = mergePatch(t, stored, c.Stamp(c.Setup(stored), cases.Current))
+		ownWrittenAnnotations(stored, before)
 	}
 	op := c.Op
 	if op == "" {
@@ -259,23 +284,40 @@ func TestClusterControllersWaitForAHoldBriefly(t *testing.T) {
 		}
 		for _, age := range []time.Duration{0, admission.MaxClusterControllerHold, admission.MaxClusterControllerHold + time.Second, time.Hour} {
 			for _, actor := range []cases.Actor{cases.DeploymentCtrl, cases.Editor} {
-				t.Run(fmt.Sprintf("%s/%s/armed %s ago", c.Name, actor, age), func(t *testing.T) {
-					c := c
-					c.Actor = actor
-					r := request(t, c)
-					fields := r.Old.GetManagedFields()
-					for i := range fields {
-						fields[i].Time = &metav1.Time{Time: now.Add(-age)}
-					}
-					r.Old.SetManagedFields(fields)
-					got := decideOnQuorum(r, leaseFor(c))
-					wantHeld := actor == cases.Editor || age <= admission.MaxClusterControllerHold
-					if held := got != nil && got.Reason == protocol.ReasonTokenMissing && strings.Contains(got.Message, "send it again once the holder has written"); held != wantHeld {
-						t.Errorf("armed %s ago, %s: Decide = %v, want held %v", age, actor, got, wantHeld)
-					}
-				})
+				for _, forged := range []bool{false, true} {
+					t.Run(fmt.Sprintf("%s/%s/armed %s ago/another entry of the token dated 2099: %v", c.Name, actor, age, forged), func(t *testing.T) {
+						c := c
+						c.Actor = actor
+						r := request(t, c)
+						fields := r.Old.GetManagedFields()
+						for i := range fields {
+							fields[i].Time = &metav1.Time{Time: now.Add(-age)}
+						}
+						if forged {
+							// An entry of the same token that does not own the mark, its time rewritten by a
+							// write without the token (round 22): it says nothing of when the mark was armed.
+							fields = append(fields, metav1.ManagedFieldsEntry{Manager: protocol.FieldManagerFor(cases.Current),
+								Operation: metav1.ManagedFieldsOperationApply, APIVersion: "apps/v1", FieldsType: "FieldsV1",
+								FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:replicas":{}}}`),
+								Time:     &metav1.Time{Time: time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)}})
+						}
+						r.Old.SetManagedFields(fields)
+						checkHold(t, r, c, actor, age)
+					})
+				}
 			}
 		}
+	}
+}
+
+// checkHold decides r, the write of row c by actor under a mark armed age ago: an editor waits whatever
+// the age, a cluster controller up to MaxClusterControllerHold.
+func checkHold(t *testing.T, r *admission.Request, c cases.Case, actor cases.Actor, age time.Duration) {
+	t.Helper()
+	got := decideOnQuorum(r, leaseFor(c))
+	wantHeld := actor == cases.Editor || age <= admission.MaxClusterControllerHold
+	if held := got != nil && got.Reason == protocol.ReasonTokenMissing && strings.Contains(got.Message, "send it again once the holder has written"); held != wantHeld {
+		t.Errorf("armed %s ago, %s: Decide = %v, want held %v", age, actor, got, wantHeld)
 	}
 }
 

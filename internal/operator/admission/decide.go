@@ -146,8 +146,8 @@ func HoldsBackFreeWrites(r *Request, l *Lease, now time.Time) bool {
 // DELETE of the holder's is pending, but its compare-and-swap removal of its finalizer may be, and free
 // writes (labels) may go on there. The cluster's own controllers (kubelets, kube-controller-manager, the
 // scheduler, the apiserver's own writes such as a ResourceQuota's usage) are held too, but only for
-// MaxClusterControllerHold after the holder armed it (the time the apiserver recorded on the holder's
-// managedFields entry of that epoch): their writes cannot be refused for long, since a holder that armed a
+// MaxClusterControllerHold after the holder armed it (the time the apiserver recorded on the entry of
+// that epoch's token that owns it, armedAt): their writes cannot be refused for long, since a holder that armed a
 // hold and never wrote again would lock them out for the rest of its term, and a status storm of theirs
 // (a compromised node, an editor whose creates make the apiserver count a quota) must not starve the
 // holder's retry, which follows the hold within one round trip.

@@ -282,8 +282,7 @@ type facts struct {
 }
 
 // mark is a deletion marker or a hold the stored object carries: its annotation, its epoch, and when the
-// holder of that epoch armed it (the time the apiserver recorded on that token's managedFields entry; zero
-// if it has none).
+// holder of that epoch armed it (armedAt; zero if no entry of that token owns it).
 type mark struct {
 	key   string
 	epoch int64
@@ -308,7 +307,7 @@ func (r *Request) Complete() {
 				continue
 			}
 			if e, err := protocol.ParseEpoch(raw); err == nil {
-				f.marks = append(f.marks, mark{key: key, epoch: e, armed: armedAt(r.Old, e)})
+				f.marks = append(f.marks, mark{key: key, epoch: e, armed: armedAt(r.Old, key, e)})
 			}
 		}
 	}
@@ -320,14 +319,27 @@ func (r *Request) Complete() {
 	r.facts = f
 }
 
-// armedAt is the time the apiserver recorded on obj's managedFields entry of the token of epoch (zero if
-// none): the last write of that term's holder, which armed the marker or hold it carries.
-func armedAt(obj *unstructured.Unstructured, epoch int64) time.Time {
+// armedAt is when the holder of epoch armed the annotation key obj carries: the latest time the apiserver
+// recorded on a managedFields entry of that epoch's token that owns key (zero if none). An entry of the
+// token that does not own key says nothing of it: a write without the token may send another entry's time
+// rewritten (the apiserver keeps what a write sends), but not what an entry of a token owns
+// (ownershipChanges), and the write that arms key sets the time of the entry that owns it.
+func armedAt(obj *unstructured.Unstructured, key string, epoch int64) time.Time {
 	manager := protocol.FieldManagerFor(epoch)
 	var at time.Time
-	for _, e := range obj.GetManagedFields() {
-		if e.Manager == manager && e.Time != nil && e.Time.After(at) {
-			at = e.Time.Time
+	for _, e := range managedEntries(obj) {
+		if e["manager"] != manager {
+			continue
+		}
+		fields, _ := e["fieldsV1"].(map[string]any)
+		meta, _ := fields["f:metadata"].(map[string]any)
+		annotations, _ := meta["f:annotations"].(map[string]any)
+		if _, owns := annotations["f:"+key]; !owns {
+			continue
+		}
+		raw, _ := e["time"].(string)
+		if t, err := time.Parse(time.RFC3339, raw); err == nil && t.After(at) {
+			at = t
 		}
 	}
 	return at
