@@ -541,6 +541,8 @@ func listPaths(ps []Path, limit int) string {
 type entry struct {
 	manager, operation, subresource, apiVersion string
 	fields                                      *fieldpath.Set
+	// time is the time the apiserver recorded on the entry, as the object holds it ("" for none).
+	time string
 }
 
 // id names the entry as the apiserver tells entries apart.
@@ -591,7 +593,7 @@ func entries(u *unstructured.Unstructured) (map[string]entry, error) {
 		}
 		str := func(k string) string { s, _ := m[k].(string); return s }
 		e := entry{manager: str("manager"), operation: str("operation"), subresource: str("subresource"),
-			apiVersion: str("apiVersion"), fields: fieldpath.NewSet()}
+			apiVersion: str("apiVersion"), fields: fieldpath.NewSet(), time: str("time")}
 		if f, ok := m["fieldsV1"]; ok && f != nil {
 			b, err := json.Marshal(f)
 			if err != nil {
@@ -743,6 +745,9 @@ type ownershipChange struct {
 //     managedFields, and every later write of the object, a raise too, works through every field listed;
 //   - a holder's entry may not lose anything, not even a free field, but to the cluster's own
 //     controllers (controller): what the holder wrote is the holder's, a finalizer it set (its cleanup) too;
+//   - an entry of a token keeps its time: the apiserver keeps the times a write sends, and the time on the
+//     entry that owns a deletion marker or hold is when the holder armed it (armedAt), which bounds how long
+//     the cluster's controllers wait for it;
 //   - no entry may gain ownership of the finalizer orphan or foregroundDeletion, even one the object
 //     already has: a co-owner keeps it through the holder's apply that drops it, and it decides what the
 //     holder's delete does with the dependents (I4).
@@ -775,6 +780,9 @@ func ownershipChanges(old, updated *unstructured.Unstructured, free func(Path) b
 			if a.holders() {
 				changes = append(changes, ownershipChange{entry: a, why: "adds an entry for a fenced writer"})
 			}
+		}
+		if existed && a.epochManager() && a.time != b.time {
+			changes = append(changes, ownershipChange{entry: a, why: fmt.Sprintf("changes the time the apiserver recorded from %s to %s", orNone(b.time), orNone(a.time))})
 		}
 		gained, lost := a.fields.Difference(b.fields), b.fields.Difference(a.fields)
 		if a.holders() && !gained.Empty() {
@@ -814,6 +822,14 @@ func ownershipChanges(old, updated *unstructured.Unstructured, free func(Path) b
 		return cmp.Compare(x.entry.id(), y.entry.id())
 	})
 	return changes, nil
+}
+
+// orNone quotes s, "none" if it is empty.
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return strconv.Quote(s)
 }
 
 // deletionFinalizer returns the deletion finalizer (orphan, foregroundDeletion) that managedFields path p

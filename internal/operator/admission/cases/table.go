@@ -118,6 +118,12 @@ var Table = []Case{
 	{Name: "an editor hands the holder's entry to ancient-changes without its finalizer", Target: ConfigMap, Actor: Editor, Token: NoToken,
 		Setup: holderFinalizer("example.com/cleanup"), Patch: mergeIntoAncient(false), Want: protocol.ReasonTokenMissing,
 		Why: "ancient-changes keeps what the holder wrote: only what the apiserver merges whole is its"},
+	{Name: "an editor redates the holder's managedFields entry with a free finalizer", Target: ConfigMap, Actor: Editor, Token: NoToken,
+		Patch: redated(addFinalizer("example.com/editor")), Want: protocol.ReasonTokenMissing,
+		Why: "the apiserver keeps the times a write sends, and the time on the holder's entry that owns its marker or hold bounds how long the cluster's controllers wait for it"},
+	{Name: "the Deployment controller redates the holder's managedFields entry with a free finalizer", Target: Deployment, Actor: DeploymentCtrl, Token: NoToken,
+		Patch: redated(addFinalizer("example.com/controller")), Want: protocol.ReasonTokenMissing,
+		Why: "a controller past its wait must not keep every controller waiting on the next hold for the rest of the term"},
 	{Name: "an editor lists finalizers a ConfigMap does not have in managedFields", Target: ConfigMap, Actor: Editor, Token: NoToken,
 		Patch: fictitious, Want: protocol.ReasonTokenMissing,
 		Why: "the apiserver keeps them, and every later write, the raise too, works through each: thousands fit in the byte bound"},
@@ -393,6 +399,27 @@ func mergeIntoAncient(whole bool) func(map[string]any) map[string]any {
 			"fieldsType": "FieldsV1", "fieldsV1": bucket})
 		fins, _ := md["finalizers"].([]any)
 		return map[string]any{"metadata": map[string]any{"managedFields": out, "finalizers": append(append([]any(nil), fins...), "example.com/other")}}
+	}
+}
+
+// redated is patch with the stored managedFields sent back, the time of every entry of a token moved to
+// 2099.
+func redated(patch func(map[string]any) map[string]any) func(map[string]any) map[string]any {
+	return func(stored map[string]any) map[string]any {
+		out := patch(stored)
+		list, _, _ := unstructured.NestedSlice(stored, "metadata", "managedFields")
+		for _, raw := range list {
+			if e, ok := raw.(map[string]any); ok && strings.HasPrefix(fmt.Sprint(e["manager"]), protocol.FieldManagerPrefix) {
+				e["time"] = "2099-01-01T00:00:00Z"
+			}
+		}
+		md, _ := out["metadata"].(map[string]any)
+		if md == nil {
+			md = map[string]any{}
+			out["metadata"] = md
+		}
+		md["managedFields"] = list
+		return out
 	}
 }
 
