@@ -23,8 +23,8 @@ func WithMetricsRegisterer(r prometheus.Registerer) Option {
 }
 
 // WithEventRecorder sets the recorder (events.k8s.io/v1, as controller-runtime's mgr.GetEventRecorder
-// returns) for the Events on the Lease (default: a broadcaster on Config.Client, shared by the electors
-// running on that client in this process, and stopped when the last one's Run returns).
+// returns) for the Events on the Lease (default: a poster on Config.Client, shared by the electors running
+// on that client in this process, and stopped when the last one's Run returns).
 func WithEventRecorder(r events.EventRecorder) Option { return func(e *Elector) { e.recorder = r } }
 
 // WithLogger sets the logger (default: the logger in Run's context, else klog's global logger). In a
