@@ -110,7 +110,7 @@ bench-write: ## Run only the fenced write benchmarks (their ratios to the same u
 	$(MAKE) bench BENCH='BenchmarkFencedWrite$$$$|BenchmarkObjectWrite$$$$' BENCH_PKGS='./test/bench/fencing/ ./test/bench/objects/'
 
 .PHONY: bench-scale
-bench-scale: ## Run only the scale sweep: the control plane's CPU and memory, the replicas' and the operator's memory for 100 and 1,000 Leases x 2-3 replicas (and 1,000 with clients limited to the renewal rate) and 100-10,000 FencedResources (about 25 min).
+bench-scale: ## Run only the scale sweep: the control plane's CPU and memory, the replicas' and the operator's memory for 100 and 1,000 Leases x 2-3 replicas (and 1,000 with clients limited to the renewal rate) and 100-10,000 FencedResources; the Lease points three times, alternating (about 40 min).
 	$(MAKE) bench BENCH='BenchmarkControlPlaneCost$$$$' BENCH_PKGS=./test/bench/fencing/
 
 CHAOS_SEEDS ?= 2

@@ -31,8 +31,12 @@ type Result struct {
 	Dirty   bool      `json:"dirty,omitempty"`
 	Date    time.Time `json:"date"`
 	Machine Machine   `json:"machine"`
-	// Figures maps "package/Benchmark" to its figures by unit ("webhook-p50-ms": 3.1).
+	// Figures maps "package/Benchmark" to its figures by unit ("webhook-p50-ms": 3.1). A benchmark that ran
+	// more than once (go test -count, or a sub-benchmark run again under the same name, which go test
+	// suffixes "#01", "#02", ...) has the median of its runs here, and every run in Samples.
 	Figures map[string]map[string]float64 `json:"figures"`
+	// Samples holds, for a benchmark that ran more than once, each run's figure by unit, in the order run.
+	Samples map[string]map[string][]float64 `json:"samples,omitempty"`
 
 	failed bool // the output reported a failure: the figures are partial
 }
@@ -86,7 +90,7 @@ func fail(err error) {
 
 // read copies in to out and collects the benchmark lines' figures.
 func read(in io.Reader, out io.Writer) (*Result, error) {
-	res := &Result{Date: time.Now().UTC(), Figures: map[string]map[string]float64{},
+	res := &Result{Date: time.Now().UTC(), Figures: map[string]map[string]float64{}, Samples: map[string]map[string][]float64{},
 		Machine: Machine{CPUs: runtime.NumCPU(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, Go: runtime.Version()}}
 	res.Machine.Hostname, _ = os.Hostname()
 	pkg := ""
@@ -110,24 +114,32 @@ func read(in io.Reader, out io.Writer) (*Result, error) {
 			if _, err := strconv.Atoi(f[1]); err != nil {
 				continue
 			}
-			name := f[0]
-			if i := strings.LastIndex(name, "-"); i > 0 {
-				name = name[:i] // the GOMAXPROCS suffix
+			name := filepath.Base(pkg) + "/" + benchmarkName(f[0])
+			if res.Samples[name] == nil {
+				res.Samples[name] = map[string][]float64{}
 			}
-			name = filepath.Base(pkg) + "/" + name
-			figs := map[string]float64{}
 			for i := 2; i+1 < len(f); i += 2 {
 				v, err := strconv.ParseFloat(f[i], 64)
 				if err != nil {
 					return nil, fmt.Errorf("reading %q: %w", line, err)
 				}
-				figs[f[i+1]] = v
+				res.Samples[name][f[i+1]] = append(res.Samples[name][f[i+1]], v)
 			}
-			res.Figures[name] = figs
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
+	}
+	for name, units := range res.Samples {
+		res.Figures[name] = map[string]float64{}
+		runs := 1
+		for unit, vs := range units {
+			res.Figures[name][unit] = median(vs)
+			runs = max(runs, len(vs))
+		}
+		if runs == 1 {
+			delete(res.Samples, name)
+		}
 	}
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		if f := strings.Fields(string(b)); len(f) >= 3 {
@@ -141,6 +153,32 @@ func read(in io.Reader, out io.Writer) (*Result, error) {
 		res.Dirty = len(strings.TrimSpace(string(b))) > 0
 	}
 	return res, nil
+}
+
+// benchmarkName is a result line's benchmark name without the GOMAXPROCS suffix ("-2") and the suffix go test
+// gives a sub-benchmark run again under the same name ("#01"): the runs of one benchmark share a name.
+func benchmarkName(s string) string {
+	if i := strings.LastIndex(s, "-"); i > 0 {
+		if _, err := strconv.Atoi(s[i+1:]); err == nil {
+			s = s[:i]
+		}
+	}
+	if i := strings.LastIndex(s, "#"); i > 0 {
+		if _, err := strconv.Atoi(s[i+1:]); err == nil {
+			s = s[:i]
+		}
+	}
+	return s
+}
+
+// median is the middle of vs (the mean of the two middle values for an even count).
+func median(vs []float64) float64 {
+	s := slices.Sorted(slices.Values(vs))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // latest is the newest result in dir (file names sort by date), nil if there is none.

@@ -164,8 +164,8 @@ func run(impl, kubeconfig, ns, prefix string, n int, lead, partial bool, window,
 		RequestsMin: float64(o1-o0) / window.Minutes(), WatchesMin: float64(w1-w0) / window.Minutes()}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	fmt.Fprintf(os.Stderr, "hundred: %s %s x %d: RSS %.1f MiB, heap in use %.1f MiB, stacks %.1f MiB, %d goroutines, GC target %.1f MiB\n",
-		impl, prefix, n, res.RSSMiB, float64(ms.HeapInuse)/(1<<20), float64(ms.StackInuse)/(1<<20), runtime.NumGoroutine(), float64(ms.NextGC)/(1<<20))
+	fmt.Fprintf(os.Stderr, "hundred: %s %s x %d: RSS %.1f MiB (anonymous %.1f, file %.1f), heap in use %.1f MiB, stacks %.1f MiB, %d goroutines, GC target %.1f MiB\n",
+		impl, prefix, n, res.RSSMiB, status("RssAnon"), status("RssFile"), float64(ms.HeapInuse)/(1<<20), float64(ms.StackInuse)/(1<<20), runtime.NumGoroutine(), float64(ms.NextGC)/(1<<20))
 	if memProfile != "" {
 		if err := writeHeapProfile(memProfile); err != nil {
 			return err
@@ -196,13 +196,16 @@ func writeHeapProfile(path string) error {
 	return f.Close()
 }
 
-func vmRSS() float64 {
+func vmRSS() float64 { return status("VmRSS") }
+
+// status reads a memory figure of /proc/self/status in MiB (-1 if it cannot).
+func status(field string) float64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return -1
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field+":" {
 			kb, _ := strconv.ParseFloat(f[1], 64)
 			return kb / 1024
 		}
