@@ -164,8 +164,8 @@ func run(impl, kubeconfig, ns, prefix string, n int, lead, partial bool, window,
 		RequestsMin: float64(o1-o0) / window.Minutes(), WatchesMin: float64(w1-w0) / window.Minutes()}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	fmt.Fprintf(os.Stderr, "hundred: %s %s x %d: RSS %.1f MiB (anonymous %.1f, file %.1f), heap in use %.1f MiB, stacks %.1f MiB, %d goroutines, GC target %.1f MiB\n",
-		impl, prefix, n, res.RSSMiB, status("RssAnon"), status("RssFile"), float64(ms.HeapInuse)/(1<<20), float64(ms.StackInuse)/(1<<20), runtime.NumGoroutine(), float64(ms.NextGC)/(1<<20))
+	fmt.Fprintf(os.Stderr, "hundred: %s %s x %d: RSS %.1f MiB (anonymous %.1f, file %.1f, peak %.1f), heap in use %.1f MiB (free, not returned: %.1f), stacks %.1f MiB, %d goroutines, GC target %.1f MiB\n",
+		impl, prefix, n, res.RSSMiB, status("RssAnon"), status("RssFile"), status("VmHWM"), float64(ms.HeapInuse)/(1<<20), float64(ms.HeapIdle-ms.HeapReleased)/(1<<20), float64(ms.StackInuse)/(1<<20), runtime.NumGoroutine(), float64(ms.NextGC)/(1<<20))
 	if memProfile != "" {
 		if err := writeHeapProfile(memProfile); err != nil {
 			return err
