@@ -33,7 +33,8 @@ type Result struct {
 	Machine Machine   `json:"machine"`
 	// Figures maps "package/Benchmark" to its figures by unit ("webhook-p50-ms": 3.1). A benchmark that ran
 	// more than once (go test -count, or a sub-benchmark run again under the same name, which go test
-	// suffixes "#01", "#02", ...) has the median of its runs here, and every run in Samples.
+	// suffixes "#01", "#02", ...) has the median of its runs here, and every run in Samples, except a unit of
+	// worstRun, whose worst run is kept: a median would hide the one run that lost a Lease.
 	Figures map[string]map[string]float64 `json:"figures"`
 	// Samples holds, for a benchmark that ran more than once, each run's figure by unit, in the order run.
 	Samples map[string]map[string][]float64 `json:"samples,omitempty"`
@@ -134,7 +135,11 @@ func read(in io.Reader, out io.Writer) (*Result, error) {
 		res.Figures[name] = map[string]float64{}
 		runs := 1
 		for unit, vs := range units {
-			res.Figures[name][unit] = median(vs)
+			if worst, ok := worstRun[unit]; ok {
+				res.Figures[name][unit] = worst(vs)
+			} else {
+				res.Figures[name][unit] = median(vs)
+			}
 			runs = max(runs, len(vs))
 		}
 		if runs == 1 {
@@ -169,6 +174,13 @@ func benchmarkName(s string) string {
 		}
 	}
 	return s
+}
+
+// worstRun maps a unit that counts failures to its worst run, which a benchmark that ran more than once
+// records instead of the median.
+var worstRun = map[string]func([]float64) float64{
+	"leaderships-lost": slices.Max[[]float64],
+	"leases-led":       slices.Min[[]float64],
 }
 
 // median is the middle of vs (the mean of the two middle values for an even count).
