@@ -137,11 +137,11 @@ func (e *Elector) Run(ctx context.Context) error {
 // function of its own so that Run's frame, which stays on the stack of a parked elector, is small: a
 // process leading 1,000 Leases keeps 1,000 of those stacks (runner.loop).
 func (e *Elector) start(ctx context.Context) (*runner, func()) {
-	log := e.log
+	base := e.log
 	if !e.logSet {
-		log = klog.FromContext(ctx)
+		base = klog.FromContext(ctx)
 	}
-	log = log.WithValues("lease", e.lease.String(), "identity", e.cfg.Identity)
+	log := withLease(base, e)
 
 	rec := e.recorder
 	done := func() {}
@@ -154,18 +154,22 @@ func (e *Elector) start(ctx context.Context) (*runner, func()) {
 		done()
 		return nil, nil
 	}
-	leases := e.cfg.Client.CoordinationV1().Leases(e.lease.Namespace)
 	obs := newObserver(e.lease.Name, e.clock)
-	stopWatch, ok := watchLease(ctx, e.cfg.Client, e.lease.Namespace, obs, log)
+	leases, stopWatch, ok := watchLease(ctx, e.cfg.Client, e.lease.Namespace, obs, log)
 	if !ok {
 		done()
 		return nil, nil
 	}
-	r := &runner{e: e, log: log, rec: rec, leases: leaseRequests{leases}, obs: obs, acquirer: acquirer}
+	r := &runner{e: e, log: base, rec: rec, leases: leaseRequests{leases}, obs: obs, acquirer: acquirer}
 	return r, func() {
 		stopWatch()
 		done()
 	}
+}
+
+// withLease adds the Lease and the identity to log.
+func withLease(log logr.Logger, e *Elector) logr.Logger {
+	return log.WithValues("lease", e.lease.String(), "identity", e.cfg.Identity)
 }
 
 // whoAmI learns the authenticated user name with a SelfSubjectReview, retrying every RetryPeriod. The

@@ -24,7 +24,9 @@ import (
 // renewal, step-down or takeover) and wakes for watch observations, the end of PostAcquire, the end of the
 // leadership context, or the end of Run.
 type runner struct {
-	e        *Elector
+	e *Elector
+	// log is the elector's logger without the Lease's values, which logger adds to each line: a logger
+	// with values costs an allocation per elector (far more with some sinks) for lines that are rare.
 	log      logr.Logger
 	rec      events.EventRecorder
 	leases   leaseRequests
@@ -47,6 +49,9 @@ type runner struct {
 }
 
 func (r *runner) cfg() *Config { return &r.e.cfg }
+
+// logger is the elector's logger with the Lease and the identity.
+func (r *runner) logger() logr.Logger { return withLease(r.log, r.e) }
 
 func (r *runner) loop(ctx context.Context) {
 	for ctx.Err() == nil {
@@ -150,7 +155,7 @@ func (r *runner) noteLeader(o observation) {
 		return
 	}
 	r.reportedHolder, r.reportedEpoch = h, epoch
-	r.log.V(1).Info("Observed a new leader", "holder", h, "epoch", epoch)
+	r.logger().V(1).Info("Observed a new leader", "holder", h, "epoch", epoch)
 	if f := r.cfg().OnNewLeader; f != nil {
 		f(h, epoch)
 	}
@@ -188,7 +193,7 @@ func (r *runner) checkObserved(ctx context.Context, o observation) bool {
 // choose the epoch, write the acquisition, then begin the term and hand it to PostAcquire or the leader.
 func (r *runner) acquire(ctx context.Context, o observation, tk takeover) {
 	if tk.why == "malformed" {
-		r.log.Info("Treating the Lease as expired", "reason", tk.detail, "holder", holder(o.lease))
+		r.logger().Info("Treating the Lease as expired", "reason", tk.detail, "holder", holder(o.lease))
 	}
 	// Each request of an acquisition is bounded by RenewDeadline: a request on a connection that died
 	// (an apiserver restart, a NAT entry dropped while this process was paused) would otherwise hang until
@@ -239,7 +244,7 @@ func (r *runner) chooseEpoch(ctx, rctx context.Context, observed *coordinationv1
 		return 0, false
 	}
 	if choice.seed != "" {
-		r.log.Info("Seeding the epoch from a resourceVersion", "reason", choice.seed, "epoch", choice.epoch)
+		r.logger().Info("Seeding the epoch from a resourceVersion", "reason", choice.seed, "epoch", choice.epoch)
 	}
 	return choice.epoch, true
 }
@@ -306,7 +311,7 @@ func (r *runner) acquireOnState(ctx context.Context, observed *coordinationv1.Le
 // lostRace handles an acquisition someone else wrote first: re-read the Lease and decide again on what is
 // there; if it looks unchanged (the conflict came from a write not yet seen), wait a retry pause first.
 func (r *runner) lostRace(ctx context.Context, before *coordinationv1.Lease, epoch int64) {
-	r.log.V(1).Info("Lost an acquisition race; re-reading the Lease", "epoch", epoch)
+	r.logger().V(1).Info("Lost an acquisition race; re-reading the Lease", "epoch", epoch)
 	if got := r.reread(ctx); got == before || (got != nil && before != nil && got.ResourceVersion == before.ResourceVersion) {
 		r.notBefore = r.e.clock.Now().Add(r.e.retryPause())
 	}
@@ -327,7 +332,7 @@ func (r *runner) beginTerm(ctx context.Context, res *coordinationv1.Lease, epoch
 	r.obs.set(res)
 	r.e.metrics.leases.acquired(r.e.lease.String(), epoch)
 	r.rec.Eventf(res, nil, corev1.EventTypeNormal, "Acquired", "Acquire", "acquired at epoch %d by %s", epoch, cfg.Identity)
-	r.log.Info("Acquired the Lease", "epoch", epoch, "reason", tk.why, "deadline", t.getDeadline().Sub(sent))
+	r.logger().Info("Acquired the Lease", "epoch", epoch, "reason", tk.why, "deadline", t.getDeadline().Sub(sent))
 	return t
 }
 
@@ -358,7 +363,7 @@ func (r *runner) postAcquired(ctx context.Context, err error) {
 	}
 	r.postFailures++
 	pause := postAcquireBackoff(r.e.retryPause(), r.postFailures)
-	r.log.Error(err, "PostAcquire failed; releasing the Lease", "epoch", r.term.token.Epoch, "failuresInARow", r.postFailures, "retryIn", pause)
+	r.logger().Error(err, "PostAcquire failed; releasing the Lease", "epoch", r.term.token.Epoch, "failuresInARow", r.postFailures, "retryIn", pause)
 	r.endTerm(ctx, fmt.Errorf("%w: %s: %w", ErrLeadershipLost, reasonPostAcquireFailed, err), reasonPostAcquireFailed, err.Error(), true)
 	r.notBefore = r.e.clock.Now().Add(pause)
 }
@@ -378,7 +383,7 @@ func (r *runner) startLeading() {
 	t.setLeading()
 	r.postFailures = 0
 	r.e.metrics.leases.leading(r.e.lease.String(), 1)
-	r.log.Info("Started leading", "epoch", t.token.Epoch)
+	r.logger().Info("Started leading", "epoch", t.token.Epoch)
 	f := r.cfg().OnStartedLeading
 	go func() {
 		defer close(t.done)
@@ -434,7 +439,7 @@ func (r *runner) renew(ctx context.Context, sent, stepAt time.Time) {
 		if ctx.Err() != nil {
 			return
 		}
-		r.log.Error(err, "Cannot renew the Lease; retrying", "epoch", r.term.token.Epoch, "stepDownIn", stepAt.Sub(r.e.clock.Now()))
+		r.logger().Error(err, "Cannot renew the Lease; retrying", "epoch", r.term.token.Epoch, "stepDownIn", stepAt.Sub(r.e.clock.Now()))
 		r.nextRenew = r.e.clock.Now().Add(r.e.retryPause())
 	}
 }
@@ -448,7 +453,7 @@ func (r *runner) noteRenewal(latency time.Duration) {
 	if slow {
 		r.e.metrics.slowRenewals.Inc()
 		if !r.slow {
-			r.log.Info("Renewals are slow: the client's rate limit or the apiserver does not keep up with this process's renewals, and the Lease is lost if a renewal takes longer than renewDeadline - retryPeriod",
+			r.logger().Info("Renewals are slow: the client's rate limit or the apiserver does not keep up with this process's renewals, and the Lease is lost if a renewal takes longer than renewDeadline - retryPeriod",
 				"epoch", r.term.token.Epoch, "renewal", latency, "renewDeadline", cfg.RenewDeadline, "retryPeriod", cfg.RetryPeriod)
 		}
 	}
@@ -495,7 +500,7 @@ func (r *runner) reread(ctx context.Context) *coordinationv1.Lease {
 		return nil
 	case err != nil:
 		if ctx.Err() == nil {
-			r.log.Error(err, "Cannot read the Lease")
+			r.logger().Error(err, "Cannot read the Lease")
 		}
 		return nil
 	}
@@ -508,7 +513,7 @@ func (r *runner) retryLater(ctx context.Context, err error, msg string) {
 		return
 	}
 	pause := r.e.retryPause()
-	r.log.Error(err, msg, "retryIn", pause)
+	r.logger().Error(err, msg, "retryIn", pause)
 	r.notBefore = r.e.clock.Now().Add(pause)
 }
 
@@ -543,12 +548,12 @@ func (r *runner) endTerm(ctx context.Context, cause error, reason, detail string
 		select {
 		case <-t.done:
 		case <-timer.C():
-			r.log.Info("OnStartedLeading did not return within releaseTimeout; continuing", "releaseTimeout", r.cfg().ReleaseTimeout)
+			r.logger().Info("OnStartedLeading did not return within releaseTimeout; continuing", "releaseTimeout", r.cfg().ReleaseTimeout)
 		}
 		timer.Stop()
 		r.e.metrics.leases.leading(r.e.lease.String(), -1)
 	}
-	log := r.log.WithValues("epoch", t.token.Epoch)
+	log := r.logger().WithValues("epoch", t.token.Epoch)
 	if reason != "" {
 		r.e.metrics.lost.WithLabelValues(r.e.lease.String(), reason).Inc()
 		r.rec.Eventf(r.held, nil, corev1.EventTypeWarning, "LeadershipLost", "Lead", "%s", note("%s lost epoch %d: %s (%s)", t.token.Holder, t.token.Epoch, reason, detail))
@@ -587,7 +592,7 @@ func (r *runner) release(ctx context.Context, t *term) bool {
 	case apierrors.IsInvalid(err) || apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		return false // another holder, another epoch, or no Lease: nothing of this term's to release
 	default:
-		r.log.Error(err, "Cannot release the Lease", "epoch", t.token.Epoch)
+		r.logger().Error(err, "Cannot release the Lease", "epoch", t.token.Epoch)
 		return false
 	}
 }

@@ -47,7 +47,10 @@ type watchKey struct {
 
 // leaseWatch is one shared informer on the Leases of a namespace.
 type leaseWatch struct {
-	store cache.Store
+	// leases is the typed client of the namespace's Leases, which the electors subscribed send their
+	// requests through (one, not one per elector).
+	leases leaseClient
+	store  cache.Store
 	// synced is closed once the informer has listed the namespace; refused once its List was Forbidden.
 	synced, refused chan struct{}
 	refusal         error
@@ -60,28 +63,31 @@ type leaseWatch struct {
 
 // watchLease feeds o with the versions of its Lease in namespace ns, through the shared watch of cs when
 // there is one, else through a watch of its own. It returns once o holds its first observation (false if
-// ctx ended first), and a function that ends the subscription.
-func watchLease(ctx context.Context, cs kubernetes.Interface, ns string, o *observer, log logr.Logger) (stop func(), ok bool) {
-	leases := cs.CoordinationV1().Leases(ns)
+// ctx ended first), the client of the namespace's Leases to send the elector's requests through, and a
+// function that ends the subscription.
+func watchLease(ctx context.Context, cs kubernetes.Interface, ns string, o *observer, log logr.Logger) (leases leaseClient, stop func(), ok bool) {
 	if !reflect.TypeOf(cs).Comparable() {
-		return watchOwn(ctx, leases, o)
+		leases = cs.CoordinationV1().Leases(ns)
+		stop, ok = watchOwn(ctx, leases, o)
+		return leases, stop, ok
 	}
 	key := watchKey{client: cs, namespace: ns}
-	w := subscribe(key, leases, o)
+	w := subscribe(key, o)
 	unsubscribe := func() { w.unsubscribe(key, o) }
 	select {
 	case <-ctx.Done():
 		unsubscribe()
-		return nil, false
+		return nil, nil, false
 	case <-w.synced:
 	case <-w.refused:
 		unsubscribe()
 		log.Info("Watching the Lease by name: this client may not list the namespace's Leases, so its electors share no watch",
 			"namespace", ns, "err", w.refusal.Error())
-		return watchOwn(ctx, leases, o)
+		stop, ok = watchOwn(ctx, w.leases, o)
+		return w.leases, stop, ok
 	}
 	w.seed(ns, o)
-	return unsubscribe, true
+	return w.leases, unsubscribe, true
 }
 
 // watchOwn runs o's own single-object watch until stop is called.
@@ -95,12 +101,12 @@ func watchOwn(ctx context.Context, leases leaseClient, o *observer) (stop func()
 }
 
 // subscribe adds o to the shared watch of key, starting it if none runs.
-func subscribe(key watchKey, leases leaseClient, o *observer) *leaseWatch {
+func subscribe(key watchKey, o *observer) *leaseWatch {
 	leaseWatches.mu.Lock()
 	defer leaseWatches.mu.Unlock()
 	w, ok := leaseWatches.m[key]
 	if !ok {
-		w = startLeaseWatch(leases)
+		w = startLeaseWatch(key.client.CoordinationV1().Leases(key.namespace))
 		leaseWatches.m[key] = w
 	}
 	w.refs++
@@ -130,7 +136,7 @@ func (w *leaseWatch) unsubscribe(key watchKey, o *observer) {
 }
 
 func startLeaseWatch(leases leaseClient) *leaseWatch {
-	w := &leaseWatch{synced: make(chan struct{}), refused: make(chan struct{}), observers: map[string][]*observer{}}
+	w := &leaseWatch{leases: leases, synced: make(chan struct{}), refused: make(chan struct{}), observers: map[string][]*observer{}}
 	var refuse sync.Once
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
@@ -149,7 +155,7 @@ func startLeaseWatch(leases leaseClient) *leaseWatch {
 	store, informer := cache.NewInformerWithOptions(cache.InformerOptions{
 		ListerWatcher: cache.ToListWatcherWithWatchListSemantics(lw, noWatchList{}),
 		ObjectType:    &coordinationv1.Lease{},
-		Transform:     stripManagedFields,
+		Transform:     trimWatched,
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { w.dispatch(obj, false) },
 			UpdateFunc: func(_, obj any) { w.dispatch(obj, false) },
@@ -200,12 +206,21 @@ func (w *leaseWatch) seed(ns string, o *observer) {
 	o.absentIfUnseen()
 }
 
-// stripManagedFields drops a watched Lease's managedFields, which the elector never reads (an acquisition
-// resets them; a renewal sends none, and the apiserver keeps the stored ones): most of a Lease's size, kept
-// once per Lease of the namespace.
-func stripManagedFields(obj any) (any, error) {
+// trimWatched drops a watched Lease's managedFields, which the elector never reads (an acquisition resets
+// them; a renewal sends none, and the apiserver keeps the stored ones): most of a Lease's size, kept once
+// per Lease of the namespace. A Lease whose only label is the fenced label gets fencedLabels for its labels,
+// one map that every such watched Lease shares: a map costs over 300 bytes, kept once per Lease. A watched
+// Lease is read only (the informer's store and the observer hold it); an elector writes a copy of it.
+func trimWatched(obj any) (any, error) {
 	if l, ok := obj.(*coordinationv1.Lease); ok {
 		l.ManagedFields = nil
+		if len(l.Labels) == 1 && l.Labels[protocol.FencedLabel] == fencedLabels[protocol.FencedLabel] {
+			l.Labels = fencedLabels
+		}
 	}
 	return obj, nil
 }
+
+// fencedLabels is the labels of a watched Lease that carries the fenced label alone (trimWatched). Never
+// written.
+var fencedLabels = map[string]string{protocol.FencedLabel: "true"}
