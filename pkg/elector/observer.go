@@ -46,7 +46,7 @@ func (o *observer) get() observation {
 // set records a version of the Lease if it is newer than the one held. Versions are ordered by
 // resourceVersion (comparable integers on Kubernetes >= 1.35), so a watch event that arrives after the
 // elector's own write of a later version does not roll the view back. l is kept, not copied: the watch's
-// version (trimWatched) or the answer to one of the elector's requests (leaseRequests).
+// version (trim, shareHeld) or the answer to one of the elector's requests (leaseRequests).
 func (o *observer) set(l *coordinationv1.Lease) {
 	if l == nil || l.Name != o.name {
 		return
@@ -154,7 +154,13 @@ func (o *observer) run(ctx context.Context, leases leaseClient) bool {
 		// watch-list brings nothing for one object and is not implemented by client-go's fake clients.
 		ListerWatcher: cache.ToListWatcherWithWatchListSemantics(lw, noWatchList{}),
 		ObjectType:    &coordinationv1.Lease{},
-		Transform:     trimWatched,
+		Transform: func(obj any) (any, error) {
+			if l := asLease(obj); l != nil {
+				trim(l)
+				shareHeld(l, o.get().lease)
+			}
+			return obj, nil
+		},
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { o.watched(asLease(obj)) },
 			UpdateFunc: func(_, obj any) { o.watched(asLease(obj)) },

@@ -2,6 +2,7 @@ package elector
 
 import (
 	"context"
+	"maps"
 	"reflect"
 	"slices"
 	"sync"
@@ -155,7 +156,7 @@ func startLeaseWatch(leases leaseClient) *leaseWatch {
 	store, informer := cache.NewInformerWithOptions(cache.InformerOptions{
 		ListerWatcher: cache.ToListWatcherWithWatchListSemantics(lw, noWatchList{}),
 		ObjectType:    &coordinationv1.Lease{},
-		Transform:     trimWatched,
+		Transform:     w.transform,
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { w.dispatch(obj, false) },
 			UpdateFunc: func(_, obj any) { w.dispatch(obj, false) },
@@ -171,6 +172,23 @@ func startLeaseWatch(leases leaseClient) *leaseWatch {
 		}
 	}()
 	return w
+}
+
+// transform trims a watched version of a Lease and shares with the version its elector holds what the two
+// have equal (shareHeld), before the informer stores it.
+func (w *leaseWatch) transform(obj any) (any, error) {
+	l, ok := obj.(*coordinationv1.Lease)
+	if !ok {
+		return obj, nil
+	}
+	trim(l)
+	w.mu.Lock()
+	observers := w.observers[l.Name]
+	w.mu.Unlock()
+	if len(observers) > 0 {
+		shareHeld(l, observers[0].get().lease)
+	}
+	return l, nil
 }
 
 // dispatch hands a version (or the deletion) of a Lease to the observers of its name.
@@ -206,21 +224,33 @@ func (w *leaseWatch) seed(ns string, o *observer) {
 	o.absentIfUnseen()
 }
 
-// trimWatched drops a watched Lease's managedFields, which the elector never reads (an acquisition resets
-// them; a renewal sends none, and the apiserver keeps the stored ones): most of a Lease's size, kept once
-// per Lease of the namespace. A Lease whose only label is the fenced label gets fencedLabels for its labels,
-// one map that every such watched Lease shares: a map costs over 300 bytes, kept once per Lease. A watched
-// Lease is read only (the informer's store and the observer hold it); an elector writes a copy of it.
-func trimWatched(obj any) (any, error) {
-	if l, ok := obj.(*coordinationv1.Lease); ok {
-		l.ManagedFields = nil
-		if len(l.Labels) == 1 && l.Labels[protocol.FencedLabel] == fencedLabels[protocol.FencedLabel] {
-			l.Labels = fencedLabels
-		}
+// trim drops a Lease's managedFields, which the elector never reads (an acquisition resets them; a renewal
+// sends none, and the apiserver keeps the stored ones): most of a Lease's size, kept once per Lease of the
+// namespace. A Lease whose only label is the fenced label gets fencedLabels for its labels, one map that
+// every such Lease the process keeps shares: a map costs over 300 bytes. A watched Lease is read only (the
+// informer's store and the observer hold it); an elector writes a copy of it.
+func trim(l *coordinationv1.Lease) {
+	l.ManagedFields = nil
+	if len(l.Labels) == 1 && l.Labels[protocol.FencedLabel] == fencedLabels[protocol.FencedLabel] {
+		l.Labels = fencedLabels
 	}
-	return obj, nil
 }
 
-// fencedLabels is the labels of a watched Lease that carries the fenced label alone (trimWatched). Never
-// written.
+// fencedLabels is the labels of a Lease that carries the fenced label alone (trim). Never written.
 var fencedLabels = map[string]string{protocol.FencedLabel: "true"}
+
+// shareHeld makes l, a version of the Lease that nothing else holds yet (a watch event before the informer
+// stores it, an answer to the elector's request), share with held, the version its elector holds, the
+// name, namespace, uid and annotations map when they are equal. A renewal changes none of them, so the
+// process keeps one annotations map per Lease, not one per version it holds: when the watch lags a
+// renewal behind the answers (a busy apiserver), the informer's copy and the elector's are two versions.
+// Both are read only from here on.
+func shareHeld(l, held *coordinationv1.Lease) {
+	if l == nil || held == nil || l == held || l.UID != held.UID || l.Name != held.Name || l.Namespace != held.Namespace {
+		return
+	}
+	l.Name, l.Namespace, l.UID = held.Name, held.Namespace, held.UID
+	if maps.Equal(l.Annotations, held.Annotations) {
+		l.Annotations = held.Annotations
+	}
+}

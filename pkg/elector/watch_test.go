@@ -12,10 +12,10 @@ import (
 	"github.com/fencekit/fencekit/pkg/protocol"
 )
 
-// The shared watch keeps each fenced Lease once, trimmed: no managedFields, and the labels map shared by every
+// The elector keeps each version of a Lease trimmed: no managedFields, and the labels map shared by every
 // Lease that carries the fenced label alone. An acquisition written on such a Lease writes a copy and leaves
 // the shared map as it was; a Lease with labels of its own keeps them.
-func TestTrimWatched(t *testing.T) {
+func TestTrim(t *testing.T) {
 	fenced := map[string]string{protocol.FencedLabel: "true"}
 	cases := []struct {
 		name       string
@@ -32,11 +32,8 @@ func TestTrimWatched(t *testing.T) {
 			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "l", ResourceVersion: "7", Labels: maps.Clone(tc.labels),
 				Annotations:   map[string]string{protocol.EpochAnnotation: "3"},
 				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: protocol.FieldManagerFor(3)}}}}
-			obj, err := trimWatched(l)
-			if err != nil {
-				t.Fatalf("trimWatched: %v", err)
-			}
-			got := obj.(*coordinationv1.Lease)
+			trim(l)
+			got := l
 			if got.ManagedFields != nil {
 				t.Errorf("managedFields = %v, want none", got.ManagedFields)
 			}
