@@ -158,14 +158,17 @@ func run(impl, kubeconfig, ns, prefix string, n int, lead, partial bool, window,
 	fmt.Println("ready")
 	time.Sleep(3 * time.Second) // past the acquisitions and their Events
 	o0, w0, l0 := other.Load(), watches.Load(), lost.Load()
+	var ms0 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
 	time.Sleep(window)
 	o1, w1, l1 := other.Load(), watches.Load(), lost.Load()
 	res := Result{Electors: n, Leading: int(leading.Load()), Lost: l1 - l0, RSSMiB: vmRSS(), WindowSeconds: window.Seconds(),
 		RequestsMin: float64(o1-o0) / window.Minutes(), WatchesMin: float64(w1-w0) / window.Minutes()}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	fmt.Fprintf(os.Stderr, "hundred: %s %s x %d: RSS %.1f MiB (anonymous %.1f, file %.1f, peak %.1f), heap in use %.1f MiB (free, not returned: %.1f), stacks %.1f MiB, %d goroutines, GC target %.1f MiB\n",
-		impl, prefix, n, res.RSSMiB, status("RssAnon"), status("RssFile"), status("VmHWM"), float64(ms.HeapInuse)/(1<<20), float64(ms.HeapIdle-ms.HeapReleased)/(1<<20), float64(ms.StackInuse)/(1<<20), runtime.NumGoroutine(), float64(ms.NextGC)/(1<<20))
+	fmt.Fprintf(os.Stderr, "hundred: %s %s x %d: RSS %.1f MiB (anonymous %.1f, file %.1f, peak %.1f), heap in use %.1f MiB (free, not returned: %.1f), stacks %.1f MiB, %d goroutines, GC target %.1f MiB; in the window %.2f MiB allocated a second, %d collections\n",
+		impl, prefix, n, res.RSSMiB, status("RssAnon"), status("RssFile"), status("VmHWM"), float64(ms.HeapInuse)/(1<<20), float64(ms.HeapIdle-ms.HeapReleased)/(1<<20), float64(ms.StackInuse)/(1<<20), runtime.NumGoroutine(), float64(ms.NextGC)/(1<<20),
+		float64(ms.TotalAlloc-ms0.TotalAlloc)/(1<<20)/window.Seconds(), ms.NumGC-ms0.NumGC)
 	if memProfile != "" {
 		if err := writeHeapProfile(memProfile); err != nil {
 			return err
