@@ -79,7 +79,6 @@ func TestFencekitRunAgainAfterLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	bEpoch := waitAcceptedAbove(t, b, second)
-	resumedAt := len(a.lines())
 	if err := syscall.Kill(-script, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
@@ -114,12 +113,10 @@ func TestFencekitRunAgainAfterLoss(t *testing.T) {
 	}
 	t.Logf("b took over at epoch %d while a was paused; b stopped; a writes again at epoch %d", bEpoch, third)
 
-	for _, l := range a.lines()[resumedAt:] {
-		if fs := strings.Fields(l); len(fs) == 3 && fs[0] == "accepted" && fs[2] == strconv.FormatInt(second, 10) {
-			t.Errorf("a's script of epoch %d had a write accepted after b took over at epoch %d: %q", second, bEpoch, l)
-		}
-	}
-	// What PostgreSQL kept: epochs never go down in the order of the writes.
+	// Whether a's script of epoch second had a write accepted after b's of bEpoch is PostgreSQL's order to
+	// say, not the script's log: the script logs a write after psql returns, so a write committed before the
+	// pause can be logged after the resume. What PostgreSQL kept: epochs never go down in the order of the
+	// writes.
 	rows, err := db.QueryContext(ctx, `SELECT holder, epoch FROM orders_log ORDER BY id`)
 	if err != nil {
 		t.Fatal(err)
