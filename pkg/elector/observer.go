@@ -43,6 +43,14 @@ func (o *observer) get() observation {
 	return o.cur
 }
 
+// adopt readies l, a version of the Lease that nothing else holds yet (a watch event before the informer
+// stores it, an answer to the elector's request), to be kept: trimmed, and sharing with the version held
+// what the two have equal.
+func (o *observer) adopt(l *coordinationv1.Lease) {
+	trim(l)
+	shareHeld(l, o.get().lease)
+}
+
 // set records a version of the Lease if it is newer than the one held. Versions are ordered by
 // resourceVersion (comparable integers on Kubernetes >= 1.35), so a watch event that arrives after the
 // elector's own write of a later version does not roll the view back. l is kept, not copied: the watch's
@@ -156,8 +164,7 @@ func (o *observer) run(ctx context.Context, leases leaseClient) bool {
 		ObjectType:    &coordinationv1.Lease{},
 		Transform: func(obj any) (any, error) {
 			if l := asLease(obj); l != nil {
-				trim(l)
-				shareHeld(l, o.get().lease)
+				o.adopt(l)
 			}
 			return obj, nil
 		},

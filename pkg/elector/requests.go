@@ -48,8 +48,7 @@ func (q leaseRequests) listRevision(ctx context.Context) (string, error) {
 func (q leaseRequests) answer(send func() (*coordinationv1.Lease, error)) (*coordinationv1.Lease, error) {
 	l, err := send()
 	if l != nil {
-		trim(l)
-		shareHeld(l, q.obs.get().lease)
+		q.obs.adopt(l)
 	}
 	return l, err
 }

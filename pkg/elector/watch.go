@@ -181,12 +181,13 @@ func (w *leaseWatch) transform(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	trim(l)
 	w.mu.Lock()
 	observers := w.observers[l.Name]
 	w.mu.Unlock()
 	if len(observers) > 0 {
-		shareHeld(l, observers[0].get().lease)
+		observers[0].adopt(l)
+	} else {
+		trim(l)
 	}
 	return l, nil
 }
