@@ -766,6 +766,10 @@ func ownershipChanges(old, updated *unstructured.Unstructured, free func(Path) b
 		return nil, fmt.Errorf("reading the written object's managedFields: %w", err)
 	}
 	after = undoMerges(before, after)
+	var in *finder
+	if updated != nil {
+		in = newFinder(updated.Object)
+	}
 	outside := func(e entry, s *fieldpath.Set, why string) {
 		s.Iterate(func(p fieldpath.Path) {
 			if ap := asPath(p); len(ap) > 0 && !free(ap) {
@@ -790,7 +794,7 @@ func ownershipChanges(old, updated *unstructured.Unstructured, free func(Path) b
 		}
 		outside(a, gained, "gives ownership of")
 		gained.Iterate(func(p fieldpath.Path) {
-			if updated != nil && !has(updated.Object, p) {
+			if in != nil && !in.has(p) {
 				changes = append(changes, ownershipChange{entry: a, path: asPath(p), why: "gives ownership of a field the object does not have, under"})
 			}
 			if f := deletionFinalizer(p); f != "" {
@@ -848,7 +852,35 @@ func deletionFinalizer(p fieldpath.Path) string {
 // has reports whether obj holds the field at p: a map's key, a list's element by its key fields (k:),
 // its value (v:) or its index (i:).
 func has(obj map[string]any, p fieldpath.Path) bool {
-	var cur any = obj
+	return newFinder(obj).has(p)
+}
+
+// finder finds in an object the fields that managedFields paths name. It indexes each long list it
+// searches by the key fields or the values its elements are named by, once: finding each of the n elements
+// of a list (a status of thousands of conditions) costs n lookups, not n² comparisons.
+type finder struct {
+	obj   map[string]any
+	lists map[listIndexKey]map[string][]int
+}
+
+// listIndexKey is one list of the object (its first element's address and its length) indexed by one
+// way of naming its elements ("v" for values, else the key fields' names).
+type listIndexKey struct {
+	first *any
+	n     int
+	by    string
+}
+
+// shortList is the length up to which a list is searched element by element.
+const shortList = 16
+
+func newFinder(obj map[string]any) *finder {
+	return &finder{obj: obj, lists: map[listIndexKey]map[string][]int{}}
+}
+
+// has reports whether the object holds the field at p (see has).
+func (f *finder) has(p fieldpath.Path) bool {
+	var cur any = f.obj
 	for _, pe := range p {
 		switch {
 		case pe.FieldName != nil:
@@ -867,7 +899,7 @@ func has(obj map[string]any, p fieldpath.Path) bool {
 			cur = l[*pe.Index]
 		default:
 			l, _ := cur.([]any)
-			i := slices.IndexFunc(l, func(e any) bool { return matches(e, pe) })
+			i := f.find(l, pe)
 			if i < 0 {
 				return false
 			}
@@ -875,6 +907,103 @@ func has(obj map[string]any, p fieldpath.Path) bool {
 		}
 	}
 	return true
+}
+
+// find returns the index of the first element of l that pe names by its key fields or its value, -1 if
+// none does.
+func (f *finder) find(l []any, pe fieldpath.PathElement) int {
+	// An empty key (k:{}) names every map, as matches reads it: rare enough to search for.
+	if len(l) <= shortList || (pe.Value == nil && (pe.Key == nil || len(*pe.Key) == 0)) {
+		return slices.IndexFunc(l, func(e any) bool { return matches(e, pe) })
+	}
+	by, names := "v", []string(nil)
+	if pe.Value == nil {
+		quoted := make([]string, len(*pe.Key))
+		for i, fl := range *pe.Key {
+			names = append(names, fl.Name)
+			quoted[i] = strconv.Quote(fl.Name) // no two lists of names render alike
+		}
+		by = "k" + strings.Join(quoted, ",")
+	}
+	k := listIndexKey{first: &l[0], n: len(l), by: by}
+	index, ok := f.lists[k]
+	if !ok {
+		index = map[string][]int{}
+		for i, e := range l {
+			if b, ok := elementBucket(e, names); ok {
+				index[b] = append(index[b], i)
+			}
+		}
+		f.lists[k] = index
+	}
+	var want string
+	if pe.Value != nil {
+		want = bucket((*pe.Value).Unstructured())
+	} else {
+		parts := make([]string, len(*pe.Key))
+		for i, fl := range *pe.Key {
+			parts[i] = bucket(fl.Value.Unstructured())
+		}
+		want = strings.Join(parts, "\x00")
+	}
+	for _, i := range index[want] {
+		if matches(l[i], pe) {
+			return i
+		}
+	}
+	return -1
+}
+
+// elementBucket is the bucket of list element e by the values of its key fields names (by its own value
+// when names is nil); false if e lacks one of them, and so matches no key.
+func elementBucket(e any, names []string) (string, bool) {
+	if names == nil {
+		return bucket(e), true
+	}
+	m, ok := e.(map[string]any)
+	if !ok {
+		return "", false
+	}
+	parts := make([]string, len(names))
+	for i, name := range names {
+		v, ok := m[name]
+		if !ok {
+			return "", false
+		}
+		parts[i] = bucket(v)
+	}
+	return strings.Join(parts, "\x00"), true
+}
+
+// bucket is a coarse rendering of a value for the index: two values that value.Equals holds equal (an
+// integer decoded as float64 or int64 included) have the same bucket; values of one bucket may differ,
+// and matches tells them apart.
+func bucket(v any) string {
+	num := func(f float64) string {
+		if f == 0 {
+			return "#0" // -0 and 0
+		}
+		return "#" + strconv.FormatFloat(f, 'g', -1, 64)
+	}
+	switch v := v.(type) {
+	case nil:
+		return "n"
+	case string:
+		return "s" + v
+	case bool:
+		return "b" + strconv.FormatBool(v)
+	case int64:
+		return num(float64(v))
+	case int:
+		return num(float64(v))
+	case int32:
+		return num(float64(v))
+	case float64:
+		return num(v)
+	case float32:
+		return num(float64(v))
+	}
+	return "*"
 }
 
 // matches reports whether list element e is the one pe names by its key fields or its value.
