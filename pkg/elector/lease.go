@@ -76,7 +76,18 @@ func applyAcquisition(l *coordinationv1.Lease, a acquisition) {
 // holder's renewals do not carry them.
 func resetManagedFields() []metav1.ManagedFieldsEntry { return []metav1.ManagedFieldsEntry{{}} }
 
-// applyRenewal turns l (the Lease as last written by this holder) into a renewal.
+// renewalOf returns the renewal of held, the Lease as last written by this holder: a copy that shares
+// held's maps and slices and its spec's other pointers, and points at a renewTime and a
+// leaseDurationSeconds of its own. Neither applyRenewal nor the request, which encodes the copy, writes
+// through them, so held stays as it was (a deep copy per renewal was 3 % of a leader's allocation).
+func renewalOf(held *coordinationv1.Lease, now time.Time, leaseDuration time.Duration) *coordinationv1.Lease {
+	l := *held
+	applyRenewal(&l, now, leaseDuration)
+	return &l
+}
+
+// applyRenewal turns l (the Lease as last written by this holder) into a renewal: it replaces the spec's
+// renewTime and leaseDurationSeconds pointers and writes nothing else.
 func applyRenewal(l *coordinationv1.Lease, now time.Time, leaseDuration time.Duration) {
 	t := metav1.NewMicroTime(now)
 	secs := leaseSeconds(leaseDuration)

@@ -396,8 +396,7 @@ func (r *runner) startLeading() {
 // renew extends the Lease by compare-and-swap on this holder's last write; no read precedes it.
 func (r *runner) renew(ctx context.Context, sent, stepAt time.Time) {
 	cfg := r.cfg()
-	l := r.held.DeepCopy()
-	applyRenewal(l, sent, cfg.LeaseDuration)
+	l := renewalOf(r.held, sent, cfg.LeaseDuration)
 	rctx, cancel := context.WithTimeout(ctx, stepAt.Sub(sent))
 	res, err := r.leases.update(rctx, l, metav1.UpdateOptions{FieldManager: r.term.token.FieldManager()})
 	if apierrors.IsConflict(err) {

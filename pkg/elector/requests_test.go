@@ -4,7 +4,9 @@ import (
 	"errors"
 	"maps"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -83,5 +85,31 @@ func TestShareHeld(t *testing.T) {
 				t.Errorf("the held version changed: %v", held.Annotations)
 			}
 		})
+	}
+}
+
+// A renewal shares the held Lease's maps and writes nothing of it: the held version, which the observer
+// and the informer's store hold too, is unchanged, and the renewal carries the new renewTime and
+// leaseDurationSeconds.
+func TestRenewalLeavesTheHeldLeaseAsItWas(t *testing.T) {
+	acquired := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	held := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "ns", UID: "u1", ResourceVersion: "7",
+		Labels:      map[string]string{protocol.FencedLabel: "true"},
+		Annotations: map[string]string{protocol.EpochAnnotation: "3"}}}
+	applyAcquisition(held, acquisition{identity: "a", acquirer: "a", epoch: 3, leaseDuration: 15 * time.Second, now: acquired})
+	before := held.DeepCopy()
+	renewed := acquired.Add(2 * time.Second)
+	l := renewalOf(held, renewed, 20*time.Second)
+	if diff := cmp.Diff(before, held); diff != "" {
+		t.Errorf("the held Lease changed with its renewal (-before +after):\n%s", diff)
+	}
+	if got := l.Spec.RenewTime; got == nil || !got.Time.Equal(renewed) {
+		t.Errorf("the renewal's renewTime is %v, want %v", got, renewed)
+	}
+	if got := l.Spec.LeaseDurationSeconds; got == nil || *got != 20 {
+		t.Errorf("the renewal's leaseDurationSeconds is %v, want 20", got)
+	}
+	if l.Spec.AcquireTime != held.Spec.AcquireTime || l.Spec.HolderIdentity != held.Spec.HolderIdentity {
+		t.Errorf("the renewal does not carry the held holder and acquireTime: %+v", l.Spec)
 	}
 }
