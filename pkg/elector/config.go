@@ -92,7 +92,10 @@ type Config struct {
 
 	// OnStartedLeading runs in its own goroutine when leadership starts. ctx is the leadership context: it
 	// is cancelled the moment the safe-work deadline passes, leadership is lost, or it is released;
-	// ctx.Deadline() reports the current safe-work deadline, which moves forward with each renewal.
+	// ctx.Deadline() reports the current safe-work deadline, which moves forward with each renewal. Within
+	// one process it never runs beside another elector's OnStartedLeading for the same Lease (on a client
+	// of the same apiserver address): leadership starts once the previous one has returned, or its
+	// ReleaseTimeout has passed.
 	OnStartedLeading func(ctx context.Context, t Token)
 	// OnStoppedLeading runs after each leadership that OnStartedLeading was called for has ended (after
 	// OnStartedLeading returned, or ReleaseTimeout passed).

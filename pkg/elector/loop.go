@@ -104,7 +104,7 @@ func (r *runner) step(ctx context.Context) (w wakeup, idle bool) {
 		return wakeup{}, false
 	}
 	w = wakeup{at: earliest(r.nextRenew, stepAt), termDone: r.term.ctx.Done()}
-	if !r.term.isLeading() {
+	if !r.term.handedOver {
 		w.post = r.post
 	}
 	return w, true
@@ -354,7 +354,7 @@ func (r *runner) handOver(t *term) {
 }
 
 func (r *runner) postAcquired(ctx context.Context, err error) {
-	if r.term == nil || r.term.isLeading() {
+	if r.term == nil || r.term.handedOver {
 		return
 	}
 	if err == nil {
@@ -378,15 +378,30 @@ func postAcquireBackoff(first time.Duration, failures int) time.Duration {
 	return max(first, min(pause, MaxPostAcquireBackoff))
 }
 
+// startLeading hands the term over: once no other elector of the process leads the Lease
+// (takeLeadership), the term begins leading and OnStartedLeading runs, in a goroutine of their own; the
+// loop goes on renewing meanwhile.
 func (r *runner) startLeading() {
 	t := r.term
-	t.setLeading()
+	t.handedOver = true
+	r.post = nil
 	r.postFailures = 0
-	r.e.metrics.leases.leading(r.e.lease.String(), 1)
-	r.logger().Info("Started leading", "epoch", t.token.Epoch)
+	key, keyed := leadershipKeyOf(r.cfg().Client, r.e.lease.Namespace, r.e.lease.Name)
 	f := r.cfg().OnStartedLeading
 	go func() {
 		defer close(t.done)
+		giveBack := func() {}
+		if keyed {
+			var ok bool
+			if giveBack, ok = takeLeadership(t.ctx, key); !ok {
+				return
+			}
+		}
+		if !t.begin(giveBack, func() { r.e.metrics.leases.leading(r.e.lease.String(), 1) }) {
+			giveBack()
+			return
+		}
+		r.logger().Info("Started leading", "epoch", t.token.Epoch)
 		if f != nil {
 			f(t.ctx, t.token)
 		}
@@ -541,8 +556,9 @@ func (r *runner) endTerm(ctx context.Context, cause error, reason, detail string
 	r.e.setTerm(nil)
 	r.term = nil
 	r.post = nil
-	leading := t.isLeading()
-	if leading {
+	if t.handedOver {
+		// The leadership context is cancelled: the term can no longer begin. Wait for it to have begun
+		// and OnStartedLeading to return, or for it not to begin.
 		timer := r.e.clock.NewTimer(r.cfg().ReleaseTimeout)
 		select {
 		case <-t.done:
@@ -550,8 +566,12 @@ func (r *runner) endTerm(ctx context.Context, cause error, reason, detail string
 			r.logger().Info("OnStartedLeading did not return within releaseTimeout; continuing", "releaseTimeout", r.cfg().ReleaseTimeout)
 		}
 		timer.Stop()
+	}
+	leading := t.isLeading()
+	if leading {
 		r.e.metrics.leases.leading(r.e.lease.String(), -1)
 	}
+	t.giveBackLeadership()
 	log := r.logger().WithValues("epoch", t.token.Epoch)
 	if reason != "" {
 		r.e.metrics.lost.WithLabelValues(r.e.lease.String(), reason).Inc()

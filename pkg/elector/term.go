@@ -40,7 +40,13 @@ type term struct {
 
 	mu       sync.Mutex
 	deadline time.Time // the current safe-work deadline (moves forward with each renewal)
-	leading  bool      // PostAcquire succeeded and OnStartedLeading was called
+	leading  bool      // the leadership started (begin): IsLeader, is_leader, OnStartedLeading
+	// giveBack ends the term's hold of the process's leadership of the Lease (takeLeadership); nil until
+	// begin.
+	giveBack func()
+	// handedOver is set, by the loop only, once PostAcquire succeeded (or there is none) and the term
+	// waits for, or has, the process's leadership of the Lease.
+	handedOver bool
 
 	ctx    *leaderContext
 	cancel context.CancelCauseFunc
@@ -144,10 +150,28 @@ func (t *term) valid(now time.Time) bool {
 	return t.leading && now.Before(t.deadline) && t.ctx.Context.Err() == nil
 }
 
-func (t *term) setLeading() {
+// begin starts the leadership unless the term has ended: it records giveBack and runs started (the
+// is_leader count) under the term's lock, so that whoever ends the term (endTerm, after cancelling the
+// leadership context) finds leading and the count in agreement.
+func (t *term) begin(giveBack, started func()) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.leading = true
+	if t.ctx.Context.Err() != nil {
+		return false
+	}
+	t.leading, t.giveBack = true, giveBack
+	started()
+	return true
+}
+
+// giveBackLeadership gives back the process's leadership of the Lease, if the term took it.
+func (t *term) giveBackLeadership() {
+	t.mu.Lock()
+	giveBack := t.giveBack
+	t.mu.Unlock()
+	if giveBack != nil {
+		giveBack()
+	}
 }
 
 func (t *term) isLeading() bool {

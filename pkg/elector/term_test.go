@@ -27,7 +27,9 @@ func TestTermDeadline(t *testing.T) {
 func testTermDeadline(t *testing.T, wrap func(*clocktesting.FakeClock) clock.WithTicker) {
 	fc := clocktesting.NewFakeClock(t0)
 	tm := newTerm(context.Background(), wrap(fc), Token{Epoch: 1}, t0.Add(12850*time.Millisecond))
-	tm.setLeading()
+	if !tm.begin(func() {}, func() {}) {
+		t.Fatal("a term whose context is live did not begin")
+	}
 	waitFor(t, "the deadline timer", fc.HasWaiters)
 	if d, ok := tm.ctx.Deadline(); !ok || !d.Equal(t0.Add(12850*time.Millisecond)) {
 		t.Errorf("Deadline() = %v, %v", d, ok)

@@ -9,9 +9,9 @@ package elector_test
 // TestRound21EventsAfterMassAcquisition600 (paced Events were still queued when Run ended and lost; the
 // pacing was withdrawn). TestRound21FencedLabelRemovedByAdmin stays open (since decision 0060: the shared label-selected watch
 // reports the Lease deleted and the holder steps down; reading the Lease first let a standby of the same
-// process lead before the holder stepped down on a real deletion, TestRound21IsLeaderAcrossTakeovers).
-// It, the timing probes, the 600-elector attempt and TestRound21IsLeaderAcrossTakeovers (open, decision 0068)
-// run under -tags openholes (round21_timing_test.go).
+// process lead before the holder stepped down on a real deletion). It, the timing probes and the
+// 600-elector attempt run under -tags openholes (round21_timing_test.go). TestRound21IsLeaderAcrossTakeovers,
+// open since decision 0068, is closed by decision 0070 (takeover_order_test.go).
 
 import (
 	"context"
