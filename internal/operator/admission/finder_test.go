@@ -1,7 +1,6 @@
 package admission
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -57,14 +56,6 @@ func TestHasInLongLists(t *testing.T) {
 	join := func(s []string) string { return "[" + strings.Join(s, ",") + "]" }
 	doc := `{"metadata":{"finalizers":` + join(finalizers) + `},"spec":{"containers":[{"name":"c","ports":` + join(ports) +
 		`}],"zeros":` + join(zeros) + `},"status":{"conditions":` + join(conds) + `}}`
-	var plain map[string]any
-	if err := json.Unmarshal([]byte(doc), &plain); err != nil {
-		t.Fatal(err)
-	}
-	typed, _, err := unstructured.UnstructuredJSONScheme.Decode([]byte(`{"apiVersion":"v1","kind":"Pod",`+doc[1:]), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var paths []string
 	for i := range n + 3 {
 		paths = append(paths,
@@ -76,7 +67,7 @@ func TestHasInLongLists(t *testing.T) {
 			fmt.Sprintf(`{"f:spec":{"f:zeros":{"k:{\"n\":%d.0,\"x\":0.0}":{}}}}`, i),
 		)
 	}
-	for _, obj := range []map[string]any{plain, typed.(*unstructured.Unstructured).Object} {
+	for _, obj := range attackDecode(t, `{"apiVersion":"v1","kind":"Pod",`+doc[1:]) {
 		in, found := newFinder(obj), 0
 		for _, fields := range paths {
 			set := fieldpath.NewSet()
