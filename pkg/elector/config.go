@@ -95,7 +95,8 @@ type Config struct {
 	// ctx.Deadline() reports the current safe-work deadline, which moves forward with each renewal. Within
 	// one process it never runs beside another elector's OnStartedLeading for the same Lease (on a client
 	// of the same apiserver address): leadership starts once the previous one has returned, or its
-	// ReleaseTimeout has passed.
+	// ReleaseTimeout has passed, waiting at most until the previous one's safe-work deadline plus its
+	// ReleaseTimeout.
 	OnStartedLeading func(ctx context.Context, t Token)
 	// OnStoppedLeading runs after each leadership that OnStartedLeading was called for has ended (after
 	// OnStartedLeading returned, or ReleaseTimeout passed).

@@ -7,12 +7,22 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // One leadership of a Lease at a time per apiserver address: a second elector waits for the first to give
 // it back (and giving back twice frees nothing more); a Lease of another name, or of the same name at
 // another address, does not wait; an elector whose context ends stops waiting.
 func TestTakeLeadership(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	forever := func() time.Time { return t0.Add(24 * time.Hour) }
+	takeLeadership := func(ctx context.Context, key leadershipKey) (func(), bool) {
+		g, outlasted, ok := takeLeadership(ctx, clk, key, forever)
+		if outlasted != nil {
+			t.Errorf("the leadership of %+v outlasted its bound, a day away on a clock that does not move", key)
+		}
+		return g, ok
+	}
 	client := func(host string) kubernetes.Interface {
 		cs, err := kubernetes.NewForConfig(&rest.Config{Host: host})
 		if err != nil {
@@ -82,5 +92,63 @@ func TestTakeLeadership(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	g()
+	<-third
+}
+
+// A leadership that outlasts its bound (its safe-work deadline plus ReleaseTimeout, as it reports them:
+// another cluster's Lease behind the same address) is waited for until then, not for ever: the waiting
+// elector then takes the key, says which leadership it outlasted, and that leadership's giving back later
+// does not free the key under the new one.
+func TestTakeLeadershipWaitsNoLongerThanTheBound(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: "https://gateway:443"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := leadershipKeyOf(cs, "ns", "orders")
+	ctx := t.Context()
+	firstBound := t0.Add(7 * time.Second)
+	first, _, ok := takeLeadership(ctx, clk, key, func() time.Time { return firstBound })
+	if !ok {
+		t.Fatal("the first elector did not take the leadership")
+	}
+	type taken struct {
+		giveBack  func()
+		outlasted *leadership
+	}
+	second := make(chan taken)
+	go func() {
+		g, outlasted, ok := takeLeadership(ctx, clk, key, func() time.Time { return t0.Add(time.Hour) })
+		if ok {
+			second <- taken{g, outlasted}
+		}
+	}()
+	waitFor(t, "the second elector's timer", clk.HasWaiters)
+	clk.Step(6 * time.Second)
+	select {
+	case <-second:
+		t.Fatal("the second elector took the leadership before the first's bound")
+	case <-time.After(50 * time.Millisecond):
+	}
+	clk.Step(time.Second)
+	got := <-second
+	if got.outlasted == nil || !got.outlasted.endsBy().Equal(firstBound) {
+		t.Fatalf("the second elector took the leadership at the first's bound without naming it outlasted: %+v", got.outlasted)
+	}
+	first()
+	third := make(chan struct{})
+	go func() {
+		if g, _, ok := takeLeadership(ctx, clk, key, func() time.Time { return t0.Add(time.Hour) }); ok {
+			g()
+			close(third)
+		}
+	}()
+	waitFor(t, "the third elector's timer", clk.HasWaiters)
+	select {
+	case <-third:
+		t.Fatal("the first elector's giving back, after it was outlasted, freed the leadership the second holds")
+	case <-time.After(50 * time.Millisecond):
+	}
+	got.giveBack()
 	<-third
 }

@@ -392,10 +392,17 @@ func (r *runner) startLeading() {
 		defer close(t.done)
 		giveBack := func() {}
 		if keyed {
-			var ok bool
-			if giveBack, ok = takeLeadership(t.ctx, key); !ok {
+			releaseTimeout := r.cfg().ReleaseTimeout
+			endsBy := func() time.Time { return t.getDeadline().Add(releaseTimeout) }
+			g, outlasted, ok := takeLeadership(t.ctx, r.e.clock, key, endsBy)
+			if !ok {
 				return
 			}
+			if outlasted != nil {
+				r.logger().Info("Leading beside another leadership of this Lease in this process, which outlasted its safe-work deadline and releaseTimeout: it is of another cluster reached through the same address, or its OnStartedLeading ignores its context",
+					"epoch", t.token.Epoch, "address", key.server, "outlastedBy", outlasted.endsBy())
+			}
+			giveBack = g
 		}
 		if !t.begin(giveBack, func() { r.e.metrics.leases.leading(r.e.lease.String(), 1) }) {
 			giveBack()
