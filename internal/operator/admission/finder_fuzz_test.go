@@ -16,33 +16,9 @@ import (
 
 // linearHas is has without an index: each list searched element by element.
 func linearHas(obj map[string]any, p fieldpath.Path) bool {
-	var cur any = obj
-	for _, pe := range p {
-		switch {
-		case pe.FieldName != nil:
-			m, ok := cur.(map[string]any)
-			if !ok {
-				return false
-			}
-			if cur, ok = m[*pe.FieldName]; !ok {
-				return false
-			}
-		case pe.Index != nil:
-			l, ok := cur.([]any)
-			if !ok || *pe.Index < 0 || *pe.Index >= len(l) {
-				return false
-			}
-			cur = l[*pe.Index]
-		default:
-			l, _ := cur.([]any)
-			i := slices.IndexFunc(l, func(e any) bool { return matches(e, pe) })
-			if i < 0 {
-				return false
-			}
-			cur = l[i]
-		}
-	}
-	return true
+	return walk(obj, p, func(l []any, pe fieldpath.PathElement) int {
+		return slices.IndexFunc(l, func(e any) bool { return matches(e, pe) })
+	})
 }
 
 // attackDecode decodes doc (a JSON object with apiVersion and kind) both ways the admission webhook may

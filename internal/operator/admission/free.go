@@ -879,8 +879,12 @@ func newFinder(obj map[string]any) *finder {
 }
 
 // has reports whether the object holds the field at p (see has).
-func (f *finder) has(p fieldpath.Path) bool {
-	var cur any = f.obj
+func (f *finder) has(p fieldpath.Path) bool { return walk(f.obj, p, f.find) }
+
+// walk reports whether obj holds the field at p, finding a list's element by its key fields or value with
+// find (the index of the first element named, -1 for none).
+func walk(obj map[string]any, p fieldpath.Path, find func(l []any, pe fieldpath.PathElement) int) bool {
+	var cur any = obj
 	for _, pe := range p {
 		switch {
 		case pe.FieldName != nil:
@@ -899,7 +903,7 @@ func (f *finder) has(p fieldpath.Path) bool {
 			cur = l[*pe.Index]
 		default:
 			l, _ := cur.([]any)
-			i := f.find(l, pe)
+			i := find(l, pe)
 			if i < 0 {
 				return false
 			}

@@ -143,7 +143,7 @@ func (p *r25proc) sample(ctx context.Context) {
 	defer close(p.samplerDone)
 	lease := p.ns + "/lock"
 	for ctx.Err() == nil {
-		if v := r25Gauge(p.reg, "fencekit_elector_is_leader", lease); v != -999 && (v < 0 || v > 1) {
+		if v := leaseGauge(p.reg, "fencekit_elector_is_leader", lease); v != -999 && (v < 0 || v > 1) {
 			p.mu.Lock()
 			p.findf("is_leader sampled at %v", v)
 			p.mu.Unlock()
@@ -379,7 +379,7 @@ func (p *r25proc) finish(t *testing.T) {
 			t.Errorf("%s: OnStoppedLeading called %d times, OnStartedLeading never", id, n)
 		}
 	}
-	if v := r25Gauge(p.reg, "fencekit_elector_is_leader", p.ns+"/lock"); v != 0 && v != -999 {
+	if v := leaseGauge(p.reg, "fencekit_elector_is_leader", p.ns+"/lock"); v != 0 && v != -999 {
 		t.Errorf("is_leader = %v once every Run returned", v)
 	}
 }
@@ -395,32 +395,6 @@ func r25Waiters() []string {
 		}
 	}
 	return out
-}
-
-// r25Gauge reads metric name{lease=lease} from reg (-999 if absent).
-func r25Gauge(reg *prometheus.Registry, name, lease string) float64 {
-	mfs, err := reg.Gather()
-	if err != nil {
-		return -999
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == "lease" && lp.GetValue() == lease {
-					if g := m.GetGauge(); g != nil {
-						return g.GetValue()
-					}
-					if c := m.GetCounter(); c != nil {
-						return c.GetValue()
-					}
-				}
-			}
-		}
-	}
-	return -999
 }
 
 // r25Lost reads leadership_lost_total{lease, reason}.

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/test/util/testenv"
@@ -31,7 +30,7 @@ func TestRound21IsLeaderAcrossTakeovers(t *testing.T) {
 	var swg sync.WaitGroup
 	swg.Go(func() {
 		for sctx.Err() == nil {
-			if v := round21Gauge(t, reg, "fencekit_elector_is_leader", lease); v != -999 && (v < 0 || v > 1) {
+			if v := leaseGauge(reg, "fencekit_elector_is_leader", lease); v != -999 && (v < 0 || v > 1) {
 				bad.CompareAndSwap(nil, v)
 			}
 			time.Sleep(time.Millisecond)
@@ -40,7 +39,7 @@ func TestRound21IsLeaderAcrossTakeovers(t *testing.T) {
 	for i := range 5 {
 		tok := h.wait(t, 20*time.Second)
 		time.Sleep(500 * time.Millisecond)
-		if v := round21Gauge(t, reg, "fencekit_elector_is_leader", lease); v != 1 {
+		if v := leaseGauge(reg, "fencekit_elector_is_leader", lease); v != 1 {
 			t.Errorf("takeover %d: is_leader = %v while %s leads epoch %d", i, v, tok.Holder, tok.Epoch)
 		}
 		deleteLease(t, ns)
@@ -53,18 +52,18 @@ func TestRound21IsLeaderAcrossTakeovers(t *testing.T) {
 	if v := bad.Load(); v != nil {
 		t.Errorf("is_leader sampled at %v", v)
 	}
-	if v := round21Gauge(t, reg, "fencekit_elector_is_leader", lease); v != 0 {
+	if v := leaseGauge(reg, "fencekit_elector_is_leader", lease); v != 0 {
 		t.Errorf("is_leader = %v once both Runs returned", v)
 	}
 	h.check(t)
 }
 
-// round21Gauge reads metric name{lease=lease} from reg (-999 if absent).
-func round21Gauge(t *testing.T, reg *prometheus.Registry, name, lease string) float64 {
-	t.Helper()
+// leaseGauge reads metric name{lease=lease} from reg, a gauge's or a counter's value (-999 if absent or
+// unreadable). It calls no t method: the tests sample it from goroutines of their own.
+func leaseGauge(reg *prometheus.Registry, name, lease string) float64 {
 	mfs, err := reg.Gather()
 	if err != nil {
-		t.Fatalf("gather: %v", err)
+		return -999
 	}
 	for _, mf := range mfs {
 		if mf.GetName() != name {
@@ -73,20 +72,15 @@ func round21Gauge(t *testing.T, reg *prometheus.Registry, name, lease string) fl
 		for _, m := range mf.GetMetric() {
 			for _, lp := range m.GetLabel() {
 				if lp.GetName() == "lease" && lp.GetValue() == lease {
-					return round21Value(m)
+					switch {
+					case m.GetGauge() != nil:
+						return m.GetGauge().GetValue()
+					case m.GetCounter() != nil:
+						return m.GetCounter().GetValue()
+					}
 				}
 			}
 		}
-	}
-	return -999
-}
-
-func round21Value(m *dto.Metric) float64 {
-	switch {
-	case m.GetGauge() != nil:
-		return m.GetGauge().GetValue()
-	case m.GetCounter() != nil:
-		return m.GetCounter().GetValue()
 	}
 	return -999
 }
