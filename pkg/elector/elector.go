@@ -160,7 +160,7 @@ func (e *Elector) start(ctx context.Context) (*runner, func()) {
 		done()
 		return nil, nil
 	}
-	r := &runner{e: e, log: base, rec: rec, leases: leaseRequests{leases: leases, obs: obs}, obs: obs, acquirer: acquirer}
+	r := &runner{e: e, log: base, rec: rec, leases: leaseRequests{leases: leases, rest: restOf(e.cfg.Client.CoordinationV1()), obs: obs}, obs: obs, acquirer: acquirer}
 	return r, func() {
 		stopWatch()
 		done()

@@ -50,7 +50,7 @@ func applyAcquisition(l *coordinationv1.Lease, a acquisition) {
 	l.Labels[protocol.FencedLabel] = "true"
 	id := a.identity
 	secs := leaseSeconds(a.leaseDuration)
-	now := metav1.NewMicroTime(a.now)
+	now := microTime(a.now)
 	var transitions int32
 	if l.Spec.LeaseTransitions != nil {
 		transitions = *l.Spec.LeaseTransitions
@@ -89,16 +89,22 @@ func renewalOf(held *coordinationv1.Lease, now time.Time, leaseDuration time.Dur
 // applyRenewal turns l (the Lease as last written by this holder) into a renewal: it replaces the spec's
 // renewTime and leaseDurationSeconds pointers and writes nothing else.
 func applyRenewal(l *coordinationv1.Lease, now time.Time, leaseDuration time.Duration) {
-	t := metav1.NewMicroTime(now)
+	t := microTime(now)
 	secs := leaseSeconds(leaseDuration)
 	l.Spec.RenewTime = &t
 	l.Spec.LeaseDurationSeconds = &secs
 }
 
+// microTime is t as the apiserver stores a MicroTime: to the microsecond, without a monotonic reading. The
+// version a renewal wrote is then the one stored (leaseRequests.renew does not read it back).
+func microTime(t time.Time) metav1.MicroTime {
+	return metav1.NewMicroTime(t.Truncate(time.Microsecond))
+}
+
 // applyRelease turns l into a release: no holder, as client-go writes it (an empty holder identity and a
 // one-second duration); the epoch and acquirer annotations stay.
 func applyRelease(l *coordinationv1.Lease, now time.Time) {
-	t := metav1.NewMicroTime(now)
+	t := microTime(now)
 	empty := ""
 	one := int32(1)
 	l.Spec.HolderIdentity = &empty

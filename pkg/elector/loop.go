@@ -420,7 +420,7 @@ func (r *runner) renew(ctx context.Context, sent, stepAt time.Time) {
 	cfg := r.cfg()
 	l := renewalOf(r.held, sent, cfg.LeaseDuration)
 	rctx, cancel := context.WithTimeout(ctx, stepAt.Sub(sent))
-	res, err := r.leases.update(rctx, l, metav1.UpdateOptions{FieldManager: r.term.token.FieldManager()})
+	res, err := r.leases.renew(rctx, l, r.term.token.FieldManager())
 	if apierrors.IsConflict(err) {
 		// Another write of the Lease came between (a label, an annotation: anyone's with RBAC on Leases).
 		// Renew on the term instead of the resourceVersion: the apiserver applies the patch to the Lease as

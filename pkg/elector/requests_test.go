@@ -1,15 +1,22 @@
 package elector
 
 import (
+	"encoding/json"
 	"errors"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/encoding/protowire"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/fencekit/fencekit/pkg/protocol"
@@ -111,5 +118,122 @@ func TestRenewalLeavesTheHeldLeaseAsItWas(t *testing.T) {
 	}
 	if l.Spec.AcquireTime != held.Spec.AcquireTime || l.Spec.HolderIdentity != held.Spec.HolderIdentity {
 		t.Errorf("the renewal does not carry the held holder and acquireTime: %+v", l.Spec)
+	}
+}
+
+// A renewal's answer is read for the Lease's resourceVersion in both encodings the apiserver answers in;
+// an answer that is not one Lease with one resourceVersion is not read so (the renewal then decodes it).
+func TestResourceVersionOfAnAnswer(t *testing.T) {
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "ns", UID: "u1", ResourceVersion: "4711",
+		Labels:        map[string]string{protocol.FencedLabel: "true"},
+		Annotations:   map[string]string{protocol.EpochAnnotation: "3", protocol.AcquirerAnnotation: "alice"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: protocol.FieldManagerFor(3), Operation: metav1.ManagedFieldsOperationUpdate}}}}
+	applyAcquisition(lease, acquisition{identity: "a", acquirer: "alice", epoch: 3, leaseDuration: 15 * time.Second, now: time.Now()})
+	lease.ResourceVersion = "4711"
+	encode := func(info runtime.SerializerInfo, obj runtime.Object) []byte {
+		t.Helper()
+		b, err := runtime.Encode(scheme.Codecs.EncoderForVersion(info.Serializer, coordinationv1.SchemeGroupVersion), obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	serializer := func(mediaType string) runtime.SerializerInfo {
+		info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), mediaType)
+		if !ok {
+			t.Fatalf("no serializer for %s", mediaType)
+		}
+		return info
+	}
+	pb, js := serializer(runtime.ContentTypeProtobuf), serializer(runtime.ContentTypeJSON)
+	noVersion := lease.DeepCopy()
+	noVersion.ResourceVersion = ""
+	status := &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess,
+		ListMeta: metav1.ListMeta{ResourceVersion: "4711"}}
+	statusJSON, err := json.Marshal(status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaseProto := encode(pb, lease)
+	// The envelope's raw field twice: a decoder keeps one of them, this reading none.
+	twice := append(slices.Clone(leaseProto), protowire.AppendTag(nil, unknownRaw, protowire.BytesType)...)
+	twice = protowire.AppendBytes(twice, []byte{})
+	cases := []struct {
+		name, contentType string
+		body              []byte
+		want              string
+		ok                bool
+	}{
+		{"protobuf", pb.MediaType, leaseProto, "4711", true},
+		{"protobuf with parameters", pb.MediaType + "; charset=binary", leaseProto, "4711", true},
+		{"JSON", js.MediaType, encode(js, lease), "4711", true},
+		{"JSON with a charset", js.MediaType + ";charset=utf-8", encode(js, lease), "4711", true},
+		{"protobuf without a resourceVersion", pb.MediaType, encode(pb, noVersion), "", false},
+		{"JSON without a resourceVersion", js.MediaType, encode(js, noVersion), "", false},
+		{"a Status in JSON", js.MediaType, statusJSON, "", false},
+		{"protobuf with its raw field twice", pb.MediaType, twice, "", false},
+		{"protobuf cut short", pb.MediaType, leaseProto[:len(leaseProto)-5], "", false},
+		{"protobuf without its magic", pb.MediaType, leaseProto[4:], "", false},
+		{"protobuf labelled JSON", js.MediaType, leaseProto, "", false},
+		{"YAML", "application/yaml", []byte("kind: Lease\nmetadata:\n  resourceVersion: \"4711\"\n"), "", false},
+		{"no content type", "", leaseProto, "", false},
+		{"an empty body", pb.MediaType, nil, "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := resourceVersionOf(tc.body, tc.contentType)
+			if got != tc.want || ok != tc.ok {
+				t.Errorf("resourceVersionOf = %q, %t; want %q, %t", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+// Renewals go through the REST client that the client's Leases use, and through the typed client when
+// there is none.
+func TestRestOf(t *testing.T) {
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: "https://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if restOf(cs.CoordinationV1()) == nil {
+		t.Error("no REST client for a clientset's Leases")
+	}
+	if got := restOf(restClientOf{(*rest.RESTClient)(nil)}); got != nil {
+		t.Errorf("restOf a nil *rest.RESTClient = %v, want nil", got)
+	}
+	if got := restOf(restClientOf{nil}); got != nil {
+		t.Errorf("restOf a nil rest.Interface = %v, want nil", got)
+	}
+}
+
+type restClientOf struct{ rc rest.Interface }
+
+func (c restClientOf) RESTClient() rest.Interface { return c.rc }
+
+// The version a renewal wrote, which the elector keeps without reading the answer, carries the times the
+// apiserver stores: MicroTimes to the microsecond, in both encodings.
+func TestRenewalTimesAreTheStoredOnes(t *testing.T) {
+	held := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "ns", ResourceVersion: "7"}}
+	acquired := time.Date(2026, 12, 7, 10, 0, 0, 123456789, time.UTC)
+	applyAcquisition(held, acquisition{identity: "a", acquirer: "a", epoch: 3, leaseDuration: 15 * time.Second, now: acquired})
+	l := renewalOf(held, time.Now(), 15*time.Second) // a reading with a monotonic clock and nanoseconds
+	for _, mediaType := range []string{runtime.ContentTypeProtobuf, runtime.ContentTypeJSON} {
+		info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), mediaType)
+		if !ok {
+			t.Fatalf("no serializer for %s", mediaType)
+		}
+		b, err := runtime.Encode(scheme.Codecs.EncoderForVersion(info.Serializer, coordinationv1.SchemeGroupVersion), l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored := &coordinationv1.Lease{}
+		if err := runtime.DecodeInto(scheme.Codecs.UniversalDecoder(coordinationv1.SchemeGroupVersion), b, stored); err != nil {
+			t.Fatal(err)
+		}
+		if !stored.Spec.RenewTime.Equal(l.Spec.RenewTime) || !stored.Spec.AcquireTime.Equal(l.Spec.AcquireTime) {
+			t.Errorf("%s: renewTime %v, acquireTime %v stored; the elector keeps %v, %v", mediaType,
+				stored.Spec.RenewTime, stored.Spec.AcquireTime, l.Spec.RenewTime, l.Spec.AcquireTime)
+		}
 	}
 }
