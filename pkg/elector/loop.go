@@ -166,11 +166,7 @@ func (r *runner) noteLeader(o observation) {
 // another field) becomes the base of the next renewal. It reports whether it stepped down.
 func (r *runner) checkObserved(ctx context.Context, o observation) bool {
 	if o.lease == nil {
-		// At once, with no read first: a standby may create the Lease and lead the moment it is gone. A Lease
-		// whose fenced label break glass removed leaves the shared watch as a deletion too, and its holder
-		// steps down and competes again (TestRound21FencedLabelRemovedByAdmin, -tags openholes).
-		r.stepDown(ctx, reasonLeaseDeleted, "the Lease was deleted")
-		return true
+		return r.leftTheWatch(ctx)
 	}
 	if o.lease.ResourceVersion == r.held.ResourceVersion {
 		r.held = o.lease // the same version: the watch's copy, once it delivered it (observer.watched)
@@ -187,6 +183,45 @@ func (r *runner) checkObserved(ctx context.Context, o observation) bool {
 	}
 	r.held = o.lease
 	return false
+}
+
+// leftTheWatch reads the Lease that the watch reports gone, and steps down unless the read finds it
+// fenced (a watch that lost track of it). A Lease whose fenced label break glass removed leaves the
+// label-selected watch as a deletion too, and no policy guarded its epoch from then on: the Lease policy
+// lets no write label it again but an acquisition that takes its resourceVersion as the new epoch. Its
+// holder steps down (fenced_label_removed) and, when the Lease still names it with the epoch, acquirer and
+// fences it wrote, releases it, so that it acquires a new term at once (its own watch sees no more of the
+// Lease until then, and the others' neither) instead of a leaseDuration later. Another elector of this
+// process that creates the Lease meanwhile does not lead before this term ends (takeLeadership).
+func (r *runner) leftTheWatch(ctx context.Context) bool {
+	rctx, cancel := context.WithTimeout(ctx, renewStepDownAt(r.lastSent, r.cfg().RenewDeadline).Sub(r.e.clock.Now()))
+	defer cancel()
+	got, err := r.leases.get(rctx, r.e.lease.Name)
+	switch {
+	case apierrors.IsNotFound(err):
+		r.obs.deleted("")
+		r.stepDown(ctx, reasonLeaseDeleted, "the Lease was deleted")
+		return true
+	case err != nil:
+		r.stepDown(ctx, reasonLeaseDeleted, fmt.Sprintf("the Lease left the watch and cannot be read: %v", err))
+		return true
+	}
+	r.obs.set(got)
+	if got.Labels[protocol.FencedLabel] == "true" {
+		return false // the next step checks it as any version the watch brings
+	}
+	ours := got.UID == r.held.UID && holder(got) == r.cfg().Identity
+	for _, a := range []string{protocol.EpochAnnotation, protocol.AcquirerAnnotation, protocol.FencesAnnotation} {
+		ours = ours && got.Annotations[a] == r.held.Annotations[a]
+	}
+	detail := fmt.Sprintf("the label %s=true was removed, so no policy guards the epoch %d any more", protocol.FencedLabel, r.term.token.Epoch)
+	if ours {
+		r.held = got
+		detail += "; released, to acquire a new epoch"
+	}
+	r.endTerm(ctx, &lostError{msg: fmt.Sprintf("%v: %s: %s", ErrLeadershipLost, reasonFencedLabelRemoved, detail), taken: !ours},
+		reasonFencedLabelRemoved, detail, ours)
+	return true
 }
 
 // acquire tries to take the Lease by compare-and-swap on the observed version (or by Create if absent):

@@ -9,12 +9,13 @@ import (
 
 // Lost reasons, the values of leadership_lost_total's reason label.
 const (
-	reasonRenewDeadline     = "renew_deadline"      // could not renew within RenewDeadline
-	reasonDeadlinePassed    = "deadline_passed"     // the safe-work deadline passed before a renewal
-	reasonHolderChanged     = "holder_changed"      // the Lease shows another holder
-	reasonEpochChanged      = "epoch_changed"       // the Lease shows another epoch (edited by hand)
-	reasonLeaseDeleted      = "lease_deleted"       // the Lease was deleted
-	reasonPostAcquireFailed = "post_acquire_failed" // Config.PostAcquire's raise returned an error
+	reasonRenewDeadline      = "renew_deadline"       // could not renew within RenewDeadline
+	reasonDeadlinePassed     = "deadline_passed"      // the safe-work deadline passed before a renewal
+	reasonHolderChanged      = "holder_changed"       // the Lease shows another holder
+	reasonEpochChanged       = "epoch_changed"        // the Lease shows another epoch (edited by hand)
+	reasonLeaseDeleted       = "lease_deleted"        // the Lease was deleted
+	reasonFencedLabelRemoved = "fenced_label_removed" // break glass removed the Lease's fenced label
+	reasonPostAcquireFailed  = "post_acquire_failed"  // Config.PostAcquire's raise returned an error
 )
 
 // metrics are the elector's collectors. They are registered once per registerer and shared by every

@@ -7,11 +7,12 @@ package elector_test
 // TestRound21FakeClockDeadlineTimerAfterItFired (the fake clock's Step blocked for ever once term.extend
 // Reset the deadline timer that had run: a timer that ran is replaced, never Reset) and
 // TestRound21EventsAfterMassAcquisition600 (paced Events were still queued when Run ended and lost; the
-// pacing was withdrawn). TestRound21FencedLabelRemovedByAdmin stays open (since decision 0060: the shared label-selected watch
-// reports the Lease deleted and the holder steps down; reading the Lease first let a standby of the same
-// process lead before the holder stepped down on a real deletion). It, the timing probes and the
-// 600-elector attempt run under -tags openholes (round21_timing_test.go). TestRound21IsLeaderAcrossTakeovers,
-// open since decision 0068, is closed by decision 0070 (takeover_order_test.go).
+// pacing was withdrawn). TestRound21FencedLabelRemovedByAdmin (break glass removes the fenced label and the
+// holder steps down) is decided by decision 0072: the removal ends the term, whose epoch no policy guards
+// any more, and its holder releases the Lease and acquires a new epoch at once
+// (TestFencedLabelRemovedFromAHeldLease, in make test). The timing probes and the 600-elector attempt run
+// under -tags openholes (round21_timing_test.go). TestRound21IsLeaderAcrossTakeovers, open since decision
+// 0068, is closed by decision 0070 (takeover_order_test.go).
 
 import (
 	"context"
@@ -154,9 +155,9 @@ func TestRound21FakeClockDeadlineTimerAfterItFired(t *testing.T) {
 	}
 }
 
-// TestRound21FencedLabelRemovedByIntruder: TestRound21FencedLabelRemovedByAdmin by a user held to the Lease
-// policy (user "intruder", every verb on Leases of the namespace): the removal is refused (held), or the
-// holder must keep the Lease.
+// TestRound21FencedLabelRemovedByIntruder: the fenced label's removal (TestFencedLabelRemovedFromAHeldLease,
+// by break glass) tried by a user held to the Lease policy (user "intruder", every verb on Leases of the
+// namespace): the removal is refused (held), or the holder must keep the Lease.
 func TestRound21FencedLabelRemovedByIntruder(t *testing.T) {
 	ns, h := parallelLock(t)
 	var stopped atomic.Int64

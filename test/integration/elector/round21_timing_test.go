@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fencekit/fencekit/pkg/elector"
-	"github.com/fencekit/fencekit/pkg/protocol"
 	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
@@ -282,39 +281,4 @@ func getLeaseOrNil(ctx context.Context, leases interface {
 		return nil
 	}
 	return l
-}
-
-// TestRound21FencedLabelRemovedByAdmin: while an elector leads, an admin (break glass, the only user the
-// Lease policy lets do it) removes the fenced label from the held Lease: the Lease leaves the shared
-// label-selected watch, which reports it deleted (observer.deleted). Invariant asked of the elector:
-// nothing a non-holder writes to other fields of the Lease (labels) makes the holder lose it.
-func TestRound21FencedLabelRemovedByAdmin(t *testing.T) {
-	ns, h := parallelLock(t)
-	reg := prometheus.NewRegistry()
-	var stopped atomic.Int64
-	cfg := h.config(t, ns, "a")
-	cfg.OnStoppedLeading = func() { stopped.Add(1) }
-	start(t, cfg, elector.WithMetricsRegisterer(reg))
-	tok := h.wait(t, 20*time.Second)
-	admin := clientset(t).CoordinationV1().Leases(ns)
-	p := `[{"op":"remove","path":"/metadata/labels/` + strings.ReplaceAll(protocol.FencedLabel, "/", "~1") + `"}]`
-	if _, err := admin.Patch(t.Context(), "lock", types.JSONPatchType, []byte(p), metav1.PatchOptions{}); err != nil {
-		t.Fatalf("removing the fenced label: %v", err)
-	}
-	time.Sleep(3 * time.Second)
-	h.mu.Lock()
-	order := append([]int64(nil), h.order...)
-	h.mu.Unlock()
-	if n := stopped.Load(); n != 0 || len(order) != 1 {
-		t.Errorf("after the admin removed the fenced label from the Lease %s held at epoch %d: %d leaderships stopped, epochs led %v", tok.Holder, tok.Epoch, n, order)
-	}
-	mfs, _ := reg.Gather()
-	for _, mf := range mfs {
-		if mf.GetName() == "fencekit_elector_leadership_lost_total" {
-			for _, m := range mf.GetMetric() {
-				t.Errorf("leadership lost: %v = %v", m.GetLabel(), m.GetCounter().GetValue())
-			}
-		}
-	}
-	h.check(t)
 }

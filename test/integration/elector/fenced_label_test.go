@@ -1,0 +1,92 @@
+package elector_test
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fencekit/fencekit/pkg/elector"
+	"github.com/fencekit/fencekit/pkg/protocol"
+)
+
+// While an elector leads, break glass (the only user fencekit's Lease policy lets do it) removes the fenced
+// label from the held Lease, which leaves the label-selected shared watch as if deleted, and whose epoch
+// no policy guards from then on. The holder reads the Lease, steps down (fenced_label_removed) and, as the
+// Lease still names it with its own annotations, releases it and acquires a new term at once: the label
+// and its own annotations are written again at a higher epoch, well before the Lease would have expired
+// (a leaseDuration of 30 s). The same removal with the acquirer annotation changed in the same write is
+// not the holder's Lease any more: it steps down without releasing, and a later acquisition (at expiry)
+// writes the label and its own annotations at a higher epoch.
+func TestFencedLabelRemovedFromAHeldLease(t *testing.T) {
+	label := "/metadata/labels/" + strings.ReplaceAll(protocol.FencedLabel, "/", "~1")
+	acquirer := "/metadata/annotations/" + strings.ReplaceAll(protocol.AcquirerAnnotation, "/", "~1")
+	cases := []struct {
+		name, patch   string
+		leaseDuration time.Duration
+		released      bool
+	}{
+		{"the label alone", `[{"op":"remove","path":"` + label + `"}]`, 30 * time.Second, true},
+		{"the label and the acquirer", `[{"op":"remove","path":"` + label + `"},{"op":"replace","path":"` + acquirer + `","value":"mallory"}]`, 2 * time.Second, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ns, h := parallelLock(t)
+			reg := prometheus.NewRegistry()
+			var stopped atomic.Int64
+			cfg := h.policyConfig(t, ns, "a")
+			cfg.LeaseDuration = tc.leaseDuration
+			cfg.OnStoppedLeading = func() { stopped.Add(1) }
+			start(t, cfg, elector.WithMetricsRegisterer(reg))
+			tok := h.wait(t, 20*time.Second)
+			before := getLease(t, ns, "lock")
+			if _, err := clientset(t).CoordinationV1().Leases(ns).Patch(t.Context(), "lock", types.JSONPatchType, []byte(tc.patch), metav1.PatchOptions{}); err != nil {
+				t.Fatalf("break glass patching the held Lease with %s: %v", tc.patch, err)
+			}
+			within := tc.leaseDuration / 2
+			if !tc.released {
+				within = 4 * tc.leaseDuration
+			}
+			next := h.wait(t, within)
+			if stopped.Load() != 1 || next.Epoch <= tok.Epoch {
+				t.Errorf("after break glass patched the Lease held at epoch %d: %d leaderships stopped, next epoch %d", tok.Epoch, stopped.Load(), next.Epoch)
+			}
+			eventually(t, 10*cfg.RetryPeriod, "the next acquisition written", func() bool {
+				l := getLease(t, ns, "lock")
+				return l.Labels[protocol.FencedLabel] == "true" && l.Annotations[protocol.AcquirerAnnotation] == before.Annotations[protocol.AcquirerAnnotation] &&
+					l.Annotations[protocol.EpochAnnotation] == fmt.Sprint(next.Epoch)
+			})
+			lost := counterValues(t, reg, "fencekit_elector_leadership_lost_total")
+			if len(lost) != 1 || !strings.Contains(fmt.Sprint(lost), "fenced_label_removed") {
+				t.Errorf("leaderships lost: %v, want one, fenced_label_removed", lost)
+			}
+			h.check(t)
+		})
+	}
+}
+
+// counterValues returns the nonzero series of the counter name in reg, by their labels.
+func counterValues(t *testing.T, reg *prometheus.Registry, name string) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if v := m.GetCounter().GetValue(); v != 0 {
+				out[fmt.Sprint(m.GetLabel())] = v
+			}
+		}
+	}
+	return out
+}
