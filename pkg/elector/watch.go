@@ -25,10 +25,10 @@ import (
 // its own Lease, by name, and records them on its own clock, so each elector's takeover timing is the one
 // a watch of its Lease alone gives.
 //
-// The shared watch lists and watches the fenced Leases of the namespace (label fencing.fencekit.io/fenced=true,
-// which every acquisition sets and fencekit's Lease policy lets nobody remove, and whose other labels and
-// annotations it bounds): other workloads' Leases, however many and however large, never reach the
-// process. A Lease of the elector's name that is not fenced yet is not in it: the elector sees it when its
+// The shared watch lists and watches the fenced Leases of the namespace (label
+// fencing.fencekit.io/fenced=true, which every acquisition sets and fencekit's Lease policy lets nobody but
+// break glass remove (runner.leftTheWatch), and whose other labels and annotations it bounds): other
+// workloads' Leases, however many and however large, never reach the process. A Lease of the elector's name that is not fenced yet is not in it: the elector sees it when its
 // Create of the Lease finds it there (a re-read), and then by compare-and-swap. The watch needs `list` and
 // `watch` on Leases without resourceNames. A client whose RBAC names its Leases is refused that List: the electors waiting
 // for it then each keep a watch of their own Lease by name (which RBAC authorizes against resourceNames),
