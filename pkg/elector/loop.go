@@ -90,6 +90,10 @@ func (r *runner) step(ctx context.Context) (w wakeup, idle bool) {
 	if r.checkObserved(ctx, o) {
 		return wakeup{}, false
 	}
+	if !fenced(r.held) {
+		r.unfenced(ctx, r.held)
+		return wakeup{}, false
+	}
 	if r.term.ctx.Context.Err() != nil {
 		r.stepDown(ctx, reasonDeadlinePassed, "the safe-work deadline passed before a renewal succeeded")
 		return wakeup{}, false
@@ -186,13 +190,8 @@ func (r *runner) checkObserved(ctx context.Context, o observation) bool {
 }
 
 // leftTheWatch reads the Lease that the watch reports gone, and steps down unless the read finds it
-// fenced (a watch that lost track of it). A Lease whose fenced label break glass removed leaves the
-// label-selected watch as a deletion too, and no policy guarded its epoch from then on: the Lease policy
-// lets no write label it again but an acquisition that takes its resourceVersion as the new epoch. Its
-// holder steps down (fenced_label_removed) and, when the Lease still names it with the epoch, acquirer and
-// fences it wrote, releases it, so that it acquires a new term at once (its own watch sees no more of the
-// Lease until then, and the others' neither) instead of a leaseDuration later. Another elector of this
-// process that creates the Lease meanwhile does not lead before this term ends (takeLeadership).
+// fenced (a watch that lost track of it): a Lease whose fenced label break glass removed leaves the
+// label-selected watch as a deletion too (unfenced).
 func (r *runner) leftTheWatch(ctx context.Context) bool {
 	rctx, cancel := context.WithTimeout(ctx, renewStepDownAt(r.lastSent, r.cfg().RenewDeadline).Sub(r.e.clock.Now()))
 	defer cancel()
@@ -207,21 +206,37 @@ func (r *runner) leftTheWatch(ctx context.Context) bool {
 		return true
 	}
 	r.obs.set(got)
-	if got.Labels[protocol.FencedLabel] == "true" {
+	if fenced(got) {
 		return false // the next step checks it as any version the watch brings
 	}
-	ours := got.UID == r.held.UID && holder(got) == r.cfg().Identity
-	for _, a := range []string{protocol.EpochAnnotation, protocol.AcquirerAnnotation, protocol.FencesAnnotation} {
-		ours = ours && got.Annotations[a] == r.held.Annotations[a]
-	}
+	r.unfenced(ctx, got)
+	return true
+}
+
+// fenced reports whether l carries the fenced label.
+func fenced(l *coordinationv1.Lease) bool { return l.Labels[protocol.FencedLabel] == "true" }
+
+// unfenced ends the term on l, a version of the Lease without the fenced label (break glass removed it:
+// the watch reports it gone, or a renewal's answer or re-read shows it). From that write on no policy
+// guarded the Lease's epoch, and the Lease policy lets no write label it again but an acquisition that
+// takes its resourceVersion as the new epoch, so the term cannot go on (fenced_label_removed). When l still
+// names this holder with the epoch, acquirer and fences annotations this term wrote, the holder releases
+// it, so that it acquires a new term at once (nobody's watch sees the Lease until it is labelled again)
+// instead of a leaseDuration later; otherwise it steps down without releasing. Another elector of this
+// process that acquires meanwhile does not lead before this term ends (takeLeadership).
+func (r *runner) unfenced(ctx context.Context, l *coordinationv1.Lease) {
+	cfg := r.cfg()
+	ours := holder(l) == cfg.Identity &&
+		l.Annotations[protocol.EpochAnnotation] == strconv.FormatInt(r.term.token.Epoch, 10) &&
+		l.Annotations[protocol.AcquirerAnnotation] == r.acquirer &&
+		l.Annotations[protocol.FencesAnnotation] == cfg.PostAcquire.fences.String()
 	detail := fmt.Sprintf("the label %s=true was removed, so no policy guards the epoch %d any more", protocol.FencedLabel, r.term.token.Epoch)
 	if ours {
-		r.held = got
+		r.held = l
 		detail += "; released, to acquire a new epoch"
 	}
 	r.endTerm(ctx, &lostError{msg: fmt.Sprintf("%v: %s: %s", ErrLeadershipLost, reasonFencedLabelRemoved, detail), taken: !ours},
 		reasonFencedLabelRemoved, detail, ours)
-	return true
 }
 
 // acquire tries to take the Lease by compare-and-swap on the observed version (or by Create if absent):

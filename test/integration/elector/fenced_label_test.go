@@ -1,7 +1,9 @@
 package elector_test
 
 import (
+	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/fencekit/fencekit/pkg/elector"
 	"github.com/fencekit/fencekit/pkg/protocol"
+	"github.com/fencekit/fencekit/test/util/testenv"
 )
 
 // While an elector leads, break glass (the only user fencekit's Lease policy lets do it) removes the fenced
@@ -63,6 +66,68 @@ func TestFencedLabelRemovedFromAHeldLease(t *testing.T) {
 			})
 			lost := counterValues(t, reg, "fencekit_elector_leadership_lost_total")
 			if len(lost) != 1 || !strings.Contains(fmt.Sprint(lost), "fenced_label_removed") {
+				t.Errorf("leaderships lost: %v, want one, fenced_label_removed", lost)
+			}
+			h.check(t)
+		})
+	}
+}
+
+// Break glass removes the fenced label while the holder's renewal is on its way (held in the client's
+// transport until the removal is done and the watch has reported the Lease gone). The renewal's
+// compare-and-swap conflicts and the holder renews on its term (a JSON patch testing the holder and the
+// epoch, which the unlabelled Lease passes), or, when that patch fails, re-reads the Lease: either way the
+// answer is newer than the deletion the watch reported, and it is the version without the label that ends
+// the term. The Lease is labelled again at a higher epoch, as when the watch reports the removal.
+func TestFencedLabelRemovedDuringARenewal(t *testing.T) {
+	for _, patchFails := range []bool{false, true} {
+		t.Run(fmt.Sprintf("patch fails=%t", patchFails), func(t *testing.T) {
+			ns, h := parallelLock(t)
+			reg := prometheus.NewRegistry()
+			var holdPut, failPatch atomic.Bool
+			held, resume := make(chan struct{}), make(chan struct{})
+			wrap := func(rt http.RoundTripper) http.RoundTripper {
+				return testenv.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
+					if strings.HasSuffix(r.URL.Path, "/leases/lock") {
+						if r.Method == http.MethodPut && holdPut.CompareAndSwap(true, false) {
+							close(held)
+							<-resume
+						}
+						if r.Method == http.MethodPatch && failPatch.CompareAndSwap(true, false) {
+							return nil, errors.New("the renewal's patch failed in the transport")
+						}
+					}
+					return rt.RoundTrip(r)
+				})
+			}
+			cfg := h.config(t, ns, "a")
+			cfg.Client = electorClientset(t, ns, "a-user", wrap)
+			cfg.LeaseDuration = 30 * time.Second
+			start(t, cfg, elector.WithMetricsRegisterer(reg))
+			tok := h.wait(t, 20*time.Second)
+			failPatch.Store(patchFails)
+			holdPut.Store(true)
+			select {
+			case <-held:
+			case <-time.After(10 * cfg.RetryPeriod):
+				t.Fatalf("no renewal within %v", 10*cfg.RetryPeriod)
+			}
+			p := `[{"op":"remove","path":"/metadata/labels/` + strings.ReplaceAll(protocol.FencedLabel, "/", "~1") + `"}]`
+			_, err := clientset(t).CoordinationV1().Leases(ns).Patch(t.Context(), "lock", types.JSONPatchType, []byte(p), metav1.PatchOptions{})
+			time.Sleep(300 * time.Millisecond) // the watch reports the Lease gone meanwhile
+			close(resume)
+			if err != nil {
+				t.Fatalf("break glass removing the fenced label: %v", err)
+			}
+			next := h.wait(t, cfg.LeaseDuration/2)
+			if next.Epoch <= tok.Epoch {
+				t.Errorf("the next term's epoch %d is not above %d", next.Epoch, tok.Epoch)
+			}
+			eventually(t, 10*cfg.RetryPeriod, "the Lease labelled again at the next epoch", func() bool {
+				l := getLease(t, ns, "lock")
+				return l.Labels[protocol.FencedLabel] == "true" && l.Annotations[protocol.EpochAnnotation] == fmt.Sprint(next.Epoch)
+			})
+			if lost := counterValues(t, reg, "fencekit_elector_leadership_lost_total"); len(lost) != 1 || !strings.Contains(fmt.Sprint(lost), "fenced_label_removed") {
 				t.Errorf("leaderships lost: %v, want one, fenced_label_removed", lost)
 			}
 			h.check(t)
