@@ -189,9 +189,11 @@ func (r *runner) checkObserved(ctx context.Context, o observation) bool {
 	return false
 }
 
-// leftTheWatch reads the Lease that the watch reports gone, and steps down unless the read finds it
-// fenced (a watch that lost track of it): a Lease whose fenced label break glass removed leaves the
-// label-selected watch as a deletion too (unfenced).
+// leftTheWatch reads the Lease that the watch reports gone: not found, the holder steps down; without the
+// fenced label (break glass removed it, and the Lease left the label-selected watch as a deletion), the
+// term ends (unfenced); with it (a watch that lost track of it), the next step checks the version read as
+// any other. A read that fails is no evidence either way: the term goes on, bounded by its renewal
+// deadline, and the next step reads again. It reports whether the step is to start over.
 func (r *runner) leftTheWatch(ctx context.Context) bool {
 	rctx, cancel := context.WithTimeout(ctx, renewStepDownAt(r.lastSent, r.cfg().RenewDeadline).Sub(r.e.clock.Now()))
 	defer cancel()
@@ -202,12 +204,14 @@ func (r *runner) leftTheWatch(ctx context.Context) bool {
 		r.stepDown(ctx, reasonLeaseDeleted, "the Lease was deleted")
 		return true
 	case err != nil:
-		r.stepDown(ctx, reasonLeaseDeleted, fmt.Sprintf("the Lease left the watch and cannot be read: %v", err))
-		return true
+		if ctx.Err() == nil {
+			r.logger().Error(err, "The watch reports the Lease gone, and it cannot be read", "epoch", r.term.token.Epoch)
+		}
+		return false
 	}
 	r.obs.set(got)
 	if fenced(got) {
-		return false // the next step checks it as any version the watch brings
+		return r.obs.get().lease != nil
 	}
 	r.unfenced(ctx, got)
 	return true
@@ -221,8 +225,9 @@ func fenced(l *coordinationv1.Lease) bool { return l.Labels[protocol.FencedLabel
 // guarded the Lease's epoch, and the Lease policy lets no write label it again but an acquisition that
 // takes its resourceVersion as the new epoch, so the term cannot go on (fenced_label_removed). When l still
 // names this holder with the epoch, acquirer and fences annotations this term wrote, the holder releases
-// it, so that it acquires a new term at once (nobody's watch sees the Lease until it is labelled again)
-// instead of a leaseDuration later; otherwise it steps down without releasing. Another elector of this
+// it and competes for a new term at once, instead of every candidate waiting a leaseDuration (no shared
+// watch shows the release; a candidate that watches the Lease by name, or reads it, may win it);
+// otherwise it steps down without releasing. Another elector of this
 // process that acquires meanwhile does not lead before this term ends (takeLeadership).
 func (r *runner) unfenced(ctx context.Context, l *coordinationv1.Lease) {
 	cfg := r.cfg()

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 )
 
@@ -21,16 +22,21 @@ import (
 // equal (shareHeld): each elector keeps the last one.
 type leaseRequests struct {
 	leases leaseClient
-	// rest sends the renewals (renew): the REST client the client's Leases go through, nil when they go
-	// through none (a fake clientset), and then a renewal is an Update of leases.
+	// rest sends the renewals (renew): the REST client of client-go's own coordination client, nil when
+	// the client is any other implementation (a wrapper that observes or changes its requests, a fake
+	// clientset), and then a renewal is an Update through leases, as every other request is.
 	rest rest.Interface
 	obs  *observer
 }
 
-// restOf returns the REST client that cs's Leases go through, nil if there is none.
-func restOf(cs interface{ RESTClient() rest.Interface }) rest.Interface {
-	rc := cs.RESTClient()
-	if c, ok := rc.(*rest.RESTClient); rc == nil || ok && c == nil {
+// restOf returns the REST client of c if c is client-go's own coordination client, nil otherwise.
+func restOf(c coordinationv1client.CoordinationV1Interface) rest.Interface {
+	own, ok := c.(*coordinationv1client.CoordinationV1Client)
+	if !ok || own == nil {
+		return nil
+	}
+	rc := own.RESTClient()
+	if r, ok := rc.(*rest.RESTClient); rc == nil || ok && r == nil {
 		return nil
 	}
 	return rc
@@ -63,7 +69,8 @@ func (q leaseRequests) renew(ctx context.Context, l *coordinationv1.Lease, field
 		return q.update(ctx, l, metav1.UpdateOptions{FieldManager: fieldManager})
 	}
 	var contentType string
-	res := q.rest.Put().Namespace(l.Namespace).Resource("leases").Name(l.Name).
+	// Protobuf unless the client's config names a content type, as client-go's typed Leases client does.
+	res := q.rest.Put().UseProtobufAsDefault().Namespace(l.Namespace).Resource("leases").Name(l.Name).
 		Param("fieldManager", fieldManager).Body(l).Do(ctx).ContentType(&contentType)
 	if err := res.Error(); err != nil {
 		return nil, err
@@ -99,12 +106,14 @@ func resourceVersionOf(body []byte, contentType string) (string, bool) {
 		return protobufResourceVersion(body)
 	case runtime.ContentTypeJSON:
 		var lease struct {
-			Kind     string `json:"kind"`
-			Metadata struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Metadata   struct {
 				ResourceVersion string `json:"resourceVersion"`
 			} `json:"metadata"`
 		}
-		if json.Unmarshal(body, &lease) != nil || lease.Kind != "Lease" || lease.Metadata.ResourceVersion == "" {
+		if json.Unmarshal(body, &lease) != nil || lease.Kind != "Lease" || lease.APIVersion != coordinationv1.SchemeGroupVersion.String() ||
+			lease.Metadata.ResourceVersion == "" {
 			return "", false
 		}
 		return lease.Metadata.ResourceVersion, true
@@ -121,6 +130,7 @@ var protobufMagic = []byte{0x6b, 0x38, 0x73, 0x00}
 const (
 	unknownTypeMeta           protowire.Number = 1
 	unknownRaw                protowire.Number = 2
+	typeMetaAPIVersion        protowire.Number = 1
 	typeMetaKind              protowire.Number = 2
 	leaseMetadata             protowire.Number = 1
 	objectMetaResourceVersion protowire.Number = 6
@@ -136,6 +146,9 @@ func protobufResourceVersion(body []byte) (string, bool) {
 		return "", false
 	}
 	if kind, ok := onlyField(typeMeta, typeMetaKind); !ok || string(kind) != "Lease" {
+		return "", false
+	}
+	if v, ok := onlyField(typeMeta, typeMetaAPIVersion); !ok || string(v) != coordinationv1.SchemeGroupVersion.String() {
 		return "", false
 	}
 	raw, ok := onlyField(envelope, unknownRaw)

@@ -11,11 +11,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/encoding/protowire"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -130,6 +133,14 @@ func TestResourceVersionOfAnAnswer(t *testing.T) {
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: protocol.FieldManagerFor(3), Operation: metav1.ManagedFieldsOperationUpdate}}}}
 	applyAcquisition(lease, acquisition{identity: "a", acquirer: "alice", epoch: 3, leaseDuration: 15 * time.Second, now: time.Now()})
 	lease.ResourceVersion = "4711"
+	encodeAs := func(info runtime.SerializerInfo, gv schema.GroupVersion, obj runtime.Object) []byte {
+		t.Helper()
+		b, err := runtime.Encode(scheme.Codecs.EncoderForVersion(info.Serializer, gv), obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
 	encode := func(info runtime.SerializerInfo, obj runtime.Object) []byte {
 		t.Helper()
 		b, err := runtime.Encode(scheme.Codecs.EncoderForVersion(info.Serializer, coordinationv1.SchemeGroupVersion), obj)
@@ -171,6 +182,13 @@ func TestResourceVersionOfAnAnswer(t *testing.T) {
 		{"protobuf without a resourceVersion", pb.MediaType, encode(pb, noVersion), "", false},
 		{"JSON without a resourceVersion", js.MediaType, encode(js, noVersion), "", false},
 		{"a Status in JSON", js.MediaType, statusJSON, "", false},
+		{"a Status in protobuf", pb.MediaType, encodeAs(pb, metav1.SchemeGroupVersion, status), "", false},
+		{"a ConfigMap in protobuf", pb.MediaType, encodeAs(pb, corev1.SchemeGroupVersion,
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "orders", ResourceVersion: "4711"}}), "", false},
+		{"a ConfigMap in JSON", js.MediaType, encodeAs(js, corev1.SchemeGroupVersion,
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "orders", ResourceVersion: "4711"}}), "", false},
+		{"a LeaseList in protobuf", pb.MediaType, encode(pb, &coordinationv1.LeaseList{ListMeta: metav1.ListMeta{ResourceVersion: "4711"},
+			Items: []coordinationv1.Lease{*lease}}), "", false},
 		{"protobuf with its raw field twice", pb.MediaType, twice, "", false},
 		{"protobuf cut short", pb.MediaType, leaseProto[:len(leaseProto)-5], "", false},
 		{"protobuf without its magic", pb.MediaType, leaseProto[4:], "", false},
@@ -189,51 +207,25 @@ func TestResourceVersionOfAnAnswer(t *testing.T) {
 	}
 }
 
-// Renewals go through the REST client that the client's Leases use, and through the typed client when
-// there is none.
+// Renewals go through the REST client of client-go's own coordination client, and through the typed
+// client of any other implementation (a wrapper that observes its requests, a fake clientset).
 func TestRestOf(t *testing.T) {
 	cs, err := kubernetes.NewForConfig(&rest.Config{Host: "https://127.0.0.1:1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if restOf(cs.CoordinationV1()) == nil {
-		t.Error("no REST client for a clientset's Leases")
+		t.Error("no REST client for client-go's own coordination client")
 	}
-	if got := restOf(restClientOf{(*rest.RESTClient)(nil)}); got != nil {
-		t.Errorf("restOf a nil *rest.RESTClient = %v, want nil", got)
+	if got := restOf(observedCoordination{cs.CoordinationV1()}); got != nil {
+		t.Errorf("restOf a wrapper of the coordination client = %v, want nil: its Leases would be bypassed", got)
 	}
-	if got := restOf(restClientOf{nil}); got != nil {
-		t.Errorf("restOf a nil rest.Interface = %v, want nil", got)
+	if got := restOf((*coordinationv1client.CoordinationV1Client)(nil)); got != nil {
+		t.Errorf("restOf a nil coordination client = %v, want nil", got)
 	}
 }
 
-type restClientOf struct{ rc rest.Interface }
-
-func (c restClientOf) RESTClient() rest.Interface { return c.rc }
-
-// The version a renewal wrote, which the elector keeps without reading the answer, carries the times the
-// apiserver stores: MicroTimes to the microsecond, in both encodings.
-func TestRenewalTimesAreTheStoredOnes(t *testing.T) {
-	held := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "ns", ResourceVersion: "7"}}
-	acquired := time.Date(2026, 12, 7, 10, 0, 0, 123456789, time.UTC)
-	applyAcquisition(held, acquisition{identity: "a", acquirer: "a", epoch: 3, leaseDuration: 15 * time.Second, now: acquired})
-	l := renewalOf(held, time.Now(), 15*time.Second) // a reading with a monotonic clock and nanoseconds
-	for _, mediaType := range []string{runtime.ContentTypeProtobuf, runtime.ContentTypeJSON} {
-		info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), mediaType)
-		if !ok {
-			t.Fatalf("no serializer for %s", mediaType)
-		}
-		b, err := runtime.Encode(scheme.Codecs.EncoderForVersion(info.Serializer, coordinationv1.SchemeGroupVersion), l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stored := &coordinationv1.Lease{}
-		if err := runtime.DecodeInto(scheme.Codecs.UniversalDecoder(coordinationv1.SchemeGroupVersion), b, stored); err != nil {
-			t.Fatal(err)
-		}
-		if !stored.Spec.RenewTime.Equal(l.Spec.RenewTime) || !stored.Spec.AcquireTime.Equal(l.Spec.AcquireTime) {
-			t.Errorf("%s: renewTime %v, acquireTime %v stored; the elector keeps %v, %v", mediaType,
-				stored.Spec.RenewTime, stored.Spec.AcquireTime, l.Spec.RenewTime, l.Spec.AcquireTime)
-		}
-	}
+// observedCoordination is a wrapper of a coordination client, as a user's instrumented clientset returns.
+type observedCoordination struct {
+	coordinationv1client.CoordinationV1Interface
 }

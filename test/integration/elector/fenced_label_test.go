@@ -48,6 +48,7 @@ func TestFencedLabelRemovedFromAHeldLease(t *testing.T) {
 			start(t, cfg, elector.WithMetricsRegisterer(reg))
 			tok := h.wait(t, 20*time.Second)
 			before := getLease(t, ns, "lock")
+			patched := time.Now()
 			if _, err := clientset(t).CoordinationV1().Leases(ns).Patch(t.Context(), "lock", types.JSONPatchType, []byte(tc.patch), metav1.PatchOptions{}); err != nil {
 				t.Fatalf("break glass patching the held Lease with %s: %v", tc.patch, err)
 			}
@@ -56,6 +57,10 @@ func TestFencedLabelRemovedFromAHeldLease(t *testing.T) {
 				within = 4 * tc.leaseDuration
 			}
 			next := h.wait(t, within)
+			// Not released, the Lease is acquired again at its expiry, measured from a read after the patch.
+			if waited := time.Since(patched); !tc.released && waited < tc.leaseDuration {
+				t.Errorf("the next term began %v after the patch, before the Lease's leaseDuration %v: it was released", waited, tc.leaseDuration)
+			}
 			if stopped.Load() != 1 || next.Epoch <= tok.Epoch {
 				t.Errorf("after break glass patched the Lease held at epoch %d: %d leaderships stopped, next epoch %d", tok.Epoch, stopped.Load(), next.Epoch)
 			}

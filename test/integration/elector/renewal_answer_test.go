@@ -55,16 +55,21 @@ func (l *renewalLog) seen() (writes []string, reads int) {
 	return append([]string(nil), l.writes...), l.reads
 }
 
-// A holder's renewals read the resourceVersion of each answer, in protobuf (client-go's default for
-// Leases) and in JSON, and write the next renewal on it: every renewal is one Update that the apiserver
-// accepts, with no conflict, re-read or patch in between, and the Lease stays led.
+// A holder's renewals read the resourceVersion of each answer, in protobuf (what client-go's Leases client
+// sends and accepts when the config names no content type) and in JSON, and write the next renewal on it:
+// every renewal is one Update that the apiserver accepts, with no conflict, re-read or patch in between,
+// and the Lease stays led.
 func TestRenewalsWriteOnTheAnswersResourceVersion(t *testing.T) {
-	for _, contentType := range []string{runtime.ContentTypeProtobuf, runtime.ContentTypeJSON} {
-		t.Run(contentType, func(t *testing.T) {
+	for _, configured := range []string{"", runtime.ContentTypeProtobuf, runtime.ContentTypeJSON} {
+		contentType := configured
+		if contentType == "" {
+			contentType = runtime.ContentTypeProtobuf
+		}
+		t.Run("configured "+configured, func(t *testing.T) {
 			ns, h := parallelLock(t)
 			log := &renewalLog{}
 			_, cfg := env.ElectorClient(t, ns, "a-user")
-			cfg.ContentType, cfg.AcceptContentTypes = contentType, contentType
+			cfg.ContentType, cfg.AcceptContentTypes = configured, configured
 			cfg.Wrap(log.wrap)
 			cs, err := kubernetes.NewForConfig(cfg)
 			if err != nil {
